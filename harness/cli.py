@@ -1,0 +1,202 @@
+"""``python -m harness {eval,list,download}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.datasets import (BENCHMARKS, PAPER_BENCHMARKS, SPLITS, DatasetError, load_dataset,
+                              locate_benchmark)
+from harness.evaluate import evaluate
+from harness.plugin import (ModelUnavailable, PluginError, create_model, discover_plugins,
+                            load_factory, parse_model_args)
+from harness.results import result_record
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _summary_line(record: dict[str, Any]) -> str:
+    speed = record["tokens_per_second"]
+    return (f"{record['model']} on {record['dataset']}/{record['split']}: perplexity "
+            f"{record['perplexity']:.2f} ({record['nll']:.4f} nats, {record['bits_per_token']:.3f} "
+            f"bits per token; {record['tokens']:,} tokens in {record['runtime_seconds']:.1f} s"
+            + (f", {speed:,.0f} tokens/s" if speed else "") + ")")
+
+
+def _table(records: list[dict[str, Any]]) -> str:
+    header = f"{'dataset':<16} {'split':<6} {'tokens':>11} {'perplexity':>11} {'nll':>8} {'bits':>7} {'seconds':>8}"
+    rows = [f"{r['dataset']:<16} {r['split']:<6} {r['tokens']:>11,} {r['perplexity']:>11.2f} "
+            f"{r['nll']:>8.4f} {r['bits_per_token']:>7.3f} {r['runtime_seconds']:>8.1f}"
+            for r in records]
+    return "\n".join([f"model: {records[0]['model']}", header, *rows])
+
+
+def _plan_datasets(args: argparse.Namespace) -> list[str]:
+    """The datasets to evaluate: those named, else the paper benchmarks found locally."""
+    if args.dataset:
+        return args.dataset
+    found = []
+    for name in PAPER_BENCHMARKS:
+        if locate_benchmark(name, args.data_dir) is None:
+            print(f"{name}: not found locally; `python -m harness download {name}` fetches it "
+                  f"(about {BENCHMARKS[name].approx_mb:g} MB)", file=sys.stderr)
+        else:
+            found.append(name)
+    return found
+
+
+def command_eval(args: argparse.Namespace) -> int:
+    plugin, factory = load_factory(args.plugin)
+    model_args = parse_model_args(args.model_args)
+    names = _plan_datasets(args)
+    splits = list(dict.fromkeys(args.split))
+    single_file_outputs = args.output is not None or args.save_token_logprobs is not None
+    if single_file_outputs and (len(names) != 1 or len(splits) != 1):
+        raise PluginError("--output and --save-token-logprobs take one dataset and one split; "
+                          "use --output-dir for several")
+    if args.checkpoint is not None and len(names) != 1:
+        raise PluginError("--checkpoint belongs to one dataset: name exactly one with --dataset")
+    device = _resolve_device(args.device)
+    records = []
+    for name in names:
+        dataset = load_dataset(name, args.data_dir)
+        try:
+            model = create_model(factory, plugin, dataset, device=device,
+                                 checkpoint=args.checkpoint, model_args=model_args)
+        except ModelUnavailable as reason:
+            if args.dataset:
+                raise
+            print(f"{name}: {reason}", file=sys.stderr)
+            continue
+        for split in splits:
+            stream = dataset.tokens(split)
+            keep = args.save_token_logprobs is not None or args.output_dir is not None
+            evaluation = evaluate(
+                model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
+                batch_size=args.batch_size, bptt=args.bptt, audit_positions=args.audit,
+                keep_token_log_probs=keep, name=f"{plugin} {dataset.name}/{split}")
+            if args.output_dir is not None:
+                stem = Path(args.output_dir) / f"{plugin}.{dataset.name}.{split}"
+                json_path, npy_path = Path(f"{stem}.json"), Path(f"{stem}.logprobs.npy")
+            else:
+                json_path = Path(args.output) if args.output else None
+                npy_path = Path(args.save_token_logprobs) if args.save_token_logprobs else None
+            if npy_path is not None:
+                npy_path.parent.mkdir(parents=True, exist_ok=True)
+                np.save(npy_path, evaluation.token_log_probs)
+            record = result_record(
+                plugin=plugin, model_args=model_args, checkpoint=args.checkpoint, dataset=dataset,
+                split=split, evaluation=evaluation, batch_size=args.batch_size, bptt=args.bptt,
+                num_parameters=getattr(model, "num_parameters", None), device=device,
+                token_log_probs_file=str(npy_path) if npy_path else None)
+            if evaluation.audit.requested and not evaluation.audit.checked:
+                print(f"{dataset.name}/{split}: the plugin gives no full distributions; "
+                      "normalization was not audited", file=sys.stderr)
+            if json_path is not None:
+                _write_json(json_path, record)
+            records.append(record)
+    if not records:
+        print("nothing evaluated", file=sys.stderr)
+        return 1
+    print(_summary_line(records[0]) if len(records) == 1 else _table(records))
+    return 0
+
+
+def command_list(args: argparse.Namespace) -> int:
+    print("datasets:")
+    for name, benchmark in BENCHMARKS.items():
+        directory = locate_benchmark(name, args.data_dir)
+        where = str(directory) if directory else f"downloadable (about {benchmark.approx_mb:g} MB)"
+        print(f"  {name:<17} {where}")
+    print("  DIR               any directory with wiki.{train,valid,test}.tokens (wikitext_builder output)")
+    print("plugins (harness.models entry points; any importable module path works too):")
+    for name, target in sorted(discover_plugins().items()):
+        print(f"  {name:<17} {target}")
+    return 0
+
+
+def command_download(args: argparse.Namespace) -> int:
+    for name in args.names:
+        if name not in BENCHMARKS:
+            raise DatasetError(f"unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
+        dataset = load_dataset(name, args.data_dir)
+        for split in SPLITS:
+            dataset.tokens(split)  # reads and verifies every split
+        print(f"{name}: {dataset.directory} (verified)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness",
+                                     description="Exact word-level perplexity for any LM plugin.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument("--data-dir", metavar="DIR",
+                          help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
+                               "the user cache and downloading)")
+
+    run = commands.add_parser("eval", parents=[data_dir], help="evaluate a plugin",
+                              description="Evaluate a language-model plugin under the papers' protocol.")
+    run.add_argument("plugin", help="module path (my_pkg.my_model) or registered plugin name")
+    run.add_argument("--dataset", nargs="+", metavar="NAME",
+                     help=f"benchmarks ({', '.join(BENCHMARKS)}) or directories; default: "
+                          "every paper benchmark found locally")
+    run.add_argument("--split", nargs="+", choices=SPLITS, default=["test"])
+    run.add_argument("--checkpoint", help="passed to the plugin's factory")
+    run.add_argument("--model-args", metavar="K=V,...", help="keyword arguments for the factory")
+    run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: auto)")
+    run.add_argument("--batch-size", type=int, default=1,
+                     help="contiguous streams scored together (default 1, the papers' test protocol)")
+    run.add_argument("--bptt", type=int, default=100, help="positions per chunk (default 100)")
+    run.add_argument("--audit", type=int, default=8, metavar="N",
+                     help="positions whose full distribution is checked (default 8; 0: off)")
+    run.add_argument("--output", metavar="FILE.json", help="write the result record")
+    run.add_argument("--save-token-logprobs", metavar="FILE.npy",
+                     help="save the per-token log-probabilities in stream order")
+    run.add_argument("--output-dir", metavar="DIR",
+                     help="write PLUGIN.DATASET.SPLIT.json and .logprobs.npy per evaluation")
+    run.set_defaults(handler=command_eval)
+
+    listing = commands.add_parser("list", parents=[data_dir], help="known datasets and plugins")
+    listing.set_defaults(handler=command_list)
+
+    fetch = commands.add_parser("download", parents=[data_dir],
+                                help="download and verify benchmarks into the user cache")
+    fetch.add_argument("names", nargs="+", metavar="NAME")
+    fetch.set_defaults(handler=command_download)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for option in ("batch_size", "bptt"):
+        if getattr(args, option, 1) < 1:
+            print(f"error: --{option.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    try:
+        return args.handler(args)
+    except (DatasetError, PluginError, ModelUnavailable) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,157 @@
+"""The plugin protocol: how the harness talks to a language model.
+
+A plugin is any importable module (``baselines.kneser_ney``, ``my_pkg.my_model``), or a name
+registered in the ``harness.models`` entry-point group, that exposes a factory::
+
+    def load_model(dataset: Dataset, *, device: str, checkpoint: str | None,
+                   **model_args) -> LanguageModel
+
+``dataset`` gives the vocabulary (``dataset.vocab``) and, for models that train on load, the
+train split (``dataset.tokens("train").ids``). A factory that cannot serve the dataset (no
+checkpoint for it, say) raises :class:`ModelUnavailable` with a one-line hint on how to get one.
+
+The returned model scores one split as ``B`` contiguous streams, chunk by chunk, in order. It
+keeps whatever state it needs across chunks (hidden states, pointer windows, caches); the
+harness calls :meth:`LanguageModel.reset` before each split. Inputs are numpy arrays, so a
+model needs no torch; scores may be numpy arrays or torch tensors (on any device).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+PLUGIN_GROUP = "harness.models"
+FACTORY_NAME = "load_model"
+
+
+class ModelUnavailable(Exception):
+    """Raised by a factory that cannot serve a dataset; the message says how to get a model."""
+
+
+class PluginError(Exception):
+    """A plugin that cannot be loaded or that broke the protocol; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Chunk:
+    """``T`` consecutive positions of ``B`` streams.
+
+    Attributes:
+        inputs: int64 ``[B, T]``; ``inputs[b, t]`` is the token preceding ``targets[b, t]``.
+            The first input of the first stream is the implicit ``<eos>`` before the split.
+        targets: int64 ``[B, T]``, the tokens to predict.
+        mask: bool ``[B, T]``, true where ``targets`` is a real prediction. Padding only ever
+            follows the last real position of a stream, so it can never influence a real one.
+        distribution_mask: bool ``[B, T]`` or None; where true (a subset of ``mask``) the
+            harness also asks for the full distribution, to audit it.
+    """
+
+    inputs: np.ndarray
+    targets: np.ndarray
+    mask: np.ndarray
+    distribution_mask: np.ndarray | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkScores:
+    """A model's answer for one :class:`Chunk`.
+
+    Attributes:
+        target_log_probs: float ``[B, T]``, natural-log probability of each target
+            (values at padded positions are ignored).
+        distributions: float ``[K, V]`` log-probabilities over the whole vocabulary at the
+            ``K`` positions of ``chunk.distribution_mask``, in row-major order
+            (``np.nonzero(distribution_mask)``); None when the model cannot give them.
+    """
+
+    target_log_probs: Any
+    distributions: Any = None
+
+
+@runtime_checkable
+class LanguageModel(Protocol):
+    """What a plugin's factory returns. May also have ``num_parameters: int``."""
+
+    def reset(self, batch_size: int) -> None:
+        """Forget all state; the next chunk starts ``batch_size`` new streams."""
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        """Score the next chunk of the streams, updating the model's state."""
+
+
+def discover_plugins() -> dict[str, str]:
+    """Plugins registered in the ``harness.models`` entry-point group: name -> target."""
+    return {entry.name: entry.value
+            for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
+
+
+def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
+    """Find a plugin's factory by entry-point name or module path.
+
+    Returns the plugin's module path (what results record as ``model``) and its factory.
+    """
+    entries = {entry.name: entry for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
+    if name in entries:
+        target = entries[name].value
+        loaded = entries[name].load()
+    else:
+        target = name
+        try:
+            loaded = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name is not None and name.startswith(error.name):
+                known = ", ".join(sorted(entries)) or "none"
+                raise PluginError(f"no plugin {name!r}: not an importable module nor a registered "
+                                  f"plugin (registered: {known})") from None
+            raise PluginError(f"plugin {name!r} failed to import: {error}") from None
+    factory = getattr(loaded, FACTORY_NAME, None) if inspect.ismodule(loaded) else loaded
+    if not callable(factory):
+        raise PluginError(f"plugin {target!r} has no {FACTORY_NAME}(dataset, *, device, "
+                          "checkpoint, **model_args) factory")
+    return target.split(":")[0], factory
+
+
+def parse_model_args(text: str | None) -> dict[str, Any]:
+    """``"order=5,name=x,flag=true"`` -> ``{"order": 5, "name": "x", "flag": True}``."""
+    args: dict[str, Any] = {}
+    for item in filter(None, (text or "").split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PluginError(f"--model-args: {item!r} is not key=value")
+        args[key.strip()] = _literal(value.strip())
+    return args
+
+
+def _literal(value: str) -> Any:
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for convert in (int, float):
+        try:
+            return convert(value)
+        except ValueError:
+            pass
+    return value
+
+
+def create_model(factory: Callable[..., LanguageModel], plugin: str, dataset: Any, *,
+                 device: str, checkpoint: str | None, model_args: dict[str, Any]) -> LanguageModel:
+    """Call ``factory``, checking the arguments against its signature and the result's type."""
+    try:
+        inspect.signature(factory).bind(dataset, device=device, checkpoint=checkpoint, **model_args)
+    except TypeError as error:
+        raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
+    model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
+    if not isinstance(model, LanguageModel):
+        raise PluginError(f"plugin {plugin!r}: {FACTORY_NAME} returned {type(model).__name__}, "
+                          "which has no reset(batch_size) and score(chunk) methods")
+    return model

@@ -1,0 +1,1 @@
+"""Reference plugins shipped with the harness."""

@@ -1,0 +1,1 @@
+"""Leaderboard CSVs, tables and plots from harness result files (not yet implemented)."""

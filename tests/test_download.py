@@ -1,0 +1,165 @@
+"""The download path, against a real HTTP server on 127.0.0.1 serving archives built here."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import datasets, download
+from harness.datasets import SPLITS, Benchmark, DatasetError, RemoteFile, load_dataset
+
+from conftest import TEST, TRAIN, VALID
+
+FILES = {f"wiki.{split}.tokens": text.encode() for split, text in
+         (("train", TRAIN), ("valid", VALID), ("test", TEST))}
+
+
+def build_zip(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(f"toy/{name}", data)
+    return buffer.getvalue()
+
+
+class Server:
+    """Serves ``routes`` (path -> bytes); ``failures`` (path -> statuses) are answered first.
+    Honours ``Range`` requests when ``ranges`` is true. Records (path, Range header) pairs."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, bytes] = {}
+        self.failures: dict[str, list[int]] = {}
+        self.ranges = True
+        self.requests: list[tuple[str, str | None]] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                server.requests.append((self.path, self.headers.get("Range")))
+                if server.failures.get(self.path):
+                    self.send_response(server.failures[self.path].pop(0))
+                    self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    return
+                if self.path not in server.routes:
+                    self.send_error(404)
+                    return
+                body = server.routes[self.path]
+                requested = self.headers.get("Range")
+                if requested and server.ranges:
+                    start = int(requested.removeprefix("bytes=").rstrip("-"))
+                    self.send_response(206)
+                    body = body[start:]
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    instance = Server()
+    yield instance
+    instance.httpd.shutdown()
+    instance.httpd.server_close()
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(download, "BACKOFF_SECONDS", 0.0)
+
+
+def register(monkeypatch: pytest.MonkeyPatch, urls: list[str], archive: bytes,
+             file_sha256: dict[str, str] | None = None) -> Benchmark:
+    source = RemoteFile("toy-v1.zip", tuple(urls), hashlib.sha256(archive).hexdigest(), 0.001,
+                        {f"toy/{name}": name for name in FILES})
+    benchmark = Benchmark("toy", {s: f"wiki.{s}.tokens" for s in SPLITS}, file_sha256 or {},
+                          (source,), "test")
+    monkeypatch.setitem(datasets.BENCHMARKS, "toy", benchmark)
+    return benchmark
+
+
+def test_download_verifies_installs_and_then_reads_from_the_cache(
+        server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+    archive = build_zip(FILES)
+    server.routes["/toy-v1.zip"] = archive
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive,
+             {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items()})
+    dataset = load_dataset("toy")
+    assert dataset.directory == isolated_cache / "data" / "toy"
+    assert sorted(p.name for p in dataset.directory.iterdir()) == sorted([*FILES, "SHA256SUMS"])
+    assert all(dataset.is_verified(split) for split in SPLITS)
+    assert len(dataset.tokens("test").ids) == sum(len(line.split()) + 1 for line in TEST.split("\n")[:-1])
+    load_dataset("toy").tokens("train")
+    assert len(server.requests) == 1  # the second load came from the cache
+
+
+def test_tampered_archive_is_refused_and_nothing_is_installed(
+        server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+    genuine = build_zip(FILES)
+    server.routes["/toy-v1.zip"] = build_zip({**FILES, "wiki.test.tokens": b" tampered \n"})
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], genuine)
+    with pytest.raises(DatasetError, match=r"toy-v1\.zip from http://127\.0\.0\.1:\d+/toy-v1\.zip: "
+                                           r"sha256 mismatch .*refusing the download"):
+        load_dataset("toy")
+    assert not (isolated_cache / "data" / "toy").exists()
+    assert not list((isolated_cache / "data").glob(".toy.partial/*.part"))
+
+
+def test_member_failing_the_release_checksum_is_refused(
+        server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+    archive = build_zip(FILES)
+    server.routes["/toy-v1.zip"] = archive
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive, {"wiki.test.tokens": "0" * 64})
+    with pytest.raises(DatasetError, match=r"toy/wiki\.test\.tokens: sha256 mismatch after extraction"):
+        load_dataset("toy")
+    assert not (isolated_cache / "data" / "toy").exists()
+
+
+def test_mirrors_are_tried_in_order_and_transient_errors_retried(
+        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = build_zip(FILES)
+    server.routes["/mirror/toy-v1.zip"] = archive
+    server.failures["/mirror/toy-v1.zip"] = [503, 429]
+    register(monkeypatch, [f"{server.url}/gone/toy-v1.zip", f"{server.url}/mirror/toy-v1.zip"], archive)
+    load_dataset("toy")
+    assert [path for path, _ in server.requests] == [
+        "/gone/toy-v1.zip", "/mirror/toy-v1.zip", "/mirror/toy-v1.zip", "/mirror/toy-v1.zip"]
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_interrupted_download_resumes(server: Server, monkeypatch: pytest.MonkeyPatch,
+                                      isolated_cache: Path, ranges: bool) -> None:
+    archive = build_zip(FILES)
+    server.routes["/toy-v1.zip"] = archive
+    server.ranges = ranges
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive)
+    staging = isolated_cache / "data" / ".toy.partial"
+    staging.mkdir(parents=True)
+    (staging / "toy-v1.zip.part").write_bytes(archive[:100])
+    load_dataset("toy").tokens("test")
+    assert server.requests == [("/toy-v1.zip", "bytes=100-")]
+
+
+def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    closed = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    url = f"http://127.0.0.1:{closed.server_address[1]}/toy-v1.zip"
+    closed.server_close()  # nothing listens there any more
+    register(monkeypatch, [url], b"unused")
+    with pytest.raises(DatasetError, match=r"could not download toy-v1\.zip: http://127\.0\.0\.1:\d+/toy-v1\.zip: ConnectionError"):
+        load_dataset("toy")

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.datasets import load_dataset
+from harness.evaluate import evaluate, stream_bounds
+from harness.plugin import Chunk, ChunkScores, PluginError
+from harness.plugins import unigram
+
+from conftest import TEST, TRAIN
+
+
+def _evaluate(model, dataset, split="test", **options):
+    stream = dataset.tokens(split)
+    return evaluate(model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
+                    progress=False, **options)
+
+
+def test_unigram_perplexity_equals_a_hand_computation(corpus: Path) -> None:
+    dataset = load_dataset(str(corpus))
+    train = [tok for line in TRAIN.split("\n")[:-1] for tok in (*line.split(), "<eos>")]
+    test = [tok for line in TEST.split("\n")[:-1] for tok in (*line.split(), "<eos>")]
+    counts, size = Counter(train), len(set(train)) + 1  # + <unk>
+    expected = math.exp(-sum(math.log((counts[t] + 1) / (len(train) + size)) for t in test) / len(test))
+    result = _evaluate(unigram.load_model(dataset, device="cpu", checkpoint=None), dataset)
+    assert result.tokens == len(test)
+    assert result.perplexity == pytest.approx(expected, rel=1e-12)
+    assert result.audit.checked == 8
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 7])
+@pytest.mark.parametrize("bptt", [1, 5, 35])
+def test_every_token_counted_once_and_stateless_ppl_invariant(corpus: Path, batch_size: int,
+                                                              bptt: int) -> None:
+    dataset = load_dataset(str(corpus))
+    model = unigram.load_model(dataset, device="cpu", checkpoint=None)
+    reference = _evaluate(model, dataset, keep_token_log_probs=True)
+    result = _evaluate(model, dataset, batch_size=batch_size, bptt=bptt, keep_token_log_probs=True)
+    assert result.tokens == len(dataset.tokens("test").ids)
+    assert result.perplexity == pytest.approx(reference.perplexity, rel=1e-12)
+    np.testing.assert_array_equal(result.token_log_probs, reference.token_log_probs)
+
+
+class Recorder:
+    """Records what the harness feeds it; scores every token log(1/V)."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def reset(self, batch_size: int) -> None:
+        self.streams = [([], []) for _ in range(batch_size)]
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        for b, (inputs, targets) in enumerate(self.streams):
+            inputs.extend(chunk.inputs[b][chunk.mask[b]])
+            targets.extend(chunk.targets[b][chunk.mask[b]])
+        assert not chunk.inputs.flags.writeable
+        return ChunkScores(np.full(chunk.targets.shape, -math.log(self.vocab_size)))
+
+
+@pytest.mark.parametrize("batch_size, bptt", [(1, 4), (3, 5), (7, 2), (100, 3)])
+def test_streams_are_contiguous_pieces_of_the_split_in_order(corpus: Path, batch_size: int,
+                                                             bptt: int) -> None:
+    dataset = load_dataset(str(corpus))
+    ids = dataset.tokens("test").ids
+    model = Recorder(len(dataset.vocab))
+    result = _evaluate(model, dataset, batch_size=batch_size, bptt=bptt)
+    targets = np.concatenate([t for _, t in model.streams if t])
+    inputs = np.concatenate([i for i, _ in model.streams if i])
+    np.testing.assert_array_equal(targets, ids)
+    np.testing.assert_array_equal(inputs, np.concatenate([[dataset.vocab.eos_id], ids[:-1]]))
+    assert result.tokens == len(ids)
+    assert result.perplexity == pytest.approx(len(dataset.vocab))
+
+
+def test_stream_bounds_are_balanced() -> None:
+    starts, lengths = stream_bounds(10, 4)
+    assert lengths.tolist() == [3, 3, 2, 2] and starts.tolist() == [0, 3, 6, 8]
+    assert stream_bounds(2, 3)[1].tolist() == [1, 1, 0]
+
+
+class Faulty:
+    """A uniform model with one injected fault."""
+
+    def __init__(self, vocab_size: int, fault: str) -> None:
+        self.vocab_size, self.fault = vocab_size, fault
+
+    def reset(self, batch_size: int) -> None:
+        pass
+
+    def score(self, chunk: Chunk):
+        log_probs = np.full(chunk.targets.shape, -math.log(self.vocab_size))
+        rows = int(chunk.distribution_mask.sum()) if chunk.distribution_mask is not None else 0
+        distributions = np.full((rows, self.vocab_size), -math.log(self.vocab_size))
+        if self.fault == "nan":
+            log_probs[0, -1] = np.nan
+        elif self.fault == "positive":
+            log_probs[:] = 0.5
+        elif self.fault == "shape":
+            log_probs = log_probs[:, :-1]
+        elif self.fault == "unnormalized":
+            distributions += math.log(2)
+            log_probs += math.log(2)
+        elif self.fault == "disagrees":
+            log_probs -= 0.1
+        elif self.fault == "distribution shape":
+            distributions = distributions[:, 1:]
+        elif self.fault == "not scores":
+            return log_probs
+        elif self.fault == "no distributions":
+            distributions = None
+        return ChunkScores(log_probs, distributions)
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("nan", r"an invalid log-probability \(nan\) for token 4 \(stream 0, position 4\)"),
+    ("positive", r"a positive log-probability \(0\.5\) for token 0"),
+    ("shape", r"target_log_probs has shape \(1, 4\), expected \(1, 5\)"),
+    ("unnormalized", r"unnormalized distribution: probabilities sum to 2, not 1"),
+    ("disagrees", r"reported log p\(target\) = .* but its full distribution gives"),
+    ("distribution shape", r"distributions has shape \(\d+, \d+\), expected"),
+    ("not scores", r"score\(\) returned ndarray, not harness.ChunkScores"),
+])
+def test_misbehaving_plugins_are_rejected_with_a_clear_message(corpus: Path, fault: str,
+                                                               message: str) -> None:
+    dataset = load_dataset(str(corpus))
+    with pytest.raises(PluginError, match=message):
+        _evaluate(Faulty(len(dataset.vocab), fault), dataset, bptt=5, audit_positions=30)
+
+
+def test_target_only_plugins_are_evaluated_but_not_audited(corpus: Path) -> None:
+    dataset = load_dataset(str(corpus))
+    result = _evaluate(Faulty(len(dataset.vocab), "no distributions"), dataset, bptt=5)
+    assert result.audit.checked == 0 and result.audit.requested > 0
+    assert result.perplexity == pytest.approx(len(dataset.vocab))
+
+
+def test_torch_tensors_are_accepted(corpus: Path) -> None:
+    torch = pytest.importorskip("torch")
+    dataset = load_dataset(str(corpus))
+    model = unigram.load_model(dataset, device="cpu", checkpoint=None)
+
+    class TorchUnigram:
+        def reset(self, batch_size: int) -> None:
+            pass
+
+        def score(self, chunk: Chunk) -> ChunkScores:
+            scores = model.score(chunk)
+            distributions = scores.distributions
+            return ChunkScores(torch.from_numpy(scores.target_log_probs).float(),
+                               None if distributions is None else torch.tensor(distributions).float())
+
+    reference = _evaluate(model, dataset)
+    result = _evaluate(TorchUnigram(), dataset)
+    assert result.perplexity == pytest.approx(reference.perplexity, rel=1e-6)
+    assert result.audit.checked == 8

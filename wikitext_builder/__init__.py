@@ -1,0 +1,1 @@
+"""Rebuilds WikiText-style corpora from Wikipedia Good and Featured articles (not yet implemented)."""
