@@ -57,6 +57,8 @@ class _OrderTable:
         """Ids of the n-grams ``(history, word)`` (broadcastable int64 arrays); -1 where the
         n-gram is unseen or ``history`` is -1."""
         keys = history * self.width + word
+        if len(self.keys) == 0:
+            return np.full(keys.shape, -1, dtype=np.int64)
         index = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
         return np.where((history >= 0) & (self.keys[index] == keys), index, -1)
 

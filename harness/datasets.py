@@ -17,7 +17,7 @@ import collections
 import dataclasses
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -166,8 +166,13 @@ class Vocabulary:
     def __contains__(self, token: object) -> bool:
         return token in self._index
 
-    def get(self, token: str, default: int) -> int:
-        return self._index.get(token, default)
+    def encode(self, tokens: Iterable[str]) -> tuple[np.ndarray, int]:
+        """Ids (int64 ``[n]``) of ``tokens``, unknown ones mapped to ``<unk>``, and their number."""
+        index = self._index.get
+        ids = np.fromiter((index(token, -1) for token in tokens), dtype=np.int64)
+        unknown = ids < 0
+        ids[unknown] = self.unk_id
+        return ids, int(unknown.sum())
 
     @property
     def eos_id(self) -> int:
@@ -260,7 +265,6 @@ class Dataset:
         self.directory = directory
         self.split_files = dict(split_files)
         self.expected_sha256 = dict(expected_sha256)
-        self._texts: dict[str, tuple[list[str], str]] = {}
         self._streams: dict[str, TokenStream] = {}
         self._vocab: Vocabulary | None = None
 
@@ -277,26 +281,24 @@ class Dataset:
         return self.split_files[split] in self.expected_sha256
 
     def _read(self, split: str) -> tuple[list[str], str]:
-        if split not in self._texts:
-            path = self.path(split)
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                raise DatasetError(f"{self.name}: missing split file {path}") from None
-            except OSError as error:
-                raise DatasetError(f"{self.name}: cannot read {path}: {error.strerror}") from None
-            digest = hashlib.sha256(data).hexdigest()
-            expected = self.expected_sha256.get(self.split_files[split])
-            if expected is not None and digest != expected:
-                raise DatasetError(
-                    f"{path}: sha256 mismatch (expected {expected}, got {digest}): the file is "
-                    "corrupted or not the canonical release; delete it to download it again")
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise DatasetError(f"{path}: not valid UTF-8 at byte {error.start}") from None
-            self._texts[split] = (_lines(text), digest)
-        return self._texts[split]
+        """The split's lines and the sha256 of its bytes, verified against the known checksum."""
+        path = self.path(split)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise DatasetError(f"{self.name}: missing split file {path}") from None
+        except OSError as error:
+            raise DatasetError(f"{self.name}: cannot read {path}: {error.strerror}") from None
+        digest = hashlib.sha256(data).hexdigest()
+        expected = self.expected_sha256.get(self.split_files[split])
+        if expected is not None and digest != expected:
+            raise DatasetError(
+                f"{path}: sha256 mismatch (expected {expected}, got {digest}): the file is "
+                "corrupted or not the canonical release; delete it to download it again")
+        try:
+            return _lines(data.decode("utf-8")), digest
+        except UnicodeDecodeError as error:
+            raise DatasetError(f"{path}: not valid UTF-8 at byte {error.start}") from None
 
     @property
     def vocab(self) -> Vocabulary:
@@ -309,12 +311,7 @@ class Dataset:
         """The split's token stream, encoded with :attr:`vocab`."""
         if split not in self._streams:
             lines, digest = self._read(split)
-            vocab = self.vocab
-            unk = vocab.unk_id
-            ids = np.fromiter((vocab.get(token, -1) for token in _line_tokens(lines)), dtype=np.int64)
-            unseen = ids < 0
-            oov = int(unseen.sum())
-            ids[unseen] = unk
+            ids, oov = self.vocab.encode(_line_tokens(lines))
             self._streams[split] = TokenStream(ids, self.path(split), digest, oov)
         return self._streams[split]
 

@@ -11,6 +11,7 @@ to ``<root>/<name>/``.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -133,7 +134,8 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
     target = root / benchmark.name
     staging = root / f".{benchmark.name}.partial"
     staging.mkdir(parents=True, exist_ok=True)
-    print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}")
+    print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}",
+          file=sys.stderr)
     for source in benchmark.sources:
         path = fetch(source, staging)
         if source.members:

@@ -106,7 +106,7 @@ def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
         try:
             loaded = importlib.import_module(name)
         except ModuleNotFoundError as error:
-            if error.name is not None and name.startswith(error.name):
+            if error.name == name or name.startswith(f"{error.name}."):
                 known = ", ".join(sorted(entries)) or "none"
                 raise PluginError(f"no plugin {name!r}: not an importable module nor a registered "
                                   f"plugin (registered: {known})") from None
