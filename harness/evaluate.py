@@ -106,12 +106,6 @@ def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
     return (peak + np.log(np.exp(rows - peak).sum(axis=1, keepdims=True)))[:, 0]
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.ascontiguousarray(array)
-    array.setflags(write=False)
-    return array
-
-
 def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: int,
              batch_size: int = 1, bptt: int = 100, audit_positions: int = 8,
              keep_token_log_probs: bool = False, name: str = "model",
@@ -167,8 +161,9 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
             end = min(begin + bptt, width)
             chunk_mask = mask[:, begin:end]
             wanted = audit_mask[:, begin:end]
-            chunk = Chunk(_frozen(inputs[:, begin:end]), _frozen(targets[:, begin:end]),
-                          _frozen(chunk_mask), _frozen(wanted) if wanted.any() else None)
+            # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
+            chunk = Chunk(inputs[:, begin:end].copy(), targets[:, begin:end].copy(),
+                          chunk_mask.copy(), wanted.copy() if wanted.any() else None)
             scores = model.score(chunk)
             if not isinstance(scores, ChunkScores):
                 raise PluginError(f"{name}: score() returned {type(scores).__name__}, "

@@ -59,7 +59,7 @@ class Recorder:
         for b, (inputs, targets) in enumerate(self.streams):
             inputs.extend(chunk.inputs[b][chunk.mask[b]])
             targets.extend(chunk.targets[b][chunk.mask[b]])
-        assert not chunk.inputs.flags.writeable
+        chunk.targets[:] = 0  # vandalism must not reach the harness
         return ChunkScores(np.full(chunk.targets.shape, -math.log(self.vocab_size)))
 
 
@@ -159,3 +159,46 @@ def test_torch_tensors_are_accepted(corpus: Path) -> None:
     result = _evaluate(TorchUnigram(), dataset)
     assert result.perplexity == pytest.approx(reference.perplexity, rel=1e-6)
     assert result.audit.checked == 8
+
+
+class TorchLSTM:
+    """A small random-weight LSTM that carries its hidden state across chunks."""
+
+    def __init__(self, vocab_size: int) -> None:
+        import torch
+
+        torch.manual_seed(0)
+        self.torch = torch
+        self.embed = torch.nn.Embedding(vocab_size, 16)
+        self.lstm = torch.nn.LSTM(16, 16, batch_first=True)
+        self.out = torch.nn.Linear(16, vocab_size)
+
+    def reset(self, batch_size: int) -> None:
+        self.state = None
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        torch = self.torch
+        with torch.no_grad():
+            hidden, self.state = self.lstm(self.embed(torch.from_numpy(chunk.inputs)), self.state)
+            log_probs = torch.log_softmax(self.out(hidden).double(), dim=-1)  # [B, T, V]
+        targets = log_probs.gather(2, torch.from_numpy(chunk.targets)[..., None])[..., 0]
+        wanted = chunk.distribution_mask
+        return ChunkScores(targets, None if wanted is None else log_probs[torch.from_numpy(wanted)])
+
+
+def test_stateful_rnn_scores_identically_for_any_chunk_length(corpus: Path) -> None:
+    pytest.importorskip("torch")
+    dataset = load_dataset(str(corpus))
+    model = TorchLSTM(len(dataset.vocab))
+    results = [_evaluate(model, dataset, bptt=bptt, audit_positions=10) for bptt in (1, 7, 100)]
+    for result in results[1:]:  # float32 arithmetic: equal to rounding
+        assert result.total_log_prob == pytest.approx(results[0].total_log_prob, rel=1e-6)
+    assert all(result.audit.checked == 10 for result in results)
+
+    class Forgetful(TorchLSTM):
+        def score(self, chunk: Chunk) -> ChunkScores:
+            self.state = None
+            return super().score(chunk)
+
+    forgetful = _evaluate(Forgetful(len(dataset.vocab)), dataset, bptt=7)
+    assert forgetful.total_log_prob != pytest.approx(results[0].total_log_prob, rel=1e-4)
