@@ -280,8 +280,8 @@ class Dataset:
         """Whether ``split`` has a known checksum that its file is checked against."""
         return self.split_files[split] in self.expected_sha256
 
-    def _read(self, split: str) -> tuple[list[str], str]:
-        """The split's lines and the sha256 of its bytes, verified against the known checksum."""
+    def verify(self, split: str) -> tuple[bytes, str]:
+        """The split file's bytes and sha256, checked against its known checksum if any."""
         path = self.path(split)
         try:
             data = path.read_bytes()
@@ -295,6 +295,12 @@ class Dataset:
             raise DatasetError(
                 f"{path}: sha256 mismatch (expected {expected}, got {digest}): the file is "
                 "corrupted or not the canonical release; delete it to download it again")
+        return data, digest
+
+    def _read(self, split: str) -> tuple[list[str], str]:
+        """The split's lines and sha256 (read anew each time: nothing large stays in memory)."""
+        data, digest = self.verify(split)
+        path = self.path(split)
         try:
             return _lines(data.decode("utf-8")), digest
         except UnicodeDecodeError as error:

@@ -118,3 +118,18 @@ def test_must_show_command_kn5_on_ptb(real_data_dir: Path, tmp_path: Path) -> No
     assert record["tokens"] == 82_430 and record["dataset_verified"]
     assert abs(record["perplexity"] - 141.2) / 141.2 < 0.02
     assert f"perplexity {record['perplexity']:.2f}" in completed.stdout
+
+
+def test_download_command_verifies_present_benchmarks(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    for split in SPLITS:
+        (tmp_path / "ptb").mkdir(exist_ok=True)
+        (tmp_path / "ptb" / f"ptb.{split}.txt").write_text(" not the real ptb \n")
+    assert main(["download", "ptb", "--data-dir", str(tmp_path)]) == 2
+    assert "ptb.train.txt: sha256 mismatch" in capsys.readouterr().err
+    assert main(["download", "nope"]) == 2
+    assert "unknown benchmark 'nope'" in capsys.readouterr().err
+
+
+def test_download_command_on_the_real_files(real_data_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["download", "ptb", "wikitext-2", "--data-dir", str(real_data_dir)]) == 0
+    assert capsys.readouterr().out.count("(checksums verified)") == 2
