@@ -317,6 +317,8 @@ class Dataset:
         """The split's token stream, encoded with :attr:`vocab`."""
         if split not in self._streams:
             lines, digest = self._read(split)
+            if split == "train" and self._vocab is None:
+                self._vocab = build_vocabulary(lines)  # from the lines in hand: one read of train
             ids, oov = self.vocab.encode(_line_tokens(lines))
             self._streams[split] = TokenStream(ids, self.path(split), digest, oov)
         return self._streams[split]
