@@ -94,7 +94,8 @@ def command_eval(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size, bptt=args.bptt, audit_positions=args.audit,
                 keep_token_log_probs=keep, name=f"{plugin} {dataset.name}/{split}")
             if args.output_dir is not None:
-                stem = Path(args.output_dir) / f"{plugin}.{dataset.name}.{split}"
+                arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
+                stem = Path(args.output_dir) / f"{plugin}{arguments}.{dataset.name}.{split}"
                 json_path, npy_path = Path(f"{stem}.json"), Path(f"{stem}.logprobs.npy")
             else:
                 json_path = Path(args.output) if args.output else None
@@ -173,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--save-token-logprobs", metavar="FILE.npy",
                      help="save the per-token log-probabilities in stream order")
     run.add_argument("--output-dir", metavar="DIR",
-                     help="write PLUGIN.DATASET.SPLIT.json and .logprobs.npy per evaluation")
+                     help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy "
+                     "per evaluation")
     run.set_defaults(handler=command_eval)
 
     listing = commands.add_parser("list", parents=[data_dir], help="known datasets and plugins")

@@ -91,6 +91,38 @@ def stream_bounds(num_tokens: int, batch_size: int) -> tuple[np.ndarray, np.ndar
     return starts, lengths
 
 
+@dataclasses.dataclass(frozen=True)
+class StreamGrid:
+    """A split laid out as ``B`` contiguous streams side by side (``W`` = longest stream).
+
+    Attributes:
+        starts: int64 ``[B]``, index of each stream's first prediction in the split.
+        inputs, targets: int64 ``[B, W]``; padding holds ``<eos>``.
+        mask: bool ``[B, W]``, true at real predictions.
+    """
+
+    starts: np.ndarray
+    inputs: np.ndarray
+    targets: np.ndarray
+    mask: np.ndarray
+
+
+def stream_grid(ids: np.ndarray, *, eos_id: int, batch_size: int) -> StreamGrid:
+    """Lay out the predictions of ``ids`` (int64 ``[N]``, inputs ``<eos>, x_1 .. x_{N-1}``)."""
+    num_tokens = len(ids)
+    if num_tokens == 0:
+        raise ValueError("nothing to evaluate: the token stream is empty")
+    starts, lengths = stream_bounds(num_tokens, batch_size)
+    offsets = np.arange(int(lengths.max()))
+    mask = offsets[None, :] < lengths[:, None]
+    positions = np.where(mask, starts[:, None] + offsets[None, :], 0)
+    inputs = np.concatenate([[eos_id], ids[:-1]]).astype(np.int64)[positions]
+    targets = np.asarray(ids, dtype=np.int64)[positions]
+    inputs[~mask] = eos_id
+    targets[~mask] = eos_id
+    return StreamGrid(starts, inputs, targets, mask)
+
+
 def _as_float64(values: Any, what: str) -> np.ndarray:
     if hasattr(values, "detach"):  # a torch tensor, on any device
         values = values.detach().to("cpu").double().numpy()
@@ -129,17 +161,9 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
     num_tokens = len(ids)
-    if num_tokens == 0:
-        raise ValueError("nothing to evaluate: the token stream is empty")
-    starts, lengths = stream_bounds(num_tokens, batch_size)
-    width = int(lengths.max())
-    offsets = np.arange(width)
-    mask = offsets[None, :] < lengths[:, None]
-    positions = np.where(mask, starts[:, None] + offsets[None, :], 0)
-    inputs = np.concatenate([[eos_id], ids[:-1]]).astype(np.int64)[positions]
-    targets = np.asarray(ids, dtype=np.int64)[positions]
-    inputs[~mask] = eos_id
-    targets[~mask] = eos_id
+    grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
+    starts, inputs, targets, mask = grid.starts, grid.inputs, grid.targets, grid.mask
+    width = mask.shape[1]
 
     audit_mask = np.zeros_like(mask)
     if audit_positions > 0:

@@ -1,1 +1,21 @@
-"""Leaderboard CSVs, tables and plots from harness result files (not yet implemented)."""
+"""Leaderboards from harness result files, the papers' numbers beside ours.
+
+- ``python -m leaderboard build RESULTS --out DIR [--format csv markdown html]``: one table per
+  dataset (``ptb``, ``wikitext-2``, ``wikitext-103`` and every builder corpus with results), our
+  runs (``kind = reproduced``) merged with the published figures of :data:`table.REPORTED_CSV`
+  (``kind = reported``), ranked by test perplexity. Malformed or incompatible files are named
+  on stderr and skipped.
+- ``python -m leaderboard regenerate``: the project's committed tables from ``results/``.
+- ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
+  difference over the saved per-token log-probabilities.
+- ``python -m leaderboard plot {bars,frequency,gates,zipf} ...``: the figures.
+"""
+
+from leaderboard.bootstrap import Comparison, paired_bootstrap
+from leaderboard.records import Result, ResultError, collect, load_result, load_token_log_probs, run_key
+from leaderboard.table import COLUMNS, build_tables, load_reported, write_tables
+
+__all__ = [
+    "COLUMNS", "Comparison", "Result", "ResultError", "build_tables", "collect", "load_reported",
+    "load_result", "load_token_log_probs", "paired_bootstrap", "run_key", "write_tables",
+]

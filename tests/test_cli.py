@@ -49,6 +49,10 @@ def test_output_dir_holds_one_record_per_evaluation(corpus: Path, tmp_path: Path
                      "harness.plugins.unigram.toy.valid.json", "harness.plugins.unigram.toy.valid.logprobs.npy"]
     table = capsys.readouterr().out
     assert "toy              valid" in table and "toy              test" in table
+    # Runs with other model arguments get their own files instead of overwriting these.
+    assert main(["eval", "kneser_ney", "--dataset", str(corpus), "--split", "valid",
+                 "--model-args", "order=3", "--output-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "baselines.kneser_ney+order=3.toy.valid.json").is_file()
 
 
 @pytest.mark.parametrize("arguments, message", [

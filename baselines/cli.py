@@ -1,0 +1,229 @@
+"""``python -m baselines {train,tune,analyze}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from harness.datasets import DatasetError, load_dataset
+from harness.plugin import ModelUnavailable, PluginError, parse_model_args
+from baselines import checkpoint as checkpoints
+from baselines.analysis import analyze
+from baselines.neural_cache import NeuralCache, read_tuning, tune, tuning_path
+from baselines.scoring import resolve_checkpoint
+from baselines.training import (PRESETS, Session, Trainer, TrainingError, TrainOptions,
+                                distributed)
+from baselines.zoneout_lstm import ZoneoutLSTM
+
+DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
+DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
+
+
+def _device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise TrainingError(f"--device {name}: CUDA is not available on this machine")
+    return name
+
+
+def _switch(value: str, device: str) -> bool:
+    return device.startswith("cuda") if value == "auto" else value == "on"
+
+
+def _span(text: str) -> tuple[int, int]:
+    start, sep, end = text.partition(":")
+    try:
+        span = int(start), int(end)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not START:END") from None
+    if not sep or span[0] < 0 or span[1] <= span[0]:
+        raise argparse.ArgumentTypeError(f"{text!r} is not START:END with 0 <= START < END")
+    return span
+
+
+def command_train(args: argparse.Namespace) -> int:
+    model_config = dict(PRESETS[args.preset])
+    if args.kind == "pointer_sentinel":
+        model_config["window"] = 100
+    overrides = parse_model_args(args.model_args)
+    model_config.update(overrides)
+    with distributed(_device(args.device)) as device:
+        dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+        model_config["vocab_size"] = len(dataset.vocab)
+        options = TrainOptions(kind=args.kind, model_config=model_config,
+                               batch_size=args.batch_size, bptt=args.bptt,
+                               learning_rate=args.lr, clip=args.clip, patience=args.patience,
+                               max_epochs=args.max_epochs, seed=args.seed)
+        session = Session(device=device, amp=_switch(args.amp, device),
+                          compile=_switch(args.compile, device), max_minutes=args.max_minutes,
+                          max_steps=args.max_steps, checkpoint_minutes=args.checkpoint_minutes)
+        run_dir = Path(args.out) if args.out else checkpoints.default_run_dir(args.kind, dataset.name)
+        trainer = Trainer(options, session, dataset, run_dir)
+        resumed = trainer.resume()
+        if trainer.rank == 0:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "config.json").write_text(json.dumps(
+                {"options": trainer.identity(), "dataset": dataset.name,
+                 "command": " ".join(sys.argv)}, indent=2) + "\n", encoding="utf-8")
+            where = f"resuming epoch {trainer.progress.epoch} step {trainer.progress.next_chunk}" \
+                if resumed else "starting"
+            print(f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
+                  f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
+                  f"{trainer.world} process(es), device {device}]", file=sys.stderr)
+        if trainer.progress.finished:
+            outcome = "already finished; nothing to do"
+        else:
+            outcome = trainer.run()
+        if trainer.rank == 0:
+            print(f"{outcome}. Best weights: {run_dir / checkpoints.BEST}", file=sys.stderr)
+    return 0
+
+
+def command_tune(args: argparse.Namespace) -> int:
+    device = _device(args.device)
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
+    lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
+    began = time.perf_counter()
+    results = tune(lstm, dataset.tokens(args.split).ids, eos_id=dataset.vocab.eos_id,
+                   windows=args.windows, thetas=args.thetas, interpolations=args.interpolations,
+                   batch_size=args.batch_size, bptt=args.bptt, device=device)
+    results.update({"checkpoint": str(path), "dataset": dataset.name, "split": args.split,
+                    "seconds": time.perf_counter() - began})
+    output = Path(args.output) if args.output else tuning_path(path)
+    if output.exists() and args.output is None:  # keep other windows tuned earlier
+        previous = json.loads(output.read_text(encoding="utf-8"))
+        results["best"] = {**previous.get("best", {}), **results["best"]}
+    output.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    for window in args.windows:
+        best = results["best"][str(window)]
+        baseline = ""
+        if 0.0 in args.interpolations:
+            plain = results["grid"][str(window)][0][args.interpolations.index(0.0)]
+            baseline = f" (without the cache: {plain:.2f})"
+        print(f"window {window}: theta {best['theta']:g}, lambda {best['interpolation']:g} -> "
+              f"{args.split} perplexity {best['perplexity']:.2f}{baseline}")
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
+def command_analyze(args: argparse.Namespace) -> int:
+    device = _device(args.device)
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    if args.kind == "neural_cache":
+        path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
+        lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
+        tuned = read_tuning(tuning_path(path), args.window) or {}
+        theta = args.theta if args.theta is not None else tuned.get("theta")
+        interpolation = args.interpolation if args.interpolation is not None \
+            else tuned.get("interpolation")
+        if theta is None or interpolation is None:
+            raise ModelUnavailable(f"no tuned neural cache for window {args.window}: run "
+                                   "`python -m baselines tune` or pass --theta and --interpolation")
+        module = NeuralCache(lstm, args.window, theta, interpolation)
+    else:
+        path = resolve_checkpoint(args.kind, dataset, args.checkpoint)
+        module, _ = checkpoints.load_model(path, dataset.vocab, kind=args.kind)
+    ids = dataset.tokens(args.split).ids
+    found = analyze(module, ids, dataset.vocab, span=args.span, bptt=args.bptt, device=device)
+    if args.gates_out:
+        if found["gates"] is None:
+            raise PluginError("--gates-out: the neural cache has no pointer gate")
+        np.save(args.gates_out, found["gates"])
+        print(f"wrote {len(found['gates'])} gates (mean {found['gates'].mean():.3f}) to "
+              f"{args.gates_out}", file=sys.stderr)
+    if args.attention_out:
+        Path(args.attention_out).write_text(json.dumps(
+            {"model": args.kind, "checkpoint": str(path), "dataset": dataset.name,
+             "split": args.split, "span": list(args.span), "positions": found["span"]},
+            indent=1) + "\n", encoding="utf-8")
+        print(f"wrote attention for {len(found['span'])} positions to {args.attention_out}",
+              file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m baselines",
+                                     description="Train, tune and inspect the baseline models.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a model with the papers' recipe "
+                                "(resumable: rerun the same command to continue)")
+    train.add_argument("kind", choices=sorted(checkpoints.MODELS))
+    train.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
+    train.add_argument("--data-dir", help="where benchmarks live (default: $HARNESS_DATA_DIR, cache)")
+    train.add_argument("--preset", choices=sorted(PRESETS), default="medium")
+    train.add_argument("--model-args", help="override preset fields, e.g. dropout=0.4,window=50")
+    train.add_argument("--out", help="run directory (default: <cache>/runs/KIND/DATASET, where "
+                       "the harness plugins look)")
+    train.add_argument("--device", default="auto")
+    train.add_argument("--batch-size", type=int, default=32)
+    train.add_argument("--bptt", type=int, default=100)
+    train.add_argument("--lr", type=float, default=20.0)
+    train.add_argument("--clip", type=float, default=1.0)
+    train.add_argument("--patience", type=int, default=3)
+    train.add_argument("--max-epochs", type=int, default=64)
+    train.add_argument("--seed", type=int, default=1)
+    train.add_argument("--amp", choices=["auto", "on", "off"], default="auto",
+                       help="bfloat16 autocast (auto: on for CUDA)")
+    train.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
+                       help="torch.compile the LSTM step (auto: on for CUDA)")
+    train.add_argument("--max-minutes", type=float, help="stop (resumably) after this long")
+    train.add_argument("--max-steps", type=int, help="stop (resumably) after this many steps")
+    train.add_argument("--checkpoint-minutes", type=float, default=10.0,
+                       help="also checkpoint this often within an epoch (default: 10)")
+    train.set_defaults(run=command_train)
+
+    tune_parser = commands.add_parser("tune", help="grid-search the neural cache's theta and "
+                                      "lambda on a split, every grid point in one pass")
+    tune_parser.add_argument("--dataset", required=True)
+    tune_parser.add_argument("--data-dir")
+    tune_parser.add_argument("--checkpoint", help="zoneout LSTM checkpoint (default: the trained one)")
+    tune_parser.add_argument("--split", default="valid")
+    tune_parser.add_argument("--windows", type=int, nargs="+", default=[100, 2000])
+    tune_parser.add_argument("--thetas", type=float, nargs="+", default=DEFAULT_THETAS)
+    tune_parser.add_argument("--interpolations", type=float, nargs="+",
+                             default=DEFAULT_INTERPOLATIONS)
+    tune_parser.add_argument("--batch-size", type=int, default=1)
+    tune_parser.add_argument("--bptt", type=int, default=100)
+    tune_parser.add_argument("--device", default="auto")
+    tune_parser.add_argument("--output", help="default: neural_cache.json beside the checkpoint, "
+                             "where the plugin reads it")
+    tune_parser.set_defaults(run=command_tune)
+
+    inspect = commands.add_parser("analyze", help="per-token pointer gates and attention for a span")
+    inspect.add_argument("kind", choices=["pointer_sentinel", "neural_cache"])
+    inspect.add_argument("--dataset", required=True)
+    inspect.add_argument("--data-dir")
+    inspect.add_argument("--checkpoint")
+    inspect.add_argument("--split", default="valid")
+    inspect.add_argument("--span", type=_span, default=(0, 100),
+                         help="START:END token positions whose attention is written (default 0:100)")
+    inspect.add_argument("--gates-out", help="write the per-token gates here (.npy, float32 [N])")
+    inspect.add_argument("--attention-out", help="write the span's attention here (.json)")
+    inspect.add_argument("--window", type=int, default=100, help="cache window (neural_cache)")
+    inspect.add_argument("--theta", type=float)
+    inspect.add_argument("--interpolation", type=float)
+    inspect.add_argument("--bptt", type=int, default=100)
+    inspect.add_argument("--device", default="auto")
+    inspect.set_defaults(run=command_analyze)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (DatasetError, PluginError, ModelUnavailable, TrainingError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,201 @@
+"""Speed of the baselines, each against its reference measured in the same run.
+
+1. Training step (batch 32, BPTT 100 by default): ``torch.nn.LSTM`` LM (cuDNN on GPU) vs the
+   zoneout LSTM vs the Pointer Sentinel-LSTM of the same size.
+2. Neural-cache evaluation (batch 1, the papers' protocol) vs the plain LSTM's evaluation and vs
+   a per-token loop in the style of awd-lstm-lm's ``pointer.py`` (LSTM outputs computed a chunk at
+   a time, the cache applied one token at a time in Python).
+
+    python benchmarks/baselines_speed.py --data-dir ../shared/data [--preset small] [--device cuda]
+
+Models have random weights (speed does not depend on them); text is the start of PTB valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from harness.datasets import load_dataset
+from harness.evaluate import evaluate
+from baselines.neural_cache import NeuralCache
+from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
+from baselines.recurrent import CoreConfig
+from baselines.scoring import TorchLanguageModel, detach_state
+from baselines.training import PRESETS
+from baselines.zoneout_lstm import LMOutput, ZoneoutLSTM
+
+
+class CudnnLSTM(nn.Module):
+    """The reference: ``torch.nn.LSTM`` of the same size, with the same embedding and decoder."""
+
+    def __init__(self, config: CoreConfig) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
+        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, config.num_layers,
+                            batch_first=True)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def initial_state(self, batch_size: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (self.lstm.num_layers, batch_size, self.lstm.hidden_size)
+        return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+
+    def forward(self, inputs, targets, state, generator=None, distribution_rows=None) -> LMOutput:
+        features, state = self.lstm(self.embedding(inputs), state)
+        log_probs = torch.log_softmax(self.decoder(features).float(), dim=-1)
+        return LMOutput(log_probs.gather(2, targets.unsqueeze(2)).squeeze(2), state)
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_training(model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int, steps: int,
+                  device: str, amp: bool) -> float:
+    """Seconds per training step (after two warm-up steps)."""
+    model.to(device).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    generator = torch.Generator(device=device).manual_seed(0)
+    state = model.initial_state(batch, device)
+    streams = ids[: batch * (bptt + 1) * (steps + 2)].view(batch, -1).to(device)
+
+    def step(index: int) -> None:
+        nonlocal state
+        chunk = streams[:, index * bptt:(index + 1) * bptt + 1]
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=amp):
+            output = model(chunk[:, :-1], chunk[:, 1:], state, generator)
+        loss = -output.target_log_probs.float().mean()
+        if output.auxiliary_loss is not None:
+            loss = loss + output.auxiliary_loss.float().mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        state = detach_state(output.state)
+
+    for index in range(2):
+        step(index)
+    synchronize(device)
+    began = time.perf_counter()
+    for index in range(2, steps + 2):
+        step(index)
+    synchronize(device)
+    return (time.perf_counter() - began) / steps
+
+
+def time_evaluation(model: nn.Module, ids: np.ndarray, eos_id: int, vocab_size: int,
+                    device: str) -> float:
+    """Tokens per second of the harness's evaluation (batch 1, BPTT 100, no audit)."""
+    scorer = TorchLanguageModel(model, device)
+    result = evaluate(scorer, ids, eos_id=eos_id, vocab_size=vocab_size, audit_positions=0,
+                      progress=False)
+    return result.tokens / result.seconds
+
+
+@torch.inference_mode()
+def per_token_cache(cache: NeuralCache, ids: np.ndarray, eos_id: int, device: str) -> float:
+    """Tokens per second of a ``pointer.py``-style loop: the LSTM a chunk at a time, the cache
+    one token at a time."""
+    lstm = cache.lstm.to(device).eval()
+    inputs = torch.from_numpy(np.concatenate([[eos_id], ids[:-1]])).to(device).view(1, -1)
+    targets = torch.from_numpy(ids).to(device)
+    state = lstm.initial_state(1, device)
+    history: list[torch.Tensor] = []
+    history_targets: list[int] = []
+    total = 0.0
+    synchronize(device)
+    began = time.perf_counter()
+    for begin in range(0, inputs.shape[1], 100):
+        features, state = lstm.core(inputs[:, begin:begin + 100], state)
+        log_vocab = torch.log_softmax(lstm.core.logits(features[0]), dim=-1)
+        for offset in range(features.shape[1]):
+            target = int(targets[begin + offset])
+            probability = log_vocab[offset, target].exp()
+            if history:
+                keys = torch.stack(history[-cache.window:])
+                weights = torch.softmax(cache.theta * (keys @ features[0, offset]), dim=0)
+                hits = torch.tensor(history_targets[-cache.window:], device=device) == target
+                probability = (1 - cache.interpolation) * probability \
+                    + cache.interpolation * weights[hits].sum()
+            total += float(torch.log(probability))
+            history.append(features[0, offset])
+            history_targets.append(target)
+    synchronize(device)
+    return len(ids) / (time.perf_counter() - began)
+
+
+def report(rows: list[tuple[str, float, str]]) -> None:
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, note in rows:
+        print(f"  {name:<{width}}  {value:10.1f}  {note}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir")
+    parser.add_argument("--dataset", default="ptb")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--eval-tokens", type=int, default=20_000)
+    parser.add_argument("--naive-tokens", type=int, default=2_000)
+    parser.add_argument("--window", type=int, default=2000)
+    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast in training")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the LSTM step")
+    args = parser.parse_args()
+
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    config = CoreConfig(vocab_size=len(dataset.vocab), **PRESETS[args.preset])
+    train_ids = torch.from_numpy(dataset.tokens("train").ids)
+    valid_ids = dataset.tokens("valid").ids
+    torch.manual_seed(0)
+    models: dict[str, Callable[[], nn.Module]] = {
+        "torch.nn.LSTM": lambda: CudnnLSTM(config),
+        "zoneout LSTM": lambda: ZoneoutLSTM(config),
+        "Pointer Sentinel-LSTM": lambda: PointerSentinelLSTM(
+            PointerConfig(**dataclasses.asdict(config), window=100)),
+    }
+    print(f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "
+          f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+
+    print(f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt} (seconds/step, "
+          f"ratio to torch.nn.LSTM):")
+    seconds = {}
+    for name, make in models.items():
+        model = make()
+        if args.compile and hasattr(model, "core"):
+            model.core.compile_step()
+        seconds[name] = time_training(model, train_ids, batch=args.batch_size, bptt=args.bptt,
+                                      steps=args.steps, device=args.device, amp=args.amp)
+    reference = seconds["torch.nn.LSTM"]
+    report([(name, value * 1000, f"ms   x{value / reference:.2f}") for name, value in seconds.items()])
+    pointer_ratio = seconds["Pointer Sentinel-LSTM"] / seconds["zoneout LSTM"]
+    print(f"  Pointer Sentinel-LSTM / zoneout LSTM of the same size: x{pointer_ratio:.2f} "
+          "(target: at most 1.5)")
+
+    print(f"\nEvaluation, batch 1, BPTT 100 (tokens/s; cache window {args.window}):")
+    lstm = ZoneoutLSTM(config)
+    cache = NeuralCache(lstm, args.window, theta=0.3, interpolation=0.1)
+    eval_ids = valid_ids[:args.eval_tokens]
+    plain = time_evaluation(lstm, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
+    vectorized = time_evaluation(cache, eval_ids, dataset.vocab.eos_id, len(dataset.vocab),
+                                 args.device)
+    naive = per_token_cache(cache, valid_ids[:args.naive_tokens], dataset.vocab.eos_id, args.device)
+    report([("plain zoneout LSTM", plain, "tok/s"),
+            ("neural cache (this toolkit)", vectorized,
+             f"tok/s   x{plain / vectorized:.2f} the plain LSTM's time (target: at most 1.3)"),
+            ("neural cache, per-token loop", naive,
+             f"tok/s   ours is x{vectorized / naive:.1f} faster (target: at least 50)")])
+
+
+if __name__ == "__main__":
+    main()

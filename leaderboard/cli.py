@@ -1,0 +1,375 @@
+"""``python -m leaderboard {build,regenerate,compare,plot}``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from leaderboard.records import Result, ResultError, collect, load_result, load_token_log_probs
+
+#: The project's committed results and the tables generated from them (``regenerate``).
+DEFAULT_RESULTS = Path("results")
+DEFAULT_TABLES = Path("leaderboard") / "tables"
+README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
+README_END = "<!-- leaderboard:{dataset}:end -->"
+
+
+class CommandError(Exception):
+    """A one-line user-facing error."""
+
+
+def _describe(result: Result) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in sorted(result["model_args"].items()))
+    text = f"{result['model']} ({args})" if args else result["model"]
+    if result["checkpoint"]:
+        text += f" [{Path(result['checkpoint']).name}]"
+    return text
+
+
+def _report(collection, warnings: list[str]) -> None:
+    for line in collection.rejected:
+        print(f"rejected: {line}", file=sys.stderr)
+    for line in collection.notes + warnings:
+        print(f"note: {line}", file=sys.stderr)
+
+
+# ---- build / regenerate ------------------------------------------------------------------------
+
+def _build(sources: list[str], out: Path, formats: list[str], reported_path: str | None,
+           no_reported: bool) -> tuple[dict, list[Path], object]:
+    from leaderboard.table import REPORTED_CSV, build_tables, load_reported, write_tables
+
+    for source in sources:
+        if not Path(source).exists():
+            raise CommandError(f"{source}: no such file or directory")
+    collection = collect(sources)
+    reported = None if no_reported else load_reported(reported_path or REPORTED_CSV)
+    warnings: list[str] = []
+    roots = [Path(s) for s in sources if Path(s).is_dir()]
+    tables = build_tables(collection, reported, roots=roots, warnings=warnings)
+    _report(collection, warnings)
+    written = write_tables(tables, out, formats)
+    return tables, written, collection
+
+
+def command_build(args: argparse.Namespace) -> int:
+    formats = list(dict.fromkeys(args.format))
+    tables, written, collection = _build(args.results, Path(args.out), formats, args.reported,
+                                         args.no_reported)
+    for dataset, frame in tables.items():
+        reproduced = int((frame["kind"] == "reproduced").sum())
+        print(f"{dataset}: {len(frame)} rows ({reproduced} reproduced, {len(frame) - reproduced} reported)")
+    print(f"wrote {len(written)} file(s) to {args.out}; {len(collection.results)} result file(s) used, "
+          f"{len(collection.rejected)} rejected")
+    return 1 if args.strict and collection.rejected else 0
+
+
+def _update_readme(readme: Path, tables: dict) -> list[str]:
+    """Replace the text between ``<!-- leaderboard:DATASET:begin -->`` and ``...:end -->``
+    markers with that dataset's markdown table; datasets without markers are left out."""
+    from leaderboard.table import to_markdown
+
+    text = readme.read_text(encoding="utf-8")
+    updated = []
+    for dataset, frame in tables.items():
+        begin, end = README_BEGIN.format(dataset=dataset), README_END.format(dataset=dataset)
+        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+        if pattern.search(text):
+            text = pattern.sub(lambda _: f"{begin}\n{to_markdown(frame)}{end}", text, count=1)
+            updated.append(dataset)
+    readme.write_text(text, encoding="utf-8")
+    return updated
+
+
+def command_regenerate(args: argparse.Namespace) -> int:
+    results = Path(args.results)
+    if not results.is_dir():
+        raise CommandError(f"{results}: no results directory (put harness result JSON there)")
+    tables, written, collection = _build([str(results)], Path(args.out), ["csv", "markdown"],
+                                         None, False)
+    print(f"wrote {len(written)} file(s) to {args.out} from {len(collection.results)} result file(s) "
+          f"({len(collection.rejected)} rejected)")
+    if args.readme:
+        readme = Path(args.readme)
+        if not readme.is_file():
+            raise CommandError(f"{readme}: no such file")
+        updated = _update_readme(readme, tables)
+        print(f"{readme}: updated {', '.join(updated) if updated else 'nothing'} "
+              "(between <!-- leaderboard:DATASET:begin/end --> markers)")
+    return 1 if collection.rejected else 0
+
+
+# ---- compare -------------------------------------------------------------------------------------
+
+COMPARED_FIELDS = ("dataset", "split", "tokens", "vocab_sha256", "dataset_sha256")
+
+
+def check_comparable(a: Result, b: Result) -> None:
+    for field in COMPARED_FIELDS:
+        if a[field] != b[field]:
+            raise ResultError(f"{a.path} and {b.path} are not comparable: {field} differs "
+                              f"({a[field]} vs {b[field]})")
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from leaderboard.bootstrap import paired_bootstrap
+
+    a, b = load_result(args.a), load_result(args.b)
+    check_comparable(a, b)
+    log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
+    block = None if args.block_length == "auto" else int(args.block_length)
+    result = paired_bootstrap(log_a, log_b, samples=args.samples, seed=args.seed,
+                              block_length=block, confidence=args.confidence)
+    level = f"{100 * args.confidence:g}%"
+    where = f"{a['dataset']}/{a['split']}"
+    print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
+    print(f"B: {_describe(b)} on {where}: perplexity {result.ppl_b:.2f}")
+    low, high = result.ppl_ci
+    nlow, nhigh = result.nll_ci
+    print(f"A - B: {result.ppl_diff:+.2f} perplexity, {level} CI [{low:+.2f}, {high:+.2f}]; "
+          f"mean NLL {result.nll_diff:+.4f} nats/token, {level} CI [{nlow:+.4f}, {nhigh:+.4f}]")
+    method = ("i.i.d. tokens" if result.block_length == 1
+              else f"circular blocks of {result.block_length:,} tokens")
+    p_text = (f"p <= {result.p_floor:.2g} (the smallest {result.samples:,} resamples can show)"
+              if result.p_value <= result.p_floor else f"p = {result.p_value:.4g}")
+    verdict = ("no significant difference" if result.p_value >= 1 - args.confidence
+               else ("A is better" if result.ppl_diff < 0 else "B is better"))
+    print(f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
+          f"{result.tokens:,} tokens, seed {result.seed}; {verdict} at the {level} level")
+    return 0
+
+
+# ---- plots ---------------------------------------------------------------------------------------
+
+def command_plot_bars(args: argparse.Namespace) -> int:
+    from leaderboard.plots import plot_bars
+    from leaderboard.table import PAPER_DATASETS, build_tables, load_reported, read_table
+
+    source = Path(args.source)
+    if source.is_file() and source.suffix == ".csv":
+        frame = read_table(source)
+        dataset = args.dataset or source.stem
+    elif source.exists():
+        collection = collect([source])
+        warnings: list[str] = []
+        tables = build_tables(collection, None if args.no_reported else load_reported(),
+                              roots=[source] if source.is_dir() else [], warnings=warnings)
+        _report(collection, warnings)
+        if args.dataset is None:
+            found = [d for d in tables if d not in PAPER_DATASETS or
+                     (tables[d]["kind"] == "reproduced").any()]
+            if len(found) != 1:
+                raise CommandError(f"{source} holds results for {', '.join(found) or 'no dataset'}: "
+                                   "pick one with --dataset")
+            args.dataset = found[0]
+        if args.dataset not in tables:
+            raise CommandError(f"no {args.dataset} rows in {source} (datasets: {', '.join(tables)})")
+        dataset, frame = args.dataset, tables[args.dataset]
+    else:
+        raise CommandError(f"{source}: no such file or directory")
+    path = plot_bars(frame, args.title or f"{dataset} leaderboard", args.out, log=args.log)
+    print(f"wrote {path}")
+    return 0
+
+
+def _load_dataset_for(result: Result, override: str | None, data_dir: str | None):
+    from harness.datasets import BENCHMARKS, DatasetError, load_dataset
+
+    name = override or result["dataset"]
+    try:
+        if name in BENCHMARKS:
+            dataset = load_dataset(name, data_dir, download=False)
+        elif Path(name).is_dir():
+            dataset = load_dataset(name, data_dir)
+        else:
+            recorded = result.get("dataset_path")
+            if not recorded or not Path(recorded).is_dir():
+                raise CommandError(f"{result.path}: dataset {name!r} not found; pass --dataset DIR")
+            dataset = load_dataset(recorded, data_dir)
+        vocab_sha = dataset.vocab.sha256()
+    except DatasetError as error:
+        raise CommandError(f"{error} (pass --data-dir or --dataset)") from None
+    if vocab_sha != result["vocab_sha256"]:
+        raise CommandError(f"{result.path}: the vocabulary of {dataset.directory} is not the one "
+                           "the result was scored with (vocab_sha256 differs)")
+    return dataset
+
+
+def command_plot_frequency(args: argparse.Namespace) -> int:
+    from leaderboard.plots import bucket_difference, frequency_buckets, plot_frequency
+
+    a, b = load_result(args.a), load_result(args.b)
+    check_comparable(a, b)
+    log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
+    dataset = _load_dataset_for(a, args.dataset, args.data_dir)
+    targets = dataset.tokens(a["split"]).ids
+    if len(targets) != len(log_a):
+        raise CommandError(f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results "
+                           f"{len(log_a)}")
+    buckets = frequency_buckets(dataset.tokens("train").ids, len(dataset.vocab), args.buckets,
+                                args.bucketing)
+    result = bucket_difference(targets, log_a, log_b, buckets)
+    title = args.title or (f"{a['dataset']}/{a['split']}: mean difference in log perplexity "
+                           "by word frequency")
+    path = plot_frequency(result, _describe(a), _describe(b), title, args.out)
+    for number, (mean, tokens, types) in enumerate(zip(result.mean, result.tokens, result.types), 1):
+        print(f"bucket {number:>2}: {types:>6,} words, {tokens:>8,} tokens, mean NLL(A) - NLL(B) "
+              f"{mean:+.4f}")
+    print(f"wrote {path}")
+    return 0
+
+
+def command_plot_gates(args: argparse.Namespace) -> int:
+    import json
+
+    from leaderboard.plots import load_gates, plot_gates
+
+    try:
+        gates = load_gates(args.gates)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    title = args.title
+    if title is None:
+        title = f"pointer sentinel gate: {Path(args.gates).name}"
+        meta = Path(args.gates).with_suffix(".json")
+        if meta.is_file():
+            try:
+                info = json.loads(meta.read_text(encoding="utf-8"))
+                parts = [str(info[k]) for k in ("model", "dataset", "split") if isinstance(info, dict) and k in info]
+                if parts:
+                    title = "pointer sentinel gate: " + " ".join(parts)
+            except (OSError, ValueError):
+                pass
+    path = plot_gates(gates, title, args.out, bins=args.bins)
+    print(f"wrote {path}")
+    return 0
+
+
+def command_plot_zipf(args: argparse.Namespace) -> int:
+    from harness.datasets import EOS, DatasetError, load_dataset
+
+    from leaderboard.plots import plot_zipf, rank_frequency
+
+    corpora = []
+    for name in args.corpora:
+        try:
+            dataset = load_dataset(name, args.data_dir, download=False) if not Path(name).is_dir() \
+                else load_dataset(name)
+            ids = dataset.tokens(args.split).ids
+        except DatasetError as error:
+            raise CommandError(f"{error} (pass --data-dir)") from None
+        exclude = [] if args.include_eos else [dataset.vocab[EOS]]
+        corpora.append((dataset.name, rank_frequency(ids, len(dataset.vocab), exclude)))
+    title = args.title or (f"Zipf plot of the {args.split} split"
+                           + ("" if args.include_eos else " (<eos> left out)"))
+    path = plot_zipf(corpora, title, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+# ---- parser --------------------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m leaderboard",
+                                     description="Leaderboards, significance tests and plots from "
+                                                 "harness result files.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    build = commands.add_parser("build", help="one table per dataset from result files",
+                                description="Read every harness result JSON under RESULTS and write "
+                                            "one ranked table per dataset, published figures beside them.")
+    build.add_argument("results", nargs="+", metavar="RESULTS", help="result directories or files")
+    build.add_argument("--out", required=True, metavar="DIR")
+    build.add_argument("--format", nargs="+", choices=["csv", "markdown", "html"], default=["csv"])
+    build.add_argument("--reported", metavar="CSV", help="published figures (default: the packaged reported.csv)")
+    build.add_argument("--no-reported", action="store_true", help="only reproduced rows")
+    build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
+    build.set_defaults(handler=command_build)
+
+    regen = commands.add_parser("regenerate", help="the project's committed tables, in one go",
+                                description="Rebuild the committed leaderboard (csv and markdown) "
+                                            f"from {DEFAULT_RESULTS}/; exit 1 when a file was rejected.")
+    regen.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
+    regen.add_argument("--out", default=str(DEFAULT_TABLES), metavar="DIR")
+    regen.add_argument("--readme", metavar="README.md",
+                       help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers")
+    regen.set_defaults(handler=command_regenerate)
+
+    compare = commands.add_parser("compare", help="paired bootstrap of two results' perplexities",
+                                  description="Paired bootstrap over the per-token log-probabilities "
+                                              "of two results on the same dataset split.")
+    compare.add_argument("a", metavar="A.json")
+    compare.add_argument("b", metavar="B.json")
+    compare.add_argument("--samples", type=int, default=10_000)
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--block-length", default="auto", metavar="N|auto",
+                         help="tokens per resampled block (default auto: ceil(sqrt(N)); 1: i.i.d. tokens)")
+    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.set_defaults(handler=command_compare)
+
+    plot = commands.add_parser("plot", help="figures (PNG)")
+    plots = plot.add_subparsers(dest="figure", required=True)
+
+    bars = plots.add_parser("bars", help="a leaderboard as a bar chart")
+    bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv")
+    bars.add_argument("--dataset", help="which dataset's table (for a results directory)")
+    bars.add_argument("--out", required=True, metavar="PNG")
+    bars.add_argument("--no-reported", action="store_true")
+    scale = bars.add_mutually_exclusive_group()
+    scale.add_argument("--log", dest="log", action="store_true", default=None)
+    scale.add_argument("--linear", dest="log", action="store_false")
+    bars.add_argument("--title")
+    bars.set_defaults(handler=command_plot_bars)
+
+    frequency = plots.add_parser("frequency", help="the paper's Figure 4: difference by word frequency")
+    frequency.add_argument("a", metavar="A.json", help="the reference model (e.g. the LSTM)")
+    frequency.add_argument("b", metavar="B.json", help="the model compared with it; > 0 means B is better")
+    frequency.add_argument("--out", required=True, metavar="PNG")
+    frequency.add_argument("--buckets", type=int, default=10)
+    frequency.add_argument("--bucketing", choices=["types", "tokens", "heldout"], default="types",
+                           help="what each bucket holds the same amount of: distinct words (default, "
+                                "our reading of the paper), train tokens, or evaluated tokens")
+    frequency.add_argument("--data-dir", metavar="DIR")
+    frequency.add_argument("--dataset", metavar="NAME|DIR", help="where the corpus is, if not the result's")
+    frequency.add_argument("--title")
+    frequency.set_defaults(handler=command_plot_frequency)
+
+    gates = plots.add_parser("gates", help="histogram of pointer-sentinel gate values")
+    gates.add_argument("gates", metavar="GATES.npy", help="[N] floats in [0, 1], the softmax share g")
+    gates.add_argument("--out", required=True, metavar="PNG")
+    gates.add_argument("--bins", type=int, default=50)
+    gates.add_argument("--title")
+    gates.set_defaults(handler=command_plot_gates)
+
+    zipf = plots.add_parser("zipf", help="rank-frequency plot of corpora")
+    zipf.add_argument("corpora", nargs="+", metavar="NAME|DIR",
+                      help="ptb, wikitext-2, ... or a builder output directory")
+    zipf.add_argument("--out", required=True, metavar="PNG")
+    zipf.add_argument("--split", default="train", choices=["train", "valid", "test"])
+    zipf.add_argument("--data-dir", metavar="DIR")
+    zipf.add_argument("--include-eos", action="store_true", help="count <eos> as a word")
+    zipf.add_argument("--title")
+    zipf.set_defaults(handler=command_plot_zipf)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "samples", 1) < 1:
+        print("error: --samples must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return args.handler(args)
+    except (CommandError, ResultError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
+

@@ -1,0 +1,353 @@
+"""Leaderboard tables: reproduced runs merged with the published figures, ranked by test perplexity.
+
+Columns (every format): ``rank, model, params_millions, valid_ppl, test_ppl, kind, source,
+hardware, date, commit, notes``. ``kind`` is ``reproduced`` (one of our result files) or
+``reported`` (a published figure from ``reported.csv``). Rows are ranked by test perplexity
+(ties share a rank); rows without a test figure come after, unranked, ordered by valid perplexity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from leaderboard.records import Collection, Result, run_key
+
+COLUMNS = ["rank", "model", "params_millions", "valid_ppl", "test_ppl", "kind", "source",
+           "hardware", "date", "commit", "notes"]
+
+REPORTED_CSV = Path(__file__).with_name("reported.csv")
+REPORTED_COLUMNS = ["dataset", "model", "params_millions", "valid_ppl", "valid_pm", "test_ppl",
+                    "test_pm", "source", "url", "table", "date", "notes", "verified_by"]
+
+#: The paper benchmarks: each gets a table even with no reproduced run (the reported rows).
+PAPER_DATASETS = ("ptb", "wikitext-2", "wikitext-103")
+
+
+def load_reported(path: str | Path = REPORTED_CSV) -> pd.DataFrame:
+    """The versioned table of published results (one row per dataset and model)."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [column for column in REPORTED_COLUMNS if column not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: missing columns {', '.join(missing)}")
+    for column in ("params_millions", "valid_ppl", "test_ppl"):
+        frame[column] = pd.to_numeric(frame[column].replace("", None), errors="raise")
+    return frame
+
+
+def _reported_rows(reported: pd.DataFrame, dataset: str) -> list[dict]:
+    rows = []
+    for record in reported[reported["dataset"] == dataset].to_dict("records"):
+        notes = []
+        if record["valid_pm"]:
+            notes.append(f"valid ± {record['valid_pm']}")
+        if record["test_pm"]:
+            notes.append(f"test ± {record['test_pm']}")
+        if record["notes"]:
+            notes.append(record["notes"])
+        where = f", {record['table']}" if record["table"] else ""
+        rows.append({
+            "model": record["model"],
+            "params_millions": record["params_millions"],
+            "valid_ppl": record["valid_ppl"],
+            "test_ppl": record["test_ppl"],
+            "kind": "reported",
+            "source": f"{record['source']}{where} {record['url']}".strip(),
+            "hardware": "",
+            "date": record["date"],
+            "commit": "",
+            "notes": "; ".join(notes),
+        })
+    return rows
+
+
+@dataclasses.dataclass
+class Run:
+    """The valid and/or test result of one configuration (see :func:`records.run_key`)."""
+
+    valid: Result | None = None
+    test: Result | None = None
+    note: str = ""
+
+    @property
+    def results(self) -> list[Result]:
+        return [r for r in (self.valid, self.test) if r is not None]
+
+
+def _same_figures(a: Result, b: Result) -> bool:
+    return (a["dataset_sha256"] == b["dataset_sha256"] and a["tokens"] == b["tokens"]
+            and math.isclose(a["nll"], b["nll"], rel_tol=1e-12, abs_tol=0.0))
+
+
+def _dedupe(results: list[Result], warnings: list[str]) -> list[Result]:
+    """Drop exact repeats (same split, same figures: a copied file), keeping the newest."""
+    kept: list[Result] = []
+    for result in sorted(results, key=lambda r: r.get("created") or "", reverse=True):
+        twin = next((k for k in kept if _same_figures(k, result)), None)
+        if twin is None:
+            kept.append(result)
+        else:
+            warnings.append(f"{result.path}: same run and figures as {twin.path}; counted once")
+    return kept
+
+
+def group_runs(results: Iterable[Result], warnings: list[str] | None = None) -> list[Run]:
+    """Merge valid and test results of the same run (:func:`records.run_key`) into one
+    :class:`Run`. Two results of the same split and key with different figures are different
+    runs (e.g. a retrained checkpoint at the same path): they are paired by ``git_commit`` and
+    folder when that decides it, otherwise each gets its own row and a note, never a guessed
+    pairing."""
+    warnings = [] if warnings is None else warnings
+    groups: dict[tuple, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    for result in results:
+        groups[run_key(result)][result.split].append(result)
+    runs = []
+    for splits in groups.values():
+        valid = _dedupe(splits.get("valid", []), warnings)
+        test = _dedupe(splits.get("test", []), warnings)
+        if len(valid) <= 1 and len(test) <= 1:
+            runs.append(Run(valid[0] if valid else None, test[0] if test else None))
+            continue
+        # Ambiguous: pair within (commit, folder), the results one ``harness eval --output-dir``
+        # invocation writes together; whatever is still ambiguous stays unpaired.
+        by_origin: dict[tuple, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+        for result in valid + test:
+            origin = (result.get("git_commit") or "", str(result.path.parent.resolve()))
+            by_origin[origin][result.split].append(result)
+        for commit_splits in by_origin.values():
+            v, t = commit_splits.get("valid", []), commit_splits.get("test", [])
+            if len(v) <= 1 and len(t) <= 1:
+                runs.append(Run(v[0] if v else None, t[0] if t else None))
+                continue
+            note = (f"one of {len(v)} valid and {len(t)} test results of the same configuration, "
+                    "commit and folder; not paired")
+            for result in v + t:
+                warnings.append(f"{result.path}: {note}")
+                runs.append(Run(result if result.split == "valid" else None,
+                                result if result.split == "test" else None, note))
+    return runs
+
+
+def _args_text(model_args: dict) -> str:
+    return ", ".join(f"{key}={value}" for key, value in sorted(model_args.items()))
+
+
+def _display_name(result: Result) -> str:
+    args = _args_text(result["model_args"])
+    return f"{result['model']} ({args})" if args else result["model"]
+
+
+def _relative(path: Path, roots: list[Path]) -> str:
+    for root in roots:
+        try:
+            return str(path.resolve().relative_to(root.resolve()))
+        except ValueError:
+            continue
+    return str(path)
+
+
+def _run_row(run: Run, roots: list[Path]) -> dict:
+    first = run.test or run.valid
+    assert first is not None
+    params = first.get("num_parameters")
+    commit = first.get("git_commit") or ""
+    if commit:
+        commit = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
+    protocol = first["protocol"]
+    notes = []
+    if first["model_args"]:
+        notes.append(f"args {_args_text(first['model_args'])}")
+    if first["checkpoint"]:
+        notes.append(f"checkpoint {first['checkpoint']}")
+    notes.append(f"batch {protocol['batch_size']}, bptt {protocol['bptt']}")
+    notes.append(f"vocab {first['vocab_size']} ({first['vocab_sha256'][:8]})")
+    if any(r.get("dataset_verified") is False for r in run.results):
+        notes.append("dataset files unverified (no known checksum)")
+    if run.note:
+        notes.append(run.note)
+    dates = sorted((r.get("created") or "")[:10] for r in run.results)
+    return {
+        "model": _display_name(first),
+        "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
+        "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
+        "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
+        "kind": "reproduced",
+        "source": " + ".join(_relative(r.path, roots) for r in run.results),
+        "hardware": first.get("device") or "",
+        "date": dates[-1] if dates else "",
+        "commit": commit,
+        "notes": "; ".join(notes),
+        "_run": run,
+    }
+
+
+def _disambiguate(rows: list[dict]) -> None:
+    """Two reproduced rows with the same model name get told apart in the name itself, by
+    whatever differs between them: checkpoint, protocol, date and commit; a run number when
+    nothing recorded does."""
+    def labels(row: dict) -> dict[str, str]:
+        first = row["_run"].test or row["_run"].valid
+        return {
+            "checkpoint": Path(first["checkpoint"]).name if first["checkpoint"] else "no checkpoint",
+            "protocol": f"batch {first['protocol']['batch_size']}, bptt {first['protocol']['bptt']}",
+            "when": f"{row['date']} {row['commit']}".strip() or "undated",
+        }
+
+    names: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        if row["kind"] == "reproduced":
+            names[row["model"]].append(row)
+    for clash in names.values():
+        if len(clash) < 2:
+            continue
+        table = [labels(row) for row in clash]
+        varying = [key for key in ("checkpoint", "protocol", "when")
+                   if len({entry[key] for entry in table}) > 1]
+        parts = [[entry[key] for key in varying] for entry in table]
+        unique = len({tuple(p) for p in parts}) == len(parts)
+        for number, (row, part) in enumerate(zip(clash, parts), start=1):
+            if not unique:
+                part = part + [f"run {number}"]
+            row["model"] = f"{row['model']} [{'; '.join(part)}]"
+
+
+def rank(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sort by test perplexity (rows without one last, by valid perplexity), and number the
+    rows that have a test figure 1, 2, ... (equal figures share a rank)."""
+    frame = frame.sort_values(["test_ppl", "valid_ppl", "kind", "model"],
+                              na_position="last", kind="mergesort").reset_index(drop=True)
+    ranks = frame["test_ppl"].rank(method="min", na_option="keep")
+    frame["rank"] = ranks.astype("Int64")
+    return frame
+
+
+def build_tables(collection: Collection, reported: pd.DataFrame | None,
+                 roots: list[Path] | None = None,
+                 warnings: list[str] | None = None) -> dict[str, pd.DataFrame]:
+    """One ranked table per dataset: the paper benchmarks (reported rows, when ``reported`` is
+    given) and every dataset with a usable result (builder corpora included)."""
+    roots = roots or []
+    runs = group_runs(collection.results, warnings)
+    by_dataset: dict[str, list[dict]] = defaultdict(list)
+    for run in runs:
+        first = run.test or run.valid
+        by_dataset[first["dataset"]].append(_run_row(run, roots))
+    datasets = list(PAPER_DATASETS) if reported is not None else []
+    datasets += sorted(name for name in by_dataset if name not in datasets)
+    tables = {}
+    for dataset in datasets:
+        rows = by_dataset.get(dataset, [])
+        _disambiguate(rows)
+        rows = [{k: v for k, v in row.items() if k != "_run"} for row in rows]
+        if reported is not None:
+            rows += _reported_rows(reported, dataset)
+        if not rows:
+            continue
+        frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "rank"])
+        tables[dataset] = rank(frame)[COLUMNS]
+    return tables
+
+
+# ---- rendering -------------------------------------------------------------------------------
+
+def format_number(value) -> str:
+    """Perplexities and sizes as written: at most two decimals, at least one (100.0, 141.19)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return ""
+    if isinstance(value, (int,)) and not isinstance(value, bool):
+        return str(value)
+    text = f"{float(value):.2f}".rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
+def _cells(frame: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    for record in frame.to_dict("records"):
+        cells = []
+        for column in COLUMNS:
+            value = record[column]
+            if column in ("params_millions", "valid_ppl", "test_ppl"):
+                cells.append(format_number(value))
+            elif column == "rank":
+                cells.append("" if value is pd.NA or pd.isna(value) else str(int(value)))
+            else:
+                cells.append("" if value is None or (isinstance(value, float) and math.isnan(value))
+                             else str(value))
+        rows.append(cells)
+    return rows
+
+
+def to_markdown(frame: pd.DataFrame) -> str:
+    def escape(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(COLUMNS) + " |",
+             "|" + "|".join("---:" if c in ("rank", "params_millions", "valid_ppl", "test_ppl")
+                            else "---" for c in COLUMNS) + "|"]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in _cells(frame)]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(frame: pd.DataFrame, title: str) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    body = "\n".join(
+        f'<tr class="{html.escape(row[COLUMNS.index("kind")])}">'
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in _cells(frame))
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>\n"
+            "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
+            "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced{background:#eef6ff}</style>"
+            f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
+            f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n")
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    out = frame.copy()
+    for column in ("params_millions", "valid_ppl", "test_ppl"):
+        out[column] = out[column].map(format_number)
+    return out.to_csv(index=False, lineterminator="\n")
+
+
+EXTENSIONS = {"csv": "csv", "markdown": "md", "html": "html"}
+
+
+def file_stem(dataset: str) -> str:
+    """A file name for a dataset name (builder corpora are named after their directory)."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset).strip("._") or "dataset"
+    return stem
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dataset, frame in tables.items():
+        for fmt in formats:
+            path = out / f"{file_stem(dataset)}.{EXTENSIONS[fmt]}"
+            if fmt == "csv":
+                text = to_csv(frame)
+            elif fmt == "markdown":
+                text = to_markdown(frame)
+            else:
+                text = to_html(frame, f"{dataset} leaderboard")
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    return written
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A leaderboard CSV written by :func:`write_tables`, numeric columns parsed."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: not a leaderboard CSV (missing {', '.join(missing)})")
+    for column in ("params_millions", "valid_ppl", "test_ppl"):
+        frame[column] = pd.to_numeric(frame[column].replace("", None))
+    frame["rank"] = pd.to_numeric(frame["rank"].replace("", None)).astype("Int64")
+    return frame[COLUMNS]

@@ -1,0 +1,207 @@
+"""The baselines' models on tiny shapes: exactness against the naive references, causality,
+normalization, gradients, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.evaluate import evaluate, stream_bounds
+from baselines.neural_cache import NeuralCache
+from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
+from baselines.recurrent import CoreConfig, ZoneoutLSTMLayer
+from baselines.scoring import TorchLanguageModel
+from baselines.zoneout_lstm import ZoneoutLSTM
+
+import reference_models
+
+VOCAB = 13
+EOS = 0
+SIZES = {"vocab_size": VOCAB, "embedding_size": 6, "hidden_size": 7, "num_layers": 2,
+         "dropout": 0.3, "zoneout_hidden": 0.2, "zoneout_cell": 0.15}
+
+
+@pytest.fixture
+def float64():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def _ids(length: int, seed: int = 0) -> np.ndarray:
+    # Few types, so the pointer and the cache find plenty of repeats.
+    return np.random.default_rng(seed).integers(0, 5, size=length).astype(np.int64)
+
+
+def make(kind: str, *, window: int = 4, seed: int = 0, **overrides):
+    torch.manual_seed(seed)
+    sizes = {**SIZES, **overrides}
+    if kind == "lstm":
+        return ZoneoutLSTM(CoreConfig(**sizes))
+    if kind == "pointer":
+        return PointerSentinelLSTM(PointerConfig(**sizes, window=window))
+    lstm = ZoneoutLSTM(CoreConfig(**sizes))
+    return NeuralCache(lstm, window=window, theta=0.7, interpolation=0.3)
+
+
+REFERENCES = {"lstm": reference_models.lstm_log_probs,
+              "pointer": reference_models.pointer_log_probs,
+              "cache": reference_models.cache_log_probs}
+
+
+@pytest.mark.parametrize("kind", ["lstm", "pointer", "cache"])
+@pytest.mark.parametrize("batch_size,bptt", [(1, 5), (3, 4), (2, 50)])
+def test_vectorized_models_equal_the_naive_reference(float64, kind, batch_size, bptt):
+    model = make(kind)
+    ids = _ids(37)
+    scorer = TorchLanguageModel(model, "cpu")
+    result = evaluate(scorer, ids, eos_id=EOS, vocab_size=VOCAB, batch_size=batch_size, bptt=bptt,
+                      audit_positions=5, keep_token_log_probs=True, progress=False)
+    inputs = np.concatenate([[EOS], ids[:-1]])
+    starts, lengths = stream_bounds(len(ids), batch_size)
+    expected = np.concatenate([
+        REFERENCES[kind](model, inputs[s:s + n].tolist(), ids[s:s + n].tolist())
+        for s, n in zip(starts, lengths)])
+    np.testing.assert_allclose(result.token_log_probs, expected, atol=1e-5, rtol=0)
+    assert result.audit.checked == 5 and result.audit.max_sum_error < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["lstm", "pointer", "cache"])
+def test_no_future_leakage(kind):
+    model = make(kind).eval()
+    ids = torch.from_numpy(_ids(30, seed=1))
+    inputs, targets = ids[:-1].unsqueeze(0), ids[1:].unsqueeze(0)
+    changed_inputs, changed_targets = inputs.clone(), targets.clone()
+    cut = 17  # everything after position 17 changes; the target at 17 stays
+    changed_inputs[0, cut + 1:] = (changed_inputs[0, cut + 1:] + 1) % VOCAB
+    changed_targets[0, cut + 1:] = (changed_targets[0, cut + 1:] + 2) % VOCAB
+    with torch.no_grad():
+        first = model(inputs, targets, model.initial_state(1, "cpu")).target_log_probs
+        second = model(changed_inputs, changed_targets,
+                       model.initial_state(1, "cpu")).target_log_probs
+    torch.testing.assert_close(first[0, :cut + 1], second[0, :cut + 1], rtol=0, atol=0)
+    assert not torch.equal(first[0, cut + 1:], second[0, cut + 1:])
+
+
+@pytest.mark.parametrize("kind", ["pointer", "cache"])
+def test_mixture_distributions_sum_to_one_and_match_targets(float64, kind):
+    model = make(kind).eval()
+    ids = torch.from_numpy(_ids(26, seed=2))
+    inputs, targets = ids[:-1].view(1, -1), ids[1:].view(1, -1)
+    everywhere = torch.ones_like(inputs, dtype=torch.bool)
+    with torch.no_grad():
+        output = model(inputs, targets, model.initial_state(1, "cpu"), distribution_rows=everywhere)
+    sums = output.distributions.exp().sum(dim=1)
+    torch.testing.assert_close(sums, torch.ones_like(sums), rtol=0, atol=1e-12)
+    from_rows = output.distributions.gather(1, targets.view(-1, 1)).view(1, -1)
+    torch.testing.assert_close(from_rows, output.target_log_probs, rtol=0, atol=1e-12)
+
+
+def test_pointer_gradients_reach_sentinel_query_and_embeddings():
+    model = make("pointer").train()
+    ids = torch.from_numpy(_ids(41, seed=3)).view(1, -1)
+    state = model.initial_state(1, "cpu")
+    generator = torch.Generator().manual_seed(0)
+    for begin in (0, 20):  # the second chunk attends over the carried window too
+        chunk = ids[:, begin:begin + 21]
+        output = model(chunk[:, :-1], chunk[:, 1:], state, generator)
+        loss = -output.target_log_probs.mean() + output.auxiliary_loss.mean()
+        model.zero_grad()
+        loss.backward()
+        state = output.state
+        state = type(state)([(h.detach(), c.detach()) for h, c in state.core],
+                            state.memory.detach(), state.memory_ids)
+        for name in ("sentinel", "query.weight", "query.bias", "core.embedding.weight",
+                     "core.layers.0.weight_hh"):
+            gradient = model.get_parameter(name).grad
+            assert gradient is not None and gradient.abs().sum() > 0, name
+            assert torch.isfinite(gradient).all(), name
+
+
+def test_pointer_loss_is_the_papers():
+    model = make("pointer").eval()
+    ids = torch.from_numpy(_ids(15, seed=4)).view(1, -1)
+    with torch.no_grad():
+        output = model(ids[:, :-1], ids[:, 1:], model.initial_state(1, "cpu"), analyze=True)
+    gate = output.analysis["gate"][0]
+    attention, window_ids = output.analysis["attention"][0], output.analysis["window_ids"][0]
+    hits = (window_ids == ids[0, 1:].unsqueeze(1)).float()
+    expected = -torch.log(gate + (attention * hits).sum(dim=1))
+    torch.testing.assert_close(output.auxiliary_loss[0], expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(attention.sum(dim=1) + gate, torch.ones_like(gate))
+
+
+def test_zoneout_is_deterministic_at_evaluation_and_random_in_training():
+    model = make("lstm")
+    ids = torch.from_numpy(_ids(21, seed=5)).view(1, -1)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    model.eval()
+    with torch.no_grad():
+        runs = [model(inputs, targets, model.initial_state(1, "cpu")).target_log_probs
+                for _ in range(2)]
+        torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+        model.train()
+        trained = [model(inputs, targets, model.initial_state(1, "cpu"),
+                         torch.Generator().manual_seed(seed)).target_log_probs for seed in (1, 1, 2)]
+    torch.testing.assert_close(trained[0], trained[1], rtol=0, atol=0)  # same seed, same masks
+    assert not torch.allclose(trained[0], trained[2])
+    assert not torch.allclose(trained[0], runs[0])
+
+
+def test_zoneout_layer_without_zoneout_equals_torch_lstm():
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(5, 6)
+    reference = torch.nn.LSTM(5, 6, batch_first=True)
+    with torch.no_grad():
+        reference.weight_ih_l0.copy_(layer.weight_ih)
+        reference.weight_hh_l0.copy_(layer.weight_hh)
+        reference.bias_ih_l0.copy_(layer.bias)
+        reference.bias_hh_l0.zero_()
+    x = torch.randn(3, 9, 5)
+    h0, c0 = torch.randn(3, 6), torch.randn(3, 6)
+    outputs, (h, c) = layer(x, (h0, c0), 0.0, 0.0, None)
+    expected, (h_ref, c_ref) = reference(x, (h0.unsqueeze(0), c0.unsqueeze(0)))
+    torch.testing.assert_close(outputs, expected)
+    torch.testing.assert_close(h, h_ref[0])
+    torch.testing.assert_close(c, c_ref[0])
+
+
+def test_zoneout_training_masks_keep_previous_values():
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(4, 5)
+    x = torch.randn(2, 6, 4)
+    state = (torch.zeros(2, 5), torch.zeros(2, 5))
+    # Zoneout probability near 1: almost every unit keeps its previous (zero) value.
+    outputs, _ = layer(x, state, 0.999, 0.999, torch.Generator().manual_seed(0))
+    assert (outputs == 0).float().mean() > 0.95
+
+
+def test_analysis_attention_matches_the_window():
+    model = make("pointer", window=3).eval()
+    ids = torch.tensor([[1, 2, 3, 4, 1, 2]])
+    with torch.no_grad():
+        output = model(ids[:, :-1], ids[:, 1:], model.initial_state(1, "cpu"), analyze=True)
+    window_ids = output.analysis["window_ids"][0]
+    assert window_ids.tolist() == [[-1, -1, 1], [-1, 1, 2], [1, 2, 3], [2, 3, 4], [3, 4, 1]]
+    assert (output.analysis["attention"][0][window_ids < 0] == 0).all()
+
+
+@pytest.mark.slow
+def test_compiled_step_equals_eager():
+    """The ``torch.compile`` path the GPU trains with (about a minute of compiling on CPU)."""
+    torch.manual_seed(0)
+    model = make("lstm")
+    ids = torch.from_numpy(_ids(15, seed=6)).view(1, -1)
+    runs = []
+    for compiled in (False, True):
+        if compiled:
+            model.core.compile_step()
+        output = model(ids[:, :-1], ids[:, 1:], model.initial_state(1, "cpu"),
+                       torch.Generator().manual_seed(3))
+        model.zero_grad()
+        output.target_log_probs.sum().backward()
+        runs.append((output.target_log_probs.detach(), model.core.layers[0].weight_hh.grad.clone()))
+    torch.testing.assert_close(runs[0][0], runs[1][0])
+    torch.testing.assert_close(runs[0][1], runs[1][1])

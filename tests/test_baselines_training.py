@@ -1,0 +1,199 @@
+"""Training, checkpoints, plugins and the CLI of the baselines, end to end on a toy corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, write_corpus
+from harness.cli import main as harness_main
+from harness.datasets import load_dataset
+from harness.evaluate import evaluate
+from baselines import checkpoint as checkpoints
+from baselines.cli import main as baselines_main
+from baselines.neural_cache import NeuralCache
+from baselines.scoring import TorchLanguageModel
+
+TOY = "embedding_size=8,hidden_size=8"
+REPEATED = """ the cat sat on the mat . 
+ the dog sat on the log . 
+ a cat and a dog met on a mat . 
+"""
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    """A toy corpus big enough for a few training steps of batch 2."""
+    directory = write_corpus(tmp_path / "toy")
+    (directory / "wiki.train.tokens").write_text(REPEATED * 6, encoding="utf-8")
+    return directory
+
+
+def train(toy: Path, out: Path | None, *extra: str, kind: str = "zoneout_lstm") -> int:
+    """``baselines train`` on the toy corpus; ``out`` None trains into the default directory."""
+    where = [] if out is None else ["--out", str(out)]
+    return baselines_main(["train", kind, "--dataset", str(toy), "--preset", "tiny",
+                           "--model-args", TOY, "--batch-size", "2", "--bptt", "6",
+                           "--device", "cpu", *where, *extra])
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return checkpoints.load(path)["model"]
+
+
+def epoch_records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("kind", ["zoneout_lstm", "pointer_sentinel"])
+def test_resumed_training_reproduces_the_uninterrupted_run(toy, tmp_path, kind):
+    assert train(toy, tmp_path / "whole", "--max-epochs", "2", kind=kind) == 0
+    assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "5", kind=kind) == 0
+    assert not checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["finished"]
+    while not checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["finished"]:
+        assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "7", kind=kind) == 0
+    whole, parts = weights(tmp_path / "whole" / "checkpoint.pt"), weights(tmp_path / "parts" / "checkpoint.pt")
+    assert whole.keys() == parts.keys()
+    for name in whole:
+        assert torch.equal(whole[name], parts[name]), name
+    full_epochs = [record for record in epoch_records(tmp_path / "parts") if not record["partial"]]
+    assert [r["valid_ppl"] for r in full_epochs] == \
+        [r["valid_ppl"] for r in epoch_records(tmp_path / "whole")]
+    assert len(full_epochs) == 2
+
+
+def test_training_follows_the_recipe_and_logs_each_epoch(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-epochs", "4", "--lr", "1") == 0
+    records = epoch_records(tmp_path / "run")
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4]
+    for record in records:
+        assert {"train_ppl", "valid_ppl", "learning_rate", "tokens_per_second", "seconds"} <= record.keys()
+    for previous, record in zip(records, records[1:]):  # halved exactly when not a new best
+        expected = previous["learning_rate"] * (1 if previous["best"] else 0.5)
+        assert record["learning_rate"] == pytest.approx(expected)
+    best = checkpoints.load(tmp_path / "run" / "best.pt")
+    assert best["valid_perplexity"] == pytest.approx(min(r["valid_ppl"] for r in records))
+    assert "finished after 4 epochs" in capsys.readouterr().err
+    assert train(toy, tmp_path / "run", "--max-epochs", "4", "--lr", "1") == 0
+    assert "already finished" in capsys.readouterr().err
+
+
+def test_resuming_with_other_settings_is_refused(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    assert train(toy, tmp_path / "run", "--max-steps", "2", "--lr", "5") == 2
+    assert "different settings (learning_rate)" in capsys.readouterr().err
+
+
+def test_plugins_load_the_default_checkpoint_or_say_how_to_train(toy, capsys):
+    assert harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy)]) == 2
+    message = capsys.readouterr().err
+    assert "python -m baselines train pointer_sentinel --dataset toy" in message
+    assert train(toy, None, "--max-steps", "3", kind="pointer_sentinel") == 0  # default --out
+    capsys.readouterr()
+    assert harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy),
+                         "--split", "valid"]) == 0
+    assert "perplexity" in capsys.readouterr().out
+
+
+def test_checkpoint_for_another_vocabulary_is_a_clear_error(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    other = write_corpus(tmp_path / "other")
+    (other / "wiki.train.tokens").write_text(" completely different words here \n", encoding="utf-8")
+    code = harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(other),
+                         "--checkpoint", str(tmp_path / "run" / "best.pt")])
+    assert code == 2
+    assert "different vocabulary" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content", [b"", b"not a zip file", b"PK\x03\x04garbage"])
+def test_corrupt_checkpoint_is_a_one_line_error(toy, tmp_path, capsys, content):
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(content)
+    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
+                         "--checkpoint", str(broken)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: checkpoint") and "corrupt" in error and "\n" not in error
+
+
+def test_checkpoint_holding_code_is_refused(toy, tmp_path, capsys):
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": checkpoints.FORMAT, "payload": Path("not/allowed")}, evil)
+    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
+                         "--checkpoint", str(evil)]) == 2
+    assert "corrupt or not a checkpoint" in capsys.readouterr().err
+
+
+def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-steps", "4") == 0
+    best = tmp_path / "run" / "best.pt"
+    assert baselines_main(["tune", "--dataset", str(toy), "--checkpoint", str(best),
+                           "--windows", "3", "20", "--thetas", "0.1", "0.5",
+                           "--interpolations", "0.0", "0.2", "0.4", "--device", "cpu"]) == 0
+    tuning = json.loads((tmp_path / "run" / "neural_cache.json").read_text())
+    dataset = load_dataset(str(toy))
+    lstm, _ = checkpoints.load_model(best, dataset.vocab)
+    valid = dataset.tokens("valid").ids
+    for window in (3, 20):
+        for i, theta in enumerate((0.1, 0.5)):
+            for j, interpolation in enumerate((0.0, 0.2, 0.4)):
+                cache = TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), "cpu")
+                result = evaluate(cache, valid, eos_id=dataset.vocab.eos_id,
+                                  vocab_size=len(dataset.vocab), progress=False)
+                assert tuning["grid"][str(window)][i][j] == pytest.approx(result.perplexity, rel=1e-6)
+    # The plugin reads the tuned theta and lambda for its window.
+    capsys.readouterr()
+    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy), "--split", "valid",
+                         "--checkpoint", str(best), "--model-args", "window=20"]) == 0
+    assert f"{tuning['best']['20']['perplexity']:.2f}" in capsys.readouterr().out
+
+
+def test_neural_cache_without_tuning_says_how_to_tune(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy),
+                         "--checkpoint", str(tmp_path / "run" / "best.pt")]) == 2
+    assert "python -m baselines tune" in capsys.readouterr().err
+
+
+def test_analyze_writes_gates_and_attention(toy, tmp_path):
+    assert train(toy, tmp_path / "run", "--max-steps", "3", kind="pointer_sentinel") == 0
+    gates, attention = tmp_path / "gates.npy", tmp_path / "attention.json"
+    assert baselines_main(["analyze", "pointer_sentinel", "--dataset", str(toy),
+                           "--checkpoint", str(tmp_path / "run" / "best.pt"), "--span", "2:6",
+                           "--gates-out", str(gates), "--attention-out", str(attention),
+                           "--device", "cpu"]) == 0
+    values = np.load(gates)
+    assert values.shape == (load_dataset(str(toy)).tokens("valid").ids.shape[0],)
+    assert ((values > 0) & (values <= 1)).all()
+    positions = json.loads(attention.read_text())["positions"]
+    assert [p["position"] for p in positions] == [2, 3, 4, 5]
+    for position in positions:
+        assert sum(weight for _, weight in position["attended"]) + position["gate"] == \
+            pytest.approx(1.0, abs=1e-5)
+
+
+def test_distributed_training_matches_one_process(toy, tmp_path):
+    """Two gloo processes with half the streams each take the same steps as one process
+    (no dropout or zoneout, so the only difference is the order of the gradient sums)."""
+    settings = ["--model-args", TOY + ",dropout=0,zoneout_hidden=0,zoneout_cell=0",
+                "--max-epochs", "1", "--lr", "1"]
+    assert baselines_main(["train", "zoneout_lstm", "--dataset", str(toy), "--preset", "tiny",
+                           "--batch-size", "2", "--bptt", "6", "--device", "cpu",
+                           "--out", str(tmp_path / "single"), *settings]) == 0
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "baselines", "train", "zoneout_lstm", "--dataset", str(toy),
+         "--preset", "tiny", "--batch-size", "2", "--bptt", "6", "--device", "cpu",
+         "--out", str(tmp_path / "ddp"), *settings],
+        capture_output=True, text=True, env=environment, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    assert "2 process(es)" in completed.stderr
+    single, ddp = weights(tmp_path / "single" / "checkpoint.pt"), weights(tmp_path / "ddp" / "checkpoint.pt")
+    for name in single:
+        torch.testing.assert_close(single[name], ddp[name], rtol=1e-4, atol=1e-5)

@@ -1,0 +1,268 @@
+"""Leaderboard tables from hand-made result files: ranking, valid/test merging, rejection of
+malformed and incompatible files, two runs kept apart, rendering, and the regenerate command."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.datasets import BENCHMARKS
+from leaderboard.cli import main
+from leaderboard.records import collect, load_token_log_probs, ResultError, load_result
+from leaderboard.table import COLUMNS, build_tables, load_reported
+
+PTB_VOCAB = "5398e3c52166790aae82ce03ceccccb6097d99ea25eea6045ff857418faad3ac"
+
+
+def ptb_sha(split: str) -> str:
+    benchmark = BENCHMARKS["ptb"]
+    return benchmark.file_sha256[benchmark.split_files[split]]
+
+
+def make_result(directory: Path, name: str, *, ppl: float, split: str = "test",
+                model: str = "my.model", dataset: str = "ptb", tokens: int = 1000,
+                logprobs: bool = True, **overrides) -> Path:
+    """A result file as ``harness eval --output-dir`` writes it, with per-token log-probs whose
+    mean NLL is exactly log(ppl)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    record = {
+        "schema_version": 1, "model": model, "model_args": {}, "checkpoint": None,
+        "dataset": dataset, "dataset_path": f"/data/{dataset}", "split": split,
+        "dataset_sha256": ptb_sha(split) if dataset == "ptb" else "d" * 64,
+        "dataset_verified": dataset == "ptb", "vocab_size": 10000,
+        "vocab_sha256": PTB_VOCAB if dataset == "ptb" else "v" * 64, "oov_tokens": 0,
+        "tokens": tokens, "nll": math.log(ppl), "perplexity": ppl,
+        "bits_per_token": math.log2(ppl), "protocol": {"batch_size": 1, "bptt": 100},
+        "num_parameters": 2_000_000, "device": "cpu (x86_64)", "git_commit": "abc123def4567890",
+        "token_log_probs_file": None, "created": "2026-11-20T10:00:00+00:00",
+    }
+    record.update(overrides)
+    if logprobs:
+        values = np.full(record["tokens"], -record["nll"])
+        np.save(directory / f"{name}.logprobs.npy", values)
+        record["token_log_probs_file"] = f"{name}.logprobs.npy"  # relative to the JSON's folder
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return path
+
+
+def table(tmp_path: Path, reported: bool = False) -> tuple[dict[str, pd.DataFrame], list[str], object]:
+    collection = collect([tmp_path / "results"])
+    warnings: list[str] = []
+    tables = build_tables(collection, load_reported() if reported else None,
+                          roots=[tmp_path / "results"], warnings=warnings)
+    return tables, warnings, collection
+
+
+def test_rows_are_ranked_by_test_perplexity_with_valid_only_rows_last(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    make_result(results, "b.test", model="model.b", ppl=120.0)
+    make_result(results, "a.test", model="model.a", ppl=90.5)
+    make_result(results, "c.test", model="model.c", ppl=300.0)
+    make_result(results, "d.valid", model="model.d", ppl=80.0, split="valid")  # no test figure
+    make_result(results, "e.test", model="model.e", ppl=120.0)  # ties with model.b
+    tables, _, collection = table(tmp_path)
+    assert collection.rejected == []
+    frame = tables["ptb"]
+    assert list(frame.columns) == COLUMNS
+    assert list(frame["model"]) == ["model.a", "model.b", "model.e", "model.c", "model.d"]
+    assert list(frame["rank"].astype("object").where(frame["rank"].notna(), None)) == [1, 2, 2, 4, None]
+    assert set(frame["kind"]) == {"reproduced"}
+
+
+def test_valid_and_test_of_the_same_run_share_one_row(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    make_result(results, "m.valid", ppl=150.0, split="valid")
+    make_result(results, "m.test", ppl=140.0, split="test")
+    tables, _, _ = table(tmp_path)
+    frame = tables["ptb"]
+    assert len(frame) == 1
+    row = frame.iloc[0]
+    assert (row["valid_ppl"], row["test_ppl"], row["params_millions"]) == (150.0, 140.0, 2.0)
+    assert row["source"] == "m.valid.json + m.test.json"
+    assert row["commit"] == "abc123def456" and row["date"] == "2026-11-20"
+
+
+def test_two_runs_of_one_model_are_kept_apart(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    # Different model arguments: two runs, named apart by their arguments.
+    make_result(results / "kn5", "kn.test", model="kneser_ney", ppl=141.2, model_args={"order": 5})
+    make_result(results / "kn5", "kn.valid", model="kneser_ney", ppl=148.0, split="valid",
+                model_args={"order": 5})
+    make_result(results / "kn3", "kn.test", model="kneser_ney", ppl=148.3, model_args={"order": 3})
+    # Same model and arguments, two checkpoints: named apart by checkpoint.
+    make_result(results / "s1", "lstm.test", model="lstm", ppl=100.0, checkpoint="runs/seed1.pt")
+    make_result(results / "s2", "lstm.test", model="lstm", ppl=102.0, checkpoint="runs/seed2.pt")
+    # Same everything but the protocol: named apart by protocol.
+    make_result(results / "b20", "lstm.test", model="lstm", ppl=104.0, checkpoint="runs/seed1.pt",
+                protocol={"batch_size": 20, "bptt": 35})
+    tables, _, _ = table(tmp_path)
+    frame = tables["ptb"]
+    assert len(frame) == 5
+    names = list(frame["model"])
+    assert len(set(names)) == 5, names
+    assert "kneser_ney (order=5)" in names and "kneser_ney (order=3)" in names
+    merged = frame[frame["model"] == "kneser_ney (order=5)"].iloc[0]
+    assert (merged["valid_ppl"], merged["test_ppl"]) == (148.0, 141.2)
+    lstm = frame[frame["model"].str.startswith("lstm")]
+    assert any("batch 20, bptt 35" in name for name in lstm["model"])
+    assert any("seed2.pt" in name for name in lstm["model"])
+
+
+def test_same_configuration_with_different_figures_is_not_paired_by_guess(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    # Two retrainings written to the same checkpoint path, evaluated from two folders: the valid
+    # and test results of one folder pair up; the other folder's test result stays alone.
+    make_result(results / "r1", "m.test", ppl=100.0, created="2026-11-01T00:00:00+00:00")
+    make_result(results / "r1", "m.valid", ppl=105.0, split="valid")
+    make_result(results / "r2", "m.test", ppl=110.0, created="2026-11-02T00:00:00+00:00")
+    make_result(results / "copy", "m.test", ppl=100.0, created="2026-10-01T00:00:00+00:00")  # a copy
+    tables, warnings, _ = table(tmp_path)
+    frame = tables["ptb"].set_index("test_ppl")
+    assert sorted(frame.index) == [100.0, 110.0]
+    assert frame.loc[100.0, "valid_ppl"] == 105.0 and math.isnan(frame.loc[110.0, "valid_ppl"])
+    assert frame["model"].nunique() == 2
+    assert any("counted once" in w for w in warnings)
+    # Within one folder and commit nothing decides the pairing: no row is guessed.
+    make_result(results / "r1", "m2.test", ppl=120.0)
+    tables, _, _ = table(tmp_path)
+    frame = tables["ptb"]
+    assert len(frame) == 4 and frame["valid_ppl"].notna().sum() == 1
+    assert sum("not paired" in note for note in frame["notes"]) == 3
+
+
+@pytest.mark.parametrize("content, reason", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "not a harness result"),
+    (json.dumps({"schema_version": 1}), "missing keys"),
+])
+def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, reason: str) -> None:
+    results = tmp_path / "results"
+    make_result(results, "good.test", ppl=100.0)
+    (results / "bad.json").write_text(content, encoding="utf-8")
+    tables, _, collection = table(tmp_path)
+    assert len(tables["ptb"]) == 1
+    assert len(collection.rejected) == 1
+    assert str(results / "bad.json") in collection.rejected[0] and reason in collection.rejected[0]
+
+
+@pytest.mark.parametrize("overrides, reason", [
+    ({"schema_version": 2}, "schema_version 2 is not supported"),
+    ({"perplexity": 99.0}, "is not exp(nll"),
+    ({"tokens": "many"}, "tokens must be int"),
+    ({"protocol": {"batch_size": 1}}, "protocol.bptt"),
+    ({"dataset_sha256": "0" * 64}, "not that of the canonical ptb test file"),
+])
+def test_malformed_results_are_rejected_by_name(tmp_path: Path, overrides: dict, reason: str) -> None:
+    results = tmp_path / "results"
+    make_result(results, "good.test", ppl=100.0)
+    make_result(results, "bad.test", ppl=80.0, model="bad.model", logprobs=False, **overrides)
+    tables, _, collection = table(tmp_path)
+    assert list(tables["ptb"]["model"]) == ["my.model"]
+    assert len(collection.rejected) == 1, collection.rejected
+    assert "bad.test.json" in collection.rejected[0] and reason in collection.rejected[0]
+
+
+def test_other_json_beside_the_results_is_named_and_skipped(tmp_path: Path) -> None:
+    make_result(tmp_path / "results", "good.test", ppl=100.0)
+    (tmp_path / "results" / "gates.json").write_text(json.dumps({"model": "pointer", "bins": 50}))
+    tables, _, collection = table(tmp_path)
+    assert len(tables["ptb"]) == 1 and collection.rejected == []
+    assert len(collection.notes) == 1 and "gates.json: not a harness result file" in collection.notes[0]
+
+
+def test_missing_key_is_named(tmp_path: Path) -> None:
+    path = make_result(tmp_path / "results", "m.test", ppl=100.0)
+    record = json.loads(path.read_text())
+    del record["vocab_sha256"]
+    path.write_text(json.dumps(record))
+    _, _, collection = table(tmp_path)
+    assert collection.results == [] and "missing key vocab_sha256" in collection.rejected[0]
+
+
+def test_conflicting_vocabulary_for_one_dataset_is_rejected(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    for name in ("a", "b"):
+        make_result(results, f"{name}.test", model=name, ppl=100.0, dataset="mycorpus")
+    make_result(results, "odd.test", model="odd", ppl=50.0, dataset="mycorpus", vocab_sha256="w" * 64)
+    tables, _, collection = table(tmp_path)
+    assert sorted(tables["mycorpus"]["model"]) == ["a", "b"]
+    assert len(collection.rejected) == 1 and "odd.test.json: vocab_sha256" in collection.rejected[0]
+
+
+def test_reported_rows_merge_with_reproduced_ones(tmp_path: Path) -> None:
+    make_result(tmp_path / "results", "kn.test", model="kneser_ney", ppl=141.19)
+    make_result(tmp_path / "results", "corpus.test", model="kneser_ney", ppl=300.0, dataset="my-wiki")
+    tables, _, _ = table(tmp_path, reported=True)
+    assert set(tables) == {"ptb", "wikitext-2", "wikitext-103", "my-wiki"}
+    ptb = tables["ptb"]
+    assert (ptb["kind"] == "reported").sum() == 21 and (ptb["kind"] == "reproduced").sum() == 1
+    assert list(ptb["test_ppl"]) == sorted(ptb["test_ppl"])
+    kn = ptb.set_index("model").loc["KN-5 (Mikolov & Zweig 2012)"]
+    assert kn["test_ppl"] == 141.2 and "1609.07843" in kn["source"]
+    assert list(tables["my-wiki"]["kind"]) == ["reproduced"]
+
+
+def test_reported_table_is_complete_and_cited() -> None:
+    reported = load_reported()
+    ptb_table2 = reported[(reported["dataset"] == "ptb") & (reported["table"] == "Table 2")]
+    assert len(ptb_table2) == 17
+    assert ptb_table2["test_ppl"].max() == 141.2 and ptb_table2["test_ppl"].min() == 70.9
+    grave = reported[reported["source"] == "Grave et al. 2016"].set_index(["dataset", "model"])["test_ppl"]
+    assert [grave[(d, "LSTM (Grave et al. 2016)")] for d in ("ptb", "wikitext-2", "wikitext-103")] == [82.3, 99.3, 48.7]
+    assert [grave[(d, "LSTM + neural cache (Grave et al. 2016)")]
+            for d in ("ptb", "wikitext-2", "wikitext-103")] == [72.1, 68.9, 40.8]
+    assert (reported["source"] != "").all() and reported["url"].str.startswith("https://arxiv.org/abs/").all()
+    assert reported["verified_by"].str.len().gt(0).all()
+
+
+def test_cli_build_writes_every_format_and_names_rejects(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    make_result(tmp_path / "results", "m.test", ppl=100.0)
+    (tmp_path / "results" / "broken.json").write_text("{", encoding="utf-8")
+    out = tmp_path / "tables"
+    assert main(["build", str(tmp_path / "results"), "--out", str(out),
+                 "--format", "csv", "markdown", "html"]) == 0
+    captured = capsys.readouterr()
+    assert "broken.json" in captured.err and "rejected" in captured.err
+    assert {p.name for p in out.iterdir()} == {f"{d}.{e}" for d in ("ptb", "wikitext-2", "wikitext-103")
+                                                for e in ("csv", "md", "html")}
+    with open(out / "ptb.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == COLUMNS
+    assert "100.0" in [r[4] for r in rows[1:]]
+    markdown = (out / "ptb.md").read_text()
+    assert markdown.startswith("| rank | model |") and "| 100.0 | reproduced |" in markdown
+    assert "<table>" in (out / "ptb.html").read_text()
+    assert main(["build", str(tmp_path / "results"), "--out", str(out), "--strict"]) == 1
+
+
+def test_regenerate_refreshes_tables_and_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.chdir(tmp_path)
+    make_result(tmp_path / "results", "m.test", ppl=100.0)
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- leaderboard:ptb:begin -->\nold\n<!-- leaderboard:ptb:end -->\nrest\n")
+    assert main(["regenerate", "--readme", "README.md"]) == 0
+    assert (tmp_path / "leaderboard" / "tables" / "ptb.csv").is_file()
+    text = readme.read_text()
+    assert "old" not in text and "| rank | model |" in text and text.endswith("rest\n")
+    assert "updated ptb" in capsys.readouterr().out
+
+
+def test_token_log_probs_are_found_beside_a_moved_result(tmp_path: Path) -> None:
+    path = make_result(tmp_path / "old", "m.test", ppl=100.0)
+    record = json.loads(path.read_text())
+    record["token_log_probs_file"] = "/somewhere/else/m.test.logprobs.npy"  # absolute, now stale
+    path.write_text(json.dumps(record))
+    values = load_token_log_probs(load_result(path))
+    assert len(values) == 1000
+    (tmp_path / "old" / "m.test.logprobs.npy").unlink()
+    with pytest.raises(ResultError, match="not found"):
+        load_token_log_probs(load_result(path))

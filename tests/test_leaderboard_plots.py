@@ -1,0 +1,100 @@
+"""Every plot command renders a non-empty PNG; Figure 4's buckets are computed as documented.
+The frequency plot runs end to end: real harness evaluations of a toy corpus, then the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.cli import main as harness_main
+from leaderboard.cli import main
+from leaderboard.plots import bucket_difference, frequency_buckets
+
+from test_leaderboard import make_result
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 5000
+
+
+def test_bars_from_results_and_from_a_table(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    make_result(results, "kn.test", model="kneser_ney", ppl=141.19)
+    make_result(results, "uni.test", model="unigram", ppl=639.8)
+    make_result(results, "v.valid", model="valid_only", ppl=300.0, split="valid")
+    assert main(["plot", "bars", str(results), "--dataset", "ptb", "--out", str(tmp_path / "a.png")]) == 0
+    assert_png(tmp_path / "a.png")
+    assert main(["build", str(results), "--out", str(tmp_path / "tables")]) == 0
+    assert main(["plot", "bars", str(tmp_path / "tables" / "ptb.csv"), "--out", str(tmp_path / "b.png"),
+                 "--linear"]) == 0
+    assert_png(tmp_path / "b.png")
+
+
+def test_frequency_plot_end_to_end_on_harness_results(corpus: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    runs = tmp_path / "runs"
+    assert harness_main(["eval", "unigram", "--dataset", str(corpus), "--output-dir", str(runs / "uni")]) == 0
+    assert harness_main(["eval", "kneser_ney", "--dataset", str(corpus), "--model-args", "order=2",
+                         "--output-dir", str(runs / "kn")]) == 0
+    capsys.readouterr()
+    a = runs / "uni" / "harness.plugins.unigram.toy.test.json"
+    b = runs / "kn" / "baselines.kneser_ney.toy.test.json"
+    out = tmp_path / "fig4.png"
+    assert main(["plot", "frequency", str(a), str(b), "--buckets", "3", "--out", str(out)]) == 0
+    assert_png(out)
+    assert "bucket  3:" in capsys.readouterr().out
+    # Results of different splits cannot be compared: one line.
+    valid = make_result(tmp_path / "other", "x.valid", ppl=10.0, split="valid", dataset="toy")
+    assert main(["plot", "frequency", str(a), str(valid), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_frequency_buckets_equal_types_and_equal_tokens() -> None:
+    # Word 0 occurs 60 times, word 1 30 times, words 2..9 once or never.
+    train = np.array([0] * 60 + [1] * 30 + [2, 3, 4, 5, 6, 7, 8, 9, 2, 3])
+    types = frequency_buckets(train, vocab_size=10, count=5, mode="types")
+    assert list(types.types(np.array([0]))) == [2, 2, 2, 2, 2]
+    assert list(types.of_word[[0, 1]]) == [0, 0] and types.of_word[9] == 4
+    tokens = frequency_buckets(train, vocab_size=10, count=2, mode="tokens")
+    assert tokens.of_word[0] == 0 and set(tokens.of_word[1:]) == {1}
+    targets = np.array([0, 0, 9])
+    difference = bucket_difference(targets, np.log([0.5, 0.5, 0.1]), np.log([0.25, 0.25, 0.2]), types)
+    assert difference.mean[0] == pytest.approx(-np.log(0.5) + np.log(0.25))  # A better on frequent words
+    assert difference.mean[4] == pytest.approx(-np.log(0.1) + np.log(0.2))  # B better on the rare one
+    assert np.isnan(difference.mean[1]) and list(difference.tokens) == [2, 0, 0, 0, 1]
+    # heldout: equal numbers of evaluated tokens, most frequent targets first.
+    heldout = frequency_buckets(train, vocab_size=10, count=2, mode="heldout")
+    targets = np.array([9, 0, 1, 0, 2, 0])
+    assert list(heldout.assign(targets)) == [1, 0, 1, 0, 1, 0]
+    assert list(heldout.types(targets)) == [1, 3]
+
+
+def test_gates_histogram_from_synthetic_values(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rng = np.random.default_rng(0)
+    gates = np.concatenate([rng.beta(20, 1, 5000), rng.beta(1, 5, 500)])
+    np.save(tmp_path / "gates.npy", gates)
+    (tmp_path / "gates.json").write_text('{"model": "pointer_sentinel", "dataset": "ptb", "split": "test"}')
+    assert main(["plot", "gates", str(tmp_path / "gates.npy"), "--out", str(tmp_path / "g.png")]) == 0
+    assert_png(tmp_path / "g.png")
+    np.save(tmp_path / "bad.npy", np.array([0.5, 1.5]))
+    assert main(["plot", "gates", str(tmp_path / "bad.npy"), "--out", str(tmp_path / "x.png")]) == 2
+    assert "within [0, 1]" in capsys.readouterr().err
+
+
+def test_zipf_of_directory_corpora(corpus: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    for split in ("train", "valid", "test"):
+        (other / f"wiki.{split}.tokens").write_text(" a a a b b c d e f g \n a b a \n", encoding="utf-8")
+    assert main(["plot", "zipf", str(corpus), str(other), "--out", str(tmp_path / "z.png")]) == 0
+    assert_png(tmp_path / "z.png")
+
+
+def test_zipf_of_the_real_benchmarks(real_data_dir: Path, tmp_path: Path) -> None:
+    assert main(["plot", "zipf", "ptb", "--data-dir", str(real_data_dir), "--out", str(tmp_path / "z.png")]) == 0
+    assert_png(tmp_path / "z.png")
