@@ -43,7 +43,7 @@ def test_frequency_plot_end_to_end_on_harness_results(corpus: Path, tmp_path: Pa
                          "--output-dir", str(runs / "kn")]) == 0
     capsys.readouterr()
     a = runs / "uni" / "harness.plugins.unigram.toy.test.json"
-    b = runs / "kn" / "baselines.kneser_ney.toy.test.json"
+    b = runs / "kn" / "baselines.kneser_ney+order=2.toy.test.json"
     out = tmp_path / "fig4.png"
     assert main(["plot", "frequency", str(a), str(b), "--buckets", "3", "--out", str(out)]) == 0
     assert_png(out)
