@@ -1,0 +1,357 @@
+"""End-to-end builds: from the API (a local server), undisturbed, disturbed, killed and resumed,
+sharded and merged, rebuilt from a manifest; from folders and pools; and loaded by the harness."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text
+
+from harness.datasets import load_dataset
+from wikitext_builder.build import fill_from_stream
+from wikitext_builder.cache import Cache
+from wikitext_builder.cli import main
+from wikitext_builder.corpus import TEXT_FILES, article_order, corpus_statistics, shard_of
+from wikitext_builder.sources import Article
+
+REPO = Path(__file__).resolve().parent.parent
+OUTPUTS = (*TEXT_FILES, "stats.json", "manifest.jsonl", "SHA256SUMS")
+FAST = ["--retry-backoff", "0.01", "--timeout", "0.5", "--quiet", "--valid-articles", "2",
+        "--test-articles", "2", "--min-count", "2"]
+
+
+def shared_wikipedia() -> Path:
+    root = Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared") / "wikipedia"
+    if not root.is_dir():
+        pytest.skip(f"shared Wikipedia material not found at {root} (set WIKITEXT_SHARED_DIR)")
+    return root
+
+
+def make_wiki(**options) -> FakeWiki:
+    """12 articles in two categories, one listed page missing, one listed redirect to a listed page."""
+    wiki = FakeWiki.with_articles(12, redirects={"Old Town A00": "Town A00"}, **options)
+    wiki.categories["Good articles"] += ["Old Town A00", "Vanished town"]
+    return wiki
+
+
+def outputs(directory: Path) -> dict[str, bytes]:
+    return {name: (directory / name).read_bytes() for name in OUTPUTS}
+
+
+def build(url: str, out: Path, *extra: str) -> int:
+    return main(["--api-url", url, "--out", str(out), *FAST, *extra])
+
+
+@pytest.fixture
+def reference(tmp_path: Path) -> tuple[FakeWiki, Path]:
+    """An undisturbed build from the API."""
+    wiki = make_wiki()
+    with FakeMediaWikiServer(wiki) as server:
+        assert build(server.url, tmp_path / "reference", "--batch-size", "5") == 0
+    return wiki, tmp_path / "reference"
+
+
+def test_api_build_is_complete_and_reports_missing(reference, capsys) -> None:
+    _, out = reference
+    manifest = [json.loads(line) for line in (out / "manifest.jsonl").read_text().splitlines()]
+    titles = [record["title"] for record in manifest]
+    assert sorted(titles) == [f"Town {chr(65 + i)}{i:02d}" for i in range(12)]  # redirect stored once
+    assert [r["split"] for r in manifest].count("valid") == 2 and len(set(titles)) == 12
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["builder"]["missing"] == {"Vanished town": "missing page"}
+    assert stats["articles"] == {"train": 8, "valid": 2, "test": 2}
+    assert stats == {**corpus_statistics(out), "articles": stats["articles"], "builder": stats["builder"]}
+    checksums = dict(line.split("  ")[::-1] for line in (out / "SHA256SUMS").read_text().splitlines())
+    assert sorted(checksums) == sorted(TEXT_FILES)
+
+
+def test_disturbed_build_is_identical_to_undisturbed(reference, tmp_path: Path, capsys) -> None:
+    _, expected = reference
+    faults = {2: "429", 4: "maxlag", 6: "500", 8: "503", 9: "drop", 11: "slow", 12: "drop"}
+    wiki = make_wiki(faults=faults, slow_seconds=1.0, retry_after_429="1", retry_after_maxlag="1")
+    with FakeMediaWikiServer(wiki) as server:
+        assert build(server.url, tmp_path / "disturbed", "--batch-size", "5") == 0
+    assert outputs(tmp_path / "disturbed") == outputs(expected)
+    assert len(wiki.log) > len(faults)
+
+
+def test_build_killed_mid_way_resumes_without_refetching(reference, tmp_path: Path) -> None:
+    _, expected = reference
+    out = tmp_path / "killed"
+    wiki = make_wiki(block_at_batch=3)
+    with FakeMediaWikiServer(wiki) as server:
+        command = [sys.executable, "-m", "wikitext_builder", "--api-url", server.url, "--out", str(out),
+                   *FAST, "--batch-size", "5"]
+        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            assert wiki.blocked.wait(60), "the build never reached its third batch"
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(10)
+        finally:
+            process.kill()
+        wiki.release.set()
+        batches = wiki.batches()
+        assert len(batches) == 3  # two committed, the third in flight when killed
+        committed = set("|".join(batches[:2]).split("|"))
+        assert not (out / "wiki.train.tokens").exists()
+        wiki.block_at_batch = None
+        del wiki.log[:]
+        rerun = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert outputs(out) == outputs(expected)
+    refetched = set("|".join(params["titles"] for params in wiki.revision_requests()).split("|"))
+    assert refetched and not refetched & committed
+    assert not any(params.get("list") == "categorymembers" for params in wiki.log)
+
+
+def test_shards_merge_into_the_unsharded_corpus(reference, tmp_path: Path, capsys) -> None:
+    _, expected = reference
+    wiki = make_wiki()
+    caches = []
+    with FakeMediaWikiServer(wiki) as server:
+        for k in (1, 2):
+            assert build(server.url, tmp_path / "shards", "--shard", f"{k}/2") == 0
+            caches.append(str(tmp_path / "shards" / f"cache.shard-{k}-of-2.sqlite"))
+    for k, path in enumerate(caches, start=1):
+        with Cache(Path(path)) as cache:
+            fetched = [row[0] for row in cache.connection.execute(
+                "SELECT title FROM articles WHERE status != 'pending'")]
+        assert fetched and all(shard_of(title, 2) == k for title in fetched)  # each its own titles
+    assert main(["merge", "--out", str(tmp_path / "merged"), "--quiet", *caches]) == 0
+    assert outputs(tmp_path / "merged") == outputs(expected)
+    assert main(["merge", "--out", str(tmp_path / "half"), caches[0]]) == 2
+    assert "missing or repeated: 2/2" in capsys.readouterr().err
+
+
+def test_shard_membership_is_a_stable_partition() -> None:
+    titles = [f"Article {i}" for i in range(200)]
+    shards = [shard_of(title, 3) for title in titles]
+    assert set(shards) == {1, 2, 3} and shards == [shard_of(title, 3) for title in titles]
+    assert shard_of("Aristotle", 4) == int.from_bytes(hashlib.sha256(b"Aristotle").digest()[:8], "big") % 4 + 1
+
+
+def test_rebuild_from_manifest_fetches_exact_revisions(reference, tmp_path: Path, capsys) -> None:
+    _, expected = reference
+    manifest = tmp_path / "manifest.jsonl"
+    gone = {"title": "Deleted town", "page_id": 1, "revision_id": 99_999, "timestamp": None,
+            "split": "train", "sha256": "0" * 64}
+    manifest.write_text((expected / "manifest.jsonl").read_text() + json.dumps(gone) + "\n")
+    wiki = make_wiki()
+    with FakeMediaWikiServer(wiki) as server:
+        assert build(server.url, tmp_path / "again", "--from-manifest", str(manifest)) == 0
+    again, before = outputs(tmp_path / "again"), outputs(expected)
+    assert {name: again[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")} == {
+        name: before[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")}
+    stats = json.loads(again["stats.json"])
+    assert stats["builder"]["missing"] == {"Deleted town": "revision not found"}
+    assert "missing: Deleted town: revision not found" in capsys.readouterr().out
+    assert wiki.revision_requests() and all("revids" in params for params in wiki.revision_requests())
+
+
+def test_article_order_ignores_source_order_and_follows_seed() -> None:
+    titles = [f"T{i}" for i in range(50)]
+    assert article_order(titles, 7) == article_order(reversed(titles), 7)
+    assert article_order(titles, 7) != article_order(titles, 8)
+    assert article_order(titles, 7, limit=10) == article_order(titles, 7)[:10]
+
+
+def write_folder(directory: Path, count: int) -> Path:
+    directory.mkdir()
+    for index in range(count):
+        title = f"Town {chr(65 + index % 26)}{index:02d}"
+        (directory / f"{title.replace(' ', '_')}.wikitext").write_text(article_text(title, index))
+    return directory
+
+
+def test_workers_give_identical_output_and_bad_markup_is_skipped(tmp_path: Path, capsys) -> None:
+    folder = write_folder(tmp_path / "folder", 10)
+    (folder / "Broken_town.wikitext").write_text("'''Broken''' town {{Infobox place|name=x\n")
+    for workers in (1, 2):
+        assert main(["--folder", str(folder), "--out", str(tmp_path / f"w{workers}"), "--workers",
+                     str(workers), *FAST]) == 0
+    assert outputs(tmp_path / "w1") == outputs(tmp_path / "w2")
+    report = capsys.readouterr().out
+    assert "skipped: Broken town: " in report and "Broken town: Broken town" not in report
+    stats = json.loads((tmp_path / "w1" / "stats.json").read_text())
+    assert list(stats["builder"]["skipped"]) == ["Broken town"]
+    assert stats["articles"] == {"train": 6, "valid": 2, "test": 2}  # valid/test filled despite the skip
+
+
+def test_jsonl_pool_in_any_order_gives_the_same_corpus(tmp_path: Path, capsys) -> None:
+    records = [{"source_index": i, "title_guess": f"town {chr(65 + i)}{i:02d}", "class": "GA" if i % 2 else "FA",
+                "wikitext": article_text(f"Town {chr(65 + i)}{i:02d}", i)} for i in range(10)]
+    records.append({**records[3], "wikitext": "a later duplicate"})
+    for name, ordered in (("forward", records), ("backward", records[-2::-1] + [records[-1]])):
+        with gzip.open(tmp_path / f"{name}.jsonl.gz", "wt") as handle:
+            handle.writelines(json.dumps(record) + "\n" for record in ordered)
+        assert main(["--jsonl", str(tmp_path / f"{name}.jsonl.gz"), "--out", str(tmp_path / name), *FAST]) == 0
+    assert outputs(tmp_path / "forward") == outputs(tmp_path / "backward")
+    assert json.loads((tmp_path / "forward" / "stats.json").read_text())["builder"]["duplicates"] == ["Town D03"]
+    assert "duplicates: 1 titles the source holds more than once" in capsys.readouterr().out
+    assert main(["--jsonl", str(tmp_path / "forward.jsonl.gz"), "--articles", "good", "--out",
+                 str(tmp_path / "good"), *FAST]) == 0
+    assert json.loads((tmp_path / "good" / "stats.json").read_text())["articles"]["train"] == 1
+
+
+def test_interrupted_stream_resumes_without_duplicates(tmp_path: Path) -> None:
+    articles = [Article(f"T{i:03d}", f"text {i}") for i in range(120)]
+
+    def interrupted():
+        yield from articles[:70]
+        raise KeyboardInterrupt
+
+    with Cache(tmp_path / "cache.sqlite") as cache:
+        assert cache.connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        with pytest.raises(KeyboardInterrupt):
+            fill_from_stream(cache, interrupted(), None, progress=False)
+        assert not cache.list_complete
+        stored = cache.connection.execute("SELECT count(*) FROM revisions").fetchone()[0]
+        assert stored == 50  # the committed batch; the 20 after it were never committed
+        fill_from_stream(cache, iter(articles), None, progress=False)
+        assert cache.list_complete
+        assert cache.connection.execute("SELECT count(*) FROM revisions").fetchone()[0] == 120
+        assert len(cache.entries()) == 120
+
+
+def test_cache_refuses_another_source(tmp_path: Path, capsys) -> None:
+    folder = write_folder(tmp_path / "folder", 6)
+    common = ["--out", str(tmp_path / "out"), *FAST, "--valid-articles", "1", "--test-articles", "1"]
+    assert main(["--folder", str(folder), *common]) == 0
+    assert main(["--jsonl", str(tmp_path / "pool.jsonl"), *common]) == 2
+    assert "was filled from" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--shard", "3/2"], "--shard takes K/N"),
+    (["--folder", "/nonexistent/folder"], "not a directory"),
+    (["--folder", ".", "--api-url", "http://x"], "do not go with"),
+    (["--limit", "0"], "--limit must be at least 1"),
+])
+def test_bad_options_give_one_line_errors(arguments, message, tmp_path: Path, capsys) -> None:
+    assert main([*arguments, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and message in error and error.count("\n") == 1
+
+
+def test_real_articles_build_validates_and_loads_in_the_harness(tmp_path: Path, capsys) -> None:
+    source = shared_wikipedia() / "ga_fa"
+    folder = tmp_path / "few"
+    folder.mkdir()
+    for name in ("Cyclone_Joy", "Turquoise_parrot", "Titanium", "Arts_Club_of_Chicago", "Hurricane_Hattie"):
+        (folder / f"{name}.wikitext").symlink_to(source / f"{name}.wikitext")
+    out = tmp_path / "corpus"
+    assert main(["--folder", str(folder), "--out", str(out), "--quiet", "--valid-articles", "1",
+                 "--test-articles", "1"]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    dataset = load_dataset(str(out))
+    for split in ("train", "valid", "test"):
+        assert len(dataset.tokens(split).ids) == stats["tokens"][split]
+        assert dataset.is_verified(split)  # checked against the SHA256SUMS the builder wrote
+    assert len(dataset.vocab) == stats["vocabulary_size"]
+    assert main(["validate", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["stats", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == stats["tokens"]
+
+
+def test_builder_imports_neither_torch_nor_harness() -> None:
+    code = ("import sys, wikitext_builder, wikitext_builder.cli, wikitext_builder.render; "
+            "print(sorted(m for m in ('torch', 'harness') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_validate_command_reports_planted_violations(tmp_path: Path, capsys) -> None:
+    folder = write_folder(tmp_path / "folder", 6)
+    out = tmp_path / "out"
+    assert main(["--folder", str(folder), "--out", str(out), *FAST, "--valid-articles", "1",
+                 "--test-articles", "1"]) == 0
+    assert main(["validate", str(out)]) == 0
+    lines = (out / "wiki.valid.tokens").read_text().splitlines(keepends=True)
+    lines[3] = lines[3].replace(" ", "  ", 2)  # a double space in a paragraph line
+    (out / "wiki.valid.tokens").write_text("".join(lines))
+    capsys.readouterr()
+    assert main(["validate", str(out)]) == 1
+    report = capsys.readouterr().out.splitlines()
+    assert report and all(line.startswith(f"{out / 'wiki.valid.tokens'}:4: ") for line in report)
+    assert main(["validate", str(tmp_path / "folder")]) == 2
+
+
+def test_network_loss_stops_with_one_line_error_and_the_rerun_resumes(reference, tmp_path: Path, capsys) -> None:
+    _, expected = reference
+    out = tmp_path / "lost"
+    wiki = make_wiki(outage_from_batch=3)
+    with FakeMediaWikiServer(wiki) as server:
+        assert build(server.url, out, "--batch-size", "5", "--max-attempts", "2") == 2
+        error = capsys.readouterr().err
+        assert error == f"error: MediaWiki API at {server.url} unreachable after 2 attempts: HTTP 503\n"
+        committed = set("|".join(wiki.batches()[:2]).split("|"))
+        wiki.outage_from_batch = None
+        del wiki.log[:]
+        assert build(server.url, out, "--batch-size", "5") == 0
+    assert outputs(out) == outputs(expected)
+    assert not set("|".join(wiki.batches()).split("|")) & committed
+
+
+def test_interrupted_listing_resumes_from_its_continuation(reference, tmp_path: Path, capsys) -> None:
+    _, expected = reference
+    out = tmp_path / "listing"
+    wiki = make_wiki(faults={2: "503"})  # the second categorymembers response never comes
+    with FakeMediaWikiServer(wiki) as server:
+        assert build(server.url, out, "--batch-size", "5", "--max-attempts", "1") == 2
+        assert "unreachable after 1 attempts: HTTP 503" in capsys.readouterr().err
+        wiki.faults = {}
+        del wiki.log[:]
+        assert build(server.url, out, "--batch-size", "5") == 0
+    assert wiki.log[0]["cmtitle"] == "Category:Featured articles" and wiki.log[0]["cmcontinue"] == "page|3"
+    assert outputs(out) == outputs(expected)
+
+
+def test_render_command_prints_the_article(tmp_path: Path, capsys) -> None:
+    from wikitext_builder.render import render_article
+
+    path = write_folder(tmp_path / "folder", 1) / "Town_A00.wikitext"
+    assert main(["render", "--title", "Town A00", str(path)]) == 0
+    assert capsys.readouterr().out == render_article("Town A00", path.read_text())
+    (tmp_path / "bad.wikitext").write_text("{{Infobox town|name=x\n")
+    assert main(["render", str(tmp_path / "bad.wikitext")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_stats_command_reproduces_table_1_on_wikitext_2(real_data_dir: Path, capsys) -> None:
+    assert main(["stats", str(real_data_dir / "wikitext-2"), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["tokens"] == {"train": 2_088_628, "valid": 217_646, "test": 245_569}
+    assert stats["vocabulary_size"] == 33_278 and round(stats["unk_rate"]["train"], 3) == 0.026
+
+
+def test_unk_mapping_keeps_heading_markers() -> None:
+    from wikitext_builder.corpus import _map_line
+
+    vocabulary = {"the", "river"}
+    assert _map_line(" = = The river = = \n", vocabulary) == " = = <unk> river = = \n"
+    assert _map_line(" = Rare = \n", set()) == " = <unk> = \n"
+    assert _map_line(" x = the \n", vocabulary) == " <unk> <unk> the \n"
+    assert _map_line(" = = \n", set()) == " <unk> <unk> \n"  # not a heading: nothing between
+    assert _map_line(" \n", vocabulary) == " \n"
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["--preset", "wikitext-2"], (720, 60, 60)),
+    (["--preset", "wikitext-103"], (28_595, 60, 60)),
+    (["--preset", "wikitext-2", "--valid-articles", "10", "--limit", "100"], (100, 10, 60)),
+    ([], (None, 60, 60)),
+])
+def test_presets_set_sizes_that_options_override(arguments, expected) -> None:
+    from wikitext_builder.cli import _plan_from_args, build_parser
+
+    plan = _plan_from_args(build_parser().parse_args(["build", *arguments]))
+    assert (plan.limit, plan.valid_articles, plan.test_articles) == expected

@@ -1,0 +1,203 @@
+"""The build pipeline: fill a cache from a source, then turn one or more caches into a corpus.
+
+The article set is planned the same way whatever the source: every listed title, sorted, in a
+seeded shuffle (:func:`~wikitext_builder.corpus.article_order`), cut to ``limit``; with
+``shard=(K, N)`` a cache fetches only the planned titles whose stable hash falls in shard K, and
+:func:`build_corpus` over the N shard caches plans the same set again and writes one corpus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+from tqdm import tqdm
+
+from wikitext_builder.cache import FETCHED, MISSING, PENDING, Cache, CacheError, Entry
+from wikitext_builder.corpus import (BuildReport, article_order, merged_articles, shard_of,
+                                     write_corpus)
+from wikitext_builder.sources import ARTICLE_KINDS, BATCH_SIZE, Article, MediaWikiClient
+
+PRESETS = {"wikitext-2": (600, 60, 60), "wikitext-103": (28_475, 60, 60)}
+COMMIT_EVERY = 50  # streamed articles per committed transaction
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the article set is chosen and split; recorded in a cache so merges reuse it."""
+
+    seed: int = 0
+    limit: int | None = None
+    valid_articles: int = 60
+    test_articles: int = 60
+    min_count: int = 3
+    manifest: tuple[tuple[str, int, str], ...] | None = None  # (title, revision id, split)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        fields = json.loads(text)
+        manifest = fields.pop("manifest")
+        return cls(**fields, manifest=tuple(map(tuple, manifest)) if manifest is not None else None)
+
+    def listed_order(self, titles: Iterable[str]) -> list[str]:
+        """The planned titles in corpus order."""
+        if self.manifest is not None:
+            return [title for title, _, _ in self.manifest]
+        return article_order(titles, self.seed, self.limit)
+
+
+def _in_shard(title: str, shard: tuple[int, int] | None) -> bool:
+    return shard is None or shard_of(title, shard[1]) == shard[0]
+
+
+def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+# --- filling a cache -------------------------------------------------------------------------
+
+def fill_from_api(cache: Cache, client: MediaWikiClient, kinds: Sequence[str], plan: Plan,
+                  shard: tuple[int, int] | None, batch_size: int = BATCH_SIZE,
+                  progress: bool = True) -> None:
+    """List the articles (once, resumably), then fetch every planned, pending one in batches of
+    ``batch_size`` (at most 50), committing each batch; titles fetched by an earlier
+    (interrupted) run are not fetched again."""
+    if not cache.list_complete:
+        if plan.manifest is not None:
+            cache.set_article_list((title, revision_id) for title, revision_id, _ in plan.manifest)
+        else:
+            for kind in kinds:
+                _list_category(cache, client, kind)
+            cache.set_meta("list_complete", "1")
+    entries = cache.entries()
+    planned = [title for title in plan.listed_order(entries) if _in_shard(title, shard)]
+    pending = sorted(title for title in planned if entries[title].status == PENDING)
+    pinned = cache.pinned_revisions()
+    bar = tqdm(total=len(pending), unit="article", desc="fetch", disable=not progress or None)
+    with bar:
+        for titles in _batches(pending, batch_size):
+            if pinned:
+                batch = client.fetch_revisions([pinned[title] for title in titles])
+                by_id = {str(pinned[title]): title for title in titles}
+                found = {by_id[key]: dataclasses.replace(article, title=by_id[key])
+                         for key, article in batch.found.items()}
+                missing = {by_id[key]: reason for key, reason in batch.missing.items()}
+            else:
+                batch = client.fetch_titles(titles)
+                found, missing = batch.found, batch.missing
+            cache.commit_batch(found, missing)
+            bar.update(len(titles))
+
+
+def _list_category(cache: Cache, client: MediaWikiClient, kind: str) -> None:
+    """List one category into the cache, committing each response with its continuation, so an
+    interrupted listing resumes where it stopped."""
+    key = f"listing:{kind}"
+    state = cache.get_meta(key)
+    if state == "done":
+        return
+    start = json.loads(state) if state else None
+    for titles, continuation in client.category_pages(ARTICLE_KINDS[kind], start):
+        cache.add_listing(titles, key, json.dumps(continuation) if continuation else "done")
+
+
+def fill_from_stream(cache: Cache, articles: Iterable[Article], shard: tuple[int, int] | None,
+                     progress: bool = True) -> None:
+    """Store a streamed source's articles (this shard's content, every title listed), committing
+    every 50; a rerun after an interruption reads the source again but stores only what is new.
+    A title seen twice keeps its first article; the others are recorded as duplicates."""
+    if cache.list_complete:
+        return
+    known = cache.entries()
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    found: dict[str, Article] = {}
+    elsewhere: list[str] = []
+    for article in tqdm(articles, unit="article", desc="read", disable=not progress or None):
+        if article.title in seen:
+            duplicates.append(article.title)
+            continue
+        seen.add(article.title)
+        if article.title in known:
+            continue
+        if _in_shard(article.title, shard):
+            found[article.title] = article
+        else:
+            elsewhere.append(article.title)
+        if len(found) + len(elsewhere) >= COMMIT_EVERY:
+            cache.commit_batch(found, {})
+            cache.add_listed(elsewhere)
+            found, elsewhere = {}, []
+    cache.commit_batch(found, {})
+    cache.add_listed(elsewhere)
+    cache.set_meta("duplicates", json.dumps(duplicates, ensure_ascii=False))
+    cache.set_meta("list_complete", "1")
+
+
+# --- from caches to a corpus -------------------------------------------------------------------
+
+def _cache_shard(cache: Cache) -> tuple[int, int] | None:
+    shard = cache.source.get("shard")
+    return tuple(shard) if shard else None  # type: ignore[return-value]
+
+
+def check_shards(caches: Sequence[Cache]) -> None:
+    """Several caches must be the N shards of one build (same source and plan, shards 1..N)."""
+    if len(caches) == 1 and _cache_shard(caches[0]) is None:
+        return
+    sources = {json.dumps({k: v for k, v in cache.source.items() if k != "shard"}, sort_keys=True)
+               for cache in caches}
+    plans = {cache.get_meta("plan") for cache in caches}
+    shards = [_cache_shard(cache) for cache in caches]
+    if len(sources) != 1 or len(plans) != 1:
+        raise CacheError("the caches come from different sources or plans; merge the shards of one build")
+    if None in shards or len({n for _, n in shards}) != 1:  # type: ignore[misc]
+        raise CacheError("merge takes the shard caches of one --shard K/N build")
+    count = shards[0][1]  # type: ignore[index]
+    absent = sorted(set(range(1, count + 1)) - {k for k, _ in shards})  # type: ignore[misc]
+    if absent or len(shards) != count:
+        raise CacheError(f"merge needs each of the {count} shards once; "
+                         f"missing or repeated: {', '.join(f'{k}/{count}' for k in absent) or 'repeated'}")
+    if any(not cache.list_complete for cache in caches):
+        raise CacheError("a shard cache is incomplete: rerun its build first")
+
+
+def build_corpus(out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: int,
+                 progress: bool = True) -> BuildReport:
+    """Write the corpus of the planned articles held by ``caches`` (one cache, or N shards)."""
+    owners: dict[str, Entry] = {}
+    for cache in caches:
+        shard = _cache_shard(cache)
+        for title, entry in cache.entries().items():
+            if _in_shard(title, shard):
+                owners[title] = entry
+    order: list[str] = []
+    wanted: set[str] = set()
+    missing: dict[str, str] = {}
+    for title in plan.listed_order(owners):
+        entry = owners.get(title)
+        if entry is None or entry.status == PENDING:
+            raise CacheError(f"{title!r} was never fetched: rerun the build (or its shard) to complete the cache")
+        if entry.status == MISSING:
+            missing[title] = entry.reason or "missing"
+        elif entry.status == FETCHED and entry.stored_as not in wanted:
+            order.append(entry.stored_as)  # type: ignore[arg-type]
+            wanted.add(entry.stored_as)  # type: ignore[arg-type]
+    articles = merged_articles([cache.iter_articles(wanted) for cache in caches])
+    fixed = {title: split for title, _, split in plan.manifest} if plan.manifest is not None else None
+    duplicates = sorted({title for cache in caches for title in cache.duplicates()})
+    return write_corpus(out_dir, articles, order, valid_articles=plan.valid_articles,
+                        test_articles=plan.test_articles, min_count=plan.min_count, workers=workers,
+                        missing=missing, duplicates=duplicates, fixed_splits=fixed,
+                        settings={"seed": plan.seed, "limit": plan.limit,
+                                  "valid_articles": plan.valid_articles,
+                                  "test_articles": plan.test_articles,
+                                  "from_manifest": plan.manifest is not None},
+                        progress=progress)

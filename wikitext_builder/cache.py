@@ -1,0 +1,192 @@
+"""The SQLite cache of fetched revisions and of the article list, the state a build resumes from.
+
+Two tables hold the state: ``articles`` is the article list (every listed title, the revision
+pinned for it if any, its fetch status and the title its content is stored under), ``revisions``
+the content (title, page id, revision id, timestamp, wikitext). Each fetched batch is committed in
+one transaction, together with the status of every title it answered, so a build killed at any
+point (Ctrl-C, ``kill -9``, network loss) restarts from the last committed batch: nothing fetched
+is fetched again, nothing is lost and nothing is stored twice (titles are primary keys).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from wikitext_builder.sources import Article
+
+PENDING, FETCHED, MISSING = "pending", "fetched", "missing"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS articles (
+    title TEXT PRIMARY KEY,
+    pinned_revision_id INTEGER,
+    status TEXT NOT NULL DEFAULT 'pending',
+    stored_as TEXT,
+    reason TEXT
+);
+CREATE TABLE IF NOT EXISTS revisions (
+    title TEXT PRIMARY KEY,
+    page_id INTEGER,
+    revision_id INTEGER,
+    timestamp TEXT,
+    wikitext TEXT NOT NULL
+);
+"""
+
+
+class CacheError(Exception):
+    """A cache that cannot serve this build (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One listed title's state: status, the title its content is stored under, why it is missing."""
+
+    status: str
+    stored_as: str | None
+    reason: str | None
+
+
+class Cache:
+    """A build's SQLite cache file (WAL journal, one transaction per committed batch)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.connection = sqlite3.connect(path, isolation_level=None)
+            self.connection.execute("PRAGMA journal_mode=WAL")
+            self.connection.execute("PRAGMA synchronous=NORMAL")
+            self.connection.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as error:
+            raise CacheError(f"{path}: not a usable cache ({error})") from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> Cache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- metadata -------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._transaction():
+            self.connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def bind_source(self, source: dict[str, object]) -> None:
+        """Record which source (and shard) fills this cache; refuse a cache filled by another."""
+        text = json.dumps(source, sort_keys=True)
+        recorded = self.get_meta("source")
+        if recorded is None:
+            self.set_meta("source", text)
+        elif recorded != text:
+            raise CacheError(f"{self.path} was filled from {recorded}, not {text}; "
+                             "use another --cache or delete it")
+
+    @property
+    def source(self) -> dict[str, object]:
+        recorded = self.get_meta("source")
+        if recorded is None:
+            raise CacheError(f"{self.path}: an empty cache (no build has used it)")
+        return json.loads(recorded)
+
+    @property
+    def list_complete(self) -> bool:
+        return self.get_meta("list_complete") == "1"
+
+    # --- the article list -------------------------------------------------------------------
+    def set_article_list(self, titles: Iterable[tuple[str, int | None]]) -> None:
+        """Store the whole article list (title, pinned revision id) at once and mark it complete."""
+        with self._transaction():
+            self.connection.executemany(
+                "INSERT OR IGNORE INTO articles (title, pinned_revision_id) VALUES (?, ?)", titles)
+            self.connection.execute("INSERT OR REPLACE INTO meta VALUES ('list_complete', '1')")
+
+    def add_listing(self, titles: Iterable[str], key: str, state: str) -> None:
+        """One listing response in one transaction: its titles, and the listing's new state
+        (where to continue, or that it is done) under meta ``key``."""
+        with self._transaction():
+            self.connection.executemany("INSERT OR IGNORE INTO articles (title) VALUES (?)",
+                                        ((title,) for title in titles))
+            self.connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, state))
+
+    def entries(self) -> dict[str, Entry]:
+        """Every listed title's state."""
+        rows = self.connection.execute("SELECT title, status, stored_as, reason FROM articles")
+        return {title: Entry(status, stored_as, reason) for title, status, stored_as, reason in rows}
+
+    def pinned_revisions(self) -> dict[str, int]:
+        rows = self.connection.execute(
+            "SELECT title, pinned_revision_id FROM articles WHERE pinned_revision_id IS NOT NULL")
+        return dict(rows)
+
+    # --- content ----------------------------------------------------------------------------
+    def commit_batch(self, found: dict[str, Article], missing: dict[str, str]) -> None:
+        """Store one batch in one transaction: each listed title's article (under the article's
+        title; a title already stored is kept) or its reason for missing."""
+        with self._transaction():
+            for listed_title, article in found.items():
+                self.connection.execute(
+                    "INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?, ?)",
+                    (article.title, article.page_id, article.revision_id, article.timestamp,
+                     article.wikitext))
+                self.connection.execute(
+                    "INSERT INTO articles (title, status, stored_as) VALUES (?, ?, ?) "
+                    "ON CONFLICT(title) DO UPDATE SET status = excluded.status, stored_as = excluded.stored_as",
+                    (listed_title, FETCHED, article.title))
+            for listed_title, reason in missing.items():
+                self.connection.execute(
+                    "INSERT INTO articles (title, status, reason) VALUES (?, ?, ?) "
+                    "ON CONFLICT(title) DO UPDATE SET status = excluded.status, reason = excluded.reason",
+                    (listed_title, MISSING, reason))
+
+    def add_listed(self, titles: Iterable[str]) -> None:
+        """List titles whose content this cache does not hold (another shard's pages of a stream)."""
+        with self._transaction():
+            self.connection.executemany("INSERT OR IGNORE INTO articles (title) VALUES (?)",
+                                        ((title,) for title in titles))
+
+    def iter_articles(self, titles: set[str]) -> Iterator[Article]:
+        """The stored articles among ``titles``, in title order, read one at a time."""
+        connection = sqlite3.connect(self.path)  # its own connection: callers may interleave writes
+        try:
+            for title in sorted(titles):  # code-point order, SQLite's BINARY collation
+                row = connection.execute(
+                    "SELECT page_id, revision_id, timestamp, wikitext FROM revisions WHERE title = ?",
+                    (title,)).fetchone()
+                if row is not None:
+                    yield Article(title=title, wikitext=row[3], page_id=row[0], revision_id=row[1],
+                                  timestamp=row[2])
+        finally:
+            connection.close()
+
+    def duplicates(self) -> list[str]:
+        """Titles a streamed source held more than once (their first article is kept)."""
+        return json.loads(self.get_meta("duplicates") or "[]")
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self.connection)
+
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def __enter__(self) -> None:
+        self.connection.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        self.connection.execute("COMMIT" if exc_type is None else "ROLLBACK")

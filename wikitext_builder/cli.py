@@ -1,0 +1,312 @@
+"""``python -m wikitext_builder [build] | render | validate | stats | merge``."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Iterator
+
+from wikitext_builder.build import (PRESETS, Plan, build_corpus, check_shards, fill_from_api,
+                                    fill_from_stream)
+from wikitext_builder.cache import Cache, CacheError
+from wikitext_builder.corpus import (BuildReport, corpus_statistics, format_statistics, parse_shard,
+                                     read_manifest)
+from wikitext_builder.sources import (BATCH_SIZE, DEFAULT_API_URL, USER_AGENT, Article, MediaWikiClient,
+                                      SourceError, iter_dump, iter_folder, iter_jsonl, parse_kinds)
+
+COMMANDS = ("build", "render", "validate", "stats", "merge")
+
+
+class UsageError(Exception):
+    """Options that do not fit together (one-line message)."""
+
+
+def _plan_from_args(args: argparse.Namespace) -> Plan:
+    limit, valid, test = args.limit, args.valid_articles, args.test_articles
+    if args.preset is not None:
+        train_p, valid_p, test_p = PRESETS[args.preset]
+        valid = valid if valid is not None else valid_p
+        test = test if test is not None else test_p
+        limit = limit if limit is not None else train_p + valid + test
+    minimums = {"--limit": (limit, 1), "--min-count": (args.min_count, 1),
+                "--valid-articles": (valid, 0), "--test-articles": (test, 0)}
+    for option, (value, minimum) in minimums.items():
+        if value is not None and value < minimum:
+            raise UsageError(f"{option} must be at least {minimum}")
+    manifest = None
+    if args.from_manifest is not None:
+        if limit is not None or args.preset is not None:
+            raise UsageError("--from-manifest fixes the articles and their split; drop --limit/--preset")
+        try:
+            records = read_manifest(Path(args.from_manifest))
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        manifest = tuple((r["title"], int(r["revision_id"]), r["split"]) for r in records)
+    return Plan(seed=args.seed, limit=limit, valid_articles=60 if valid is None else valid,
+                test_articles=60 if test is None else test, min_count=args.min_count, manifest=manifest)
+
+
+def _source_signature(args: argparse.Namespace, kinds: tuple[str, ...],
+                      shard: tuple[int, int] | None) -> dict[str, object]:
+    """What fills the cache: a build with another signature must not reuse it."""
+    shard_field = list(shard) if shard else None
+    if args.dump or args.folder or args.jsonl:
+        kind, path = next((k, p) for k, p in (("dump", args.dump), ("folder", args.folder),
+                                               ("jsonl", args.jsonl)) if p)
+        return {"kind": kind, "path": str(Path(path).resolve()), "articles": list(kinds),
+                "shard": shard_field}
+    signature: dict[str, object] = {"kind": "api", "url": args.api_url, "articles": list(kinds),
+                                    "shard": shard_field}
+    if args.from_manifest:
+        signature["manifest_sha256"] = hashlib.sha256(Path(args.from_manifest).read_bytes()).hexdigest()
+    return signature
+
+
+def _stream(args: argparse.Namespace, kinds: tuple[str, ...]) -> Iterator[Article]:
+    if args.dump:
+        return iter_dump(Path(args.dump), kinds)
+    if args.folder:
+        return iter_folder(Path(args.folder))
+    return iter_jsonl(Path(args.jsonl), kinds)
+
+
+def _print_report(out_dir: Path, report: BuildReport) -> None:
+    stats = report.statistics
+    print(f"{out_dir}: " + ", ".join(f"{split} {report.articles[split]:,} articles / "
+                                     f"{stats['tokens'][split]:,} tokens" for split in report.articles)
+          + f"; vocabulary {stats['vocabulary_size']:,}")
+    articles = sum(report.articles.values()) + len(report.skipped)
+    tokens = sum(stats["tokens"].values())
+    seconds = max(report.render_seconds, 1e-9)
+    print(f"rendered {articles:,} articles in {report.render_seconds:.1f} s "
+          f"({articles / seconds:,.1f} articles/s, {tokens / seconds:,.0f} tokens/s)")
+    if not report.articles["train"]:
+        print("warning: the train split is empty (no more articles than --valid-articles plus "
+              "--test-articles), so every token of valid and test is <unk>", file=sys.stderr)
+    for title, reason in report.missing.items():
+        print(f"missing: {title}: {reason}")
+    for title, reason in report.skipped.items():
+        print(f"skipped: {title}: {reason}")
+    if report.duplicates:
+        print(f"duplicates: {len(report.duplicates)} titles the source holds more than once (the first "
+              f"of each kept; listed in {out_dir / 'stats.json'})")
+
+
+def command_build(args: argparse.Namespace) -> int:
+    kinds = parse_kinds(args.articles)
+    offline = args.dump or args.folder or args.jsonl
+    if offline and (args.api_url != DEFAULT_API_URL or args.from_manifest):
+        raise UsageError("--api-url and --from-manifest fetch from the API; they do not go with "
+                         "--dump, --folder or --jsonl")
+    plan = _plan_from_args(args)
+    try:
+        shard = parse_shard(args.shard) if args.shard else None
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    out_dir = Path(args.out)
+    default_cache = f"cache.shard-{shard[0]}-of-{shard[1]}.sqlite" if shard else "cache.sqlite"
+    cache_path = Path(args.cache) if args.cache else out_dir / default_cache
+    with Cache(cache_path) as cache:
+        cache.bind_source(_source_signature(args, kinds, shard))
+        cache.set_meta("plan", plan.to_json())
+        if offline:
+            fill_from_stream(cache, _stream(args, kinds), shard, progress=not args.quiet)
+        else:
+            client = MediaWikiClient(args.api_url, max_attempts=args.max_attempts,
+                                     backoff_base=args.retry_backoff, timeout=args.timeout,
+                                     user_agent=args.user_agent)
+            try:
+                fill_from_api(cache, client, kinds, plan, shard, batch_size=args.batch_size,
+                              progress=not args.quiet)
+            finally:
+                client.close()
+        if shard is not None:
+            print(f"shard {shard[0]}/{shard[1]}: cache {cache_path} complete; build the corpus with "
+                  f"`python -m wikitext_builder merge --out DIR` and the {shard[1]} shard caches")
+            return 0
+        report = build_corpus(out_dir, [cache], plan, args.workers, progress=not args.quiet)
+    _print_report(out_dir, report)
+    return 0
+
+
+def command_merge(args: argparse.Namespace) -> int:
+    caches = []
+    try:
+        for path in args.caches:
+            if not Path(path).is_file():
+                raise CacheError(f"{path}: no such cache file")
+            caches.append(Cache(Path(path)))
+        check_shards(caches)
+        recorded = caches[0].get_meta("plan")
+        if recorded is None:
+            raise CacheError(f"{caches[0].path}: no build has used this cache")
+        plan = Plan.from_json(recorded)
+        report = build_corpus(Path(args.out), caches, plan, args.workers, progress=not args.quiet)
+    finally:
+        for cache in caches:
+            cache.close()
+    _print_report(Path(args.out), report)
+    return 0
+
+
+def command_render(args: argparse.Namespace) -> int:
+    from wikitext_builder.render import MarkupError, render_article
+
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SourceError(f"{path}: cannot read ({error.strerror})") from None
+    except UnicodeDecodeError as error:
+        raise SourceError(f"{path}: not valid UTF-8 at byte {error.start}") from None
+    title = args.title or path.stem.replace("_", " ")
+    try:
+        sys.stdout.write(render_article(title, text))
+    except MarkupError as error:
+        raise SourceError(f"{path}: {error}") from None
+    return 0
+
+
+def command_validate(args: argparse.Namespace) -> int:
+    """Print every finding (stdout) and a summary per file (stderr); 1 on any error, and
+    with ``--strict`` on any irregularity (a quirk of the 2016 release), else 0."""
+    from wikitext_builder.validate import ERROR, validate_corpus
+
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        raise SourceError(f"{directory}: not a directory")
+    results = validate_corpus(directory)
+    if not results:
+        raise SourceError(f"{directory}: no wiki.{{train,valid,test}}.{{tokens,raw}} files")
+    failed = False
+    for name, found in results.items():
+        path = directory / name
+        for violation in found:
+            print(f"{path}:{violation.line_number}: {violation.severity}: {violation.message}")
+        errors = sum(violation.severity == ERROR for violation in found)
+        irregularities = len(found) - errors
+        file_failed = errors > 0 or (args.strict and irregularities > 0)
+        verdict = ("fails" if file_failed else "passes") + (" --strict" if args.strict else "")
+        print(f"{path}: {errors} error{'s' * (errors != 1)}, {irregularities} irregularit"
+              f"{'y' if irregularities == 1 else 'ies'}; {verdict}", file=sys.stderr)
+        failed = failed or file_failed
+    return 1 if failed else 0
+
+
+def command_stats(args: argparse.Namespace) -> int:
+    try:
+        statistics = corpus_statistics(Path(args.directory))
+    except FileNotFoundError as error:
+        raise SourceError(str(error)) from None
+    print(json.dumps(statistics, indent=2) if args.json else format_statistics(statistics))
+    return 0
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _batch_size(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= BATCH_SIZE:
+        raise argparse.ArgumentTypeError(f"must be 1..{BATCH_SIZE}, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m wikitext_builder",
+        description="Build WikiText-style corpora from Wikipedia Good and Featured articles "
+                    "(the build command is the default).")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    corpus = argparse.ArgumentParser(add_help=False)
+    corpus.add_argument("--out", default="wikitext-corpus", metavar="DIR",
+                        help="output directory (default: %(default)s)")
+    corpus.add_argument("--workers", type=_positive, default=1, metavar="N",
+                        help="processes that render articles (default 1; output identical for any N)")
+    corpus.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    build = commands.add_parser("build", parents=[corpus], help="build a corpus (default command)",
+                                description="Fetch (or read) Good/Featured articles and build a corpus.")
+    build.add_argument("--articles", default="good,featured", metavar="KINDS",
+                       help="good, featured or good,featured (default: %(default)s)")
+    source = build.add_mutually_exclusive_group()
+    source.add_argument("--dump", metavar="FILE.xml[.bz2]", help="read a MediaWiki XML dump instead of the API")
+    source.add_argument("--folder", metavar="DIR", help="read DIR/*.wikitext (title from the file name)")
+    source.add_argument("--jsonl", metavar="FILE.jsonl[.gz]",
+                        help="read a JSON-lines pool (title_guess/title, class GA/FA, wikitext)")
+    source.add_argument("--from-manifest", metavar="FILE",
+                        help="refetch the exact revisions of a manifest.jsonl, with its split")
+    build.add_argument("--api-url", default=DEFAULT_API_URL, metavar="URL", help="default: %(default)s")
+    build.add_argument("--cache", metavar="FILE.sqlite",
+                       help="cache file (default: OUT/cache.sqlite, OUT/cache.shard-K-of-N.sqlite)")
+    build.add_argument("--limit", type=int, metavar="N", help="use N articles (a seeded sample)")
+    build.add_argument("--preset", choices=sorted(PRESETS),
+                       help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes")
+    build.add_argument("--seed", type=int, default=0, help="article sample and split seed (default 0)")
+    build.add_argument("--valid-articles", type=int, metavar="N", help="default 60")
+    build.add_argument("--test-articles", type=int, metavar="N", help="default 60")
+    build.add_argument("--min-count", type=int, default=3, metavar="N",
+                       help="train count a type needs to stay out of <unk> (default 3)")
+    build.add_argument("--shard", metavar="K/N", help="fetch only shard K of N into its cache (see merge)")
+    build.add_argument("--batch-size", type=_batch_size, default=BATCH_SIZE, metavar="N",
+                       help=f"titles per content request (1..{BATCH_SIZE}, default {BATCH_SIZE})")
+    build.add_argument("--max-attempts", type=_positive, default=8, metavar="N",
+                       help="attempts per API request (default 8)")
+    build.add_argument("--retry-backoff", type=float, default=1.0, metavar="SECONDS",
+                       help="first retry wait, doubled per attempt up to 60 s (default 1)")
+    build.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                       help="API request timeout (default 60)")
+    build.add_argument("--user-agent", default=USER_AGENT, help="User-Agent with your contact address")
+    build.set_defaults(handler=command_build)
+
+    merge = commands.add_parser("merge", parents=[corpus], help="one corpus from the shard caches",
+                                description="Build one corpus from the caches of a --shard K/N build.")
+    merge.add_argument("caches", nargs="+", metavar="CACHE.sqlite")
+    merge.set_defaults(handler=command_merge)
+
+    render = commands.add_parser("render", help="print one article in WikiText form")
+    render.add_argument("file", metavar="FILE.wikitext")
+    render.add_argument("--title", help="article title (default: the file name)")
+    render.set_defaults(handler=command_render)
+
+    validate = commands.add_parser(
+        "validate", help="check a corpus against the WikiText format",
+        description="Check every line of DIR/wiki.{train,valid,test}.{tokens,raw} against the WikiText "
+                    "format. Errors break the format; irregularities are the quirks of the 2016 "
+                    "release that the real files have (an article without its terminating blank "
+                    "line, a paragraph rendered as an article title, an unsplit number such as "
+                    "1,000th). Exit status 1 on any error (with --strict: on any finding), else 0.")
+    validate.add_argument("directory", metavar="DIR")
+    validate.add_argument("--strict", action="store_true",
+                          help="fail on irregularities too (a corpus the builder writes has none)")
+    validate.set_defaults(handler=command_validate)
+
+    stats = commands.add_parser("stats", help="Table 1 statistics of a corpus")
+    stats.add_argument("directory", metavar="DIR")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.set_defaults(handler=command_stats)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "build")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (SourceError, CacheError, UsageError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: every committed batch is in the cache; rerun the same command to resume",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,358 @@
+"""From cached articles to a WikiText-layout corpus: order, split, vocabulary, files, statistics.
+
+Articles stream from the cache (in title order) through ``render_article`` (in ``workers``
+processes, results in input order) into a spool file; only their metadata stays in memory. The
+split is then assigned along the seeded article order, the vocabulary counted on train with a
+``Counter`` and the six text files, ``stats.json``, ``manifest.jsonl`` and ``SHA256SUMS`` written,
+each atomically (temporary file, then rename).
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import heapq
+import json
+import multiprocessing
+import os
+import random
+import re
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterable, Iterator, Sequence
+
+from tqdm import tqdm
+
+from wikitext_builder.sources import Article
+
+SPLITS = ("train", "valid", "test")
+UNK, EOS = "<unk>", "<eos>"
+TEXT_FILES = tuple(f"wiki.{split}.{kind}" for split in SPLITS for kind in ("tokens", "raw"))
+CHECKSUM_FILE, STATS_FILE, MANIFEST_FILE = "SHA256SUMS", "stats.json", "manifest.jsonl"
+_TITLE_LINE = re.compile(r"^ = (?!= ).* = \n$")
+
+
+# --- article order, sharding -------------------------------------------------------------------
+
+def article_order(titles: Iterable[str], seed: int, limit: int | None = None) -> list[str]:
+    """The sorted titles in a seeded shuffle, cut to ``limit``: the same for any source order."""
+    order = sorted(set(titles))
+    random.Random(seed).shuffle(order)
+    return order[:limit] if limit is not None else order
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` (1 <= K <= N) -> (K, N)."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ValueError(f"--shard takes K/N with 1 <= K <= N, got {text!r}")
+    return int(match.group(1)), int(match.group(2))
+
+
+def shard_of(title: str, shards: int) -> int:
+    """The shard (1..N) a title belongs to, by a hash stable across machines and Python runs."""
+    return int.from_bytes(hashlib.sha256(title.encode("utf-8")).digest()[:8], "big") % shards + 1
+
+
+# --- rendering -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Rendered:
+    """One article after ``render_article``: its text or the reason it was skipped."""
+
+    article: Article
+    text: str | None
+    error: str | None
+
+
+def render_one(article: Article) -> Rendered:
+    """Render one article; malformed markup (or a renderer failure) becomes a reported skip."""
+    from wikitext_builder.render import MarkupError, render_article
+
+    try:
+        return Rendered(article, render_article(article.title, article.wikitext), None)
+    except MarkupError as error:
+        message = (str(error).splitlines() or ["malformed markup"])[0]
+        return Rendered(article, None, message.removeprefix(f"{article.title}: "))
+    except Exception as error:  # a renderer bug must cost one article, not a day-long build
+        return Rendered(article, None, f"render failed ({type(error).__name__}: {str(error)[:200]})"
+                        .replace("\n", " "))
+
+
+def render_all(articles: Iterable[Article], workers: int, chunksize: int = 2) -> Iterator[Rendered]:
+    """``render_one`` over ``articles`` in input order, in ``workers`` processes.
+
+    The input is handed to the pool a window at a time, so at most a few windows of wikitext are
+    in flight whatever the article count (``Pool.imap`` alone would read its input eagerly).
+    """
+    if workers <= 1:
+        yield from map(render_one, articles)
+        return
+    window = workers * chunksize * 8
+    iterator = iter(articles)
+    with multiprocessing.Pool(workers, initializer=_ignore_interrupts) as pool:
+        while True:
+            batch = [article for _, article in zip(range(window), iterator)]
+            if not batch:
+                return
+            yield from pool.imap(render_one, batch, chunksize=chunksize)
+
+
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the main process, which stops the pool and reports once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def merged_articles(streams: Sequence[Iterator[Article]]) -> Iterator[Article]:
+    """Several title-ordered article streams as one, each title once (the first stream's)."""
+    previous = None
+    for article in heapq.merge(*streams, key=lambda article: article.title):
+        if article.title != previous:
+            yield article
+        previous = article.title
+
+
+# --- corpus -----------------------------------------------------------------------------------
+
+@dataclass
+class ArticleRecord:
+    """Where one rendered article lies in the spool, and its manifest fields."""
+
+    title: str
+    page_id: int | None
+    revision_id: int | None
+    timestamp: str | None
+    sha256: str
+    offset: int
+    length: int
+    split: str = ""
+
+
+@dataclass
+class BuildReport:
+    """What a corpus build did: articles per split, and what it had to leave out and why."""
+
+    articles: dict[str, int]
+    skipped: dict[str, str]  # title -> markup error
+    missing: dict[str, str]  # title -> reason (missing page, revision not found, ...)
+    duplicates: list[str]  # titles a streamed source held twice (the first kept)
+    statistics: dict[str, object]
+    render_seconds: float  # wall time of the parse-and-tokenize stage
+
+
+def write_corpus(out_dir: Path, articles: Iterator[Article], order: Sequence[str], *,
+                 valid_articles: int, test_articles: int, min_count: int, workers: int,
+                 missing: dict[str, str] | None = None, duplicates: Sequence[str] = (),
+                 fixed_splits: dict[str, str] | None = None, settings: dict[str, object] | None = None,
+                 progress: bool = True) -> BuildReport:
+    """Render ``articles`` (title order) and write the corpus in ``out_dir``.
+
+    Args:
+        articles: the articles to use, in title order.
+        order: their titles in corpus order (the seeded shuffle); ``valid_articles`` and then
+            ``test_articles`` renderable articles are taken from its start, the rest is train.
+        fixed_splits: title -> split, replacing that rule (a rebuild from a manifest, whose
+            ``order`` is the manifest's).
+        missing: titles listed but not obtainable, reported in ``stats.json``.
+        duplicates: titles the source held twice, reported in ``stats.json``.
+        settings: how the articles were chosen (seed, limit, ...), recorded in ``stats.json``.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spool_path = out_dir / ".render.spool"
+    try:
+        with spool_path.open("w+b") as spool:
+            started = time.perf_counter()
+            records, skipped = _render_to_spool(articles, spool, workers, len(order), progress)
+            render_seconds = time.perf_counter() - started
+            ordered = [records[title] for title in order if title in records]
+            _assign_splits(ordered, valid_articles, test_articles, fixed_splits)
+            vocabulary = _train_vocabulary(spool, ordered, min_count)
+            for split in SPLITS:
+                _write_split(out_dir, split, spool, [r for r in ordered if r.split == split], vocabulary)
+    finally:
+        spool_path.unlink(missing_ok=True)
+    counts = collections.Counter(record.split for record in ordered)
+    statistics = {**corpus_statistics(out_dir), "articles": {split: counts[split] for split in SPLITS}}
+    statistics["builder"] = {"settings": {**(settings or {}), "min_count": min_count},
+                             "skipped": skipped, "missing": missing or {}, "duplicates": list(duplicates)}
+    _atomic_write_text(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
+    _atomic_write_text(out_dir / MANIFEST_FILE, "".join(
+        json.dumps({"title": r.title, "page_id": r.page_id, "revision_id": r.revision_id,
+                    "timestamp": r.timestamp, "split": r.split, "sha256": r.sha256},
+                   ensure_ascii=False) + "\n"
+        for split in SPLITS for r in ordered if r.split == split))
+    _atomic_write_text(out_dir / CHECKSUM_FILE, "".join(
+        f"{_file_sha256(out_dir / name)}  {name}\n" for name in TEXT_FILES))
+    return BuildReport(statistics["articles"], skipped, missing or {}, list(duplicates), statistics,
+                       render_seconds)
+
+
+def _render_to_spool(articles: Iterator[Article], spool: IO[bytes], workers: int, total: int,
+                     progress: bool) -> tuple[dict[str, ArticleRecord], dict[str, str]]:
+    """Render every article into ``spool``; where each landed, and the skipped ones' reasons."""
+    records: dict[str, ArticleRecord] = {}
+    skipped: dict[str, str] = {}
+    bar = tqdm(render_all(articles, workers), total=total, unit="article", desc="render",
+               disable=not progress or None)
+    for rendered in bar:
+        article = rendered.article
+        if rendered.text is None:
+            skipped[article.title] = rendered.error or "malformed markup"
+            continue
+        data = rendered.text.encode("utf-8")
+        records[article.title] = ArticleRecord(
+            article.title, article.page_id, article.revision_id, article.timestamp,
+            hashlib.sha256(data).hexdigest(), spool.tell(), len(data))
+        spool.write(data)
+    return records, skipped
+
+
+def _assign_splits(ordered: list[ArticleRecord], valid_articles: int, test_articles: int,
+                   fixed_splits: dict[str, str] | None) -> None:
+    for index, record in enumerate(ordered):
+        if fixed_splits is not None:
+            record.split = fixed_splits[record.title]
+        else:
+            record.split = ("valid" if index < valid_articles else
+                            "test" if index < valid_articles + test_articles else "train")
+
+
+def _article_text(spool: IO[bytes], record: ArticleRecord) -> str:
+    spool.seek(record.offset)
+    return spool.read(record.length).decode("utf-8")
+
+
+def _train_vocabulary(spool: IO[bytes], ordered: list[ArticleRecord], min_count: int) -> set[str]:
+    """Types of the train articles seen at least ``min_count`` times (counted per article)."""
+    counts: collections.Counter[str] = collections.Counter()
+    for record in ordered:
+        if record.split == "train":
+            counts.update(_article_text(spool, record).split())
+    return {token for token, count in counts.items() if count >= min_count}
+
+
+def _heading_level(tokens: list[str]) -> int:
+    """n for a heading line ``= ... =`` of level n (its ``=`` runs are markup), else 0."""
+    level = next((index for index, token in enumerate(tokens) if token != "="), len(tokens))
+    return level if 0 < level and len(tokens) > 2 * level and tokens[-level:] == ["="] * level else 0
+
+
+def _map_line(line: str, vocabulary: set[str]) -> str:
+    """One line with the tokens outside ``vocabulary`` mapped to ``<unk>``; a heading's ``=``
+    markers are kept whatever their count."""
+    tokens = line.split()
+    if not tokens:
+        return " \n"
+    level = _heading_level(tokens)
+    words = [token if token in vocabulary else UNK for token in tokens[level:len(tokens) - level]]
+    return " " + " ".join(tokens[:level] + words + tokens[len(tokens) - level:]) + " \n"
+
+
+def _write_split(out_dir: Path, split: str, spool: IO[bytes], records: list[ArticleRecord],
+                 vocabulary: set[str]) -> None:
+    """``wiki.SPLIT.raw`` (articles as rendered) and ``wiki.SPLIT.tokens`` (``<unk>``-mapped)."""
+    raw_path, tokens_path = out_dir / f"wiki.{split}.raw", out_dir / f"wiki.{split}.tokens"
+    raw_tmp, tokens_tmp = _tmp(raw_path), _tmp(tokens_path)
+    with raw_tmp.open("w", encoding="utf-8", newline="") as raw, \
+            tokens_tmp.open("w", encoding="utf-8", newline="") as tokens:
+        for record in records:
+            text = _article_text(spool, record)
+            raw.write(text)
+            tokens.writelines(_map_line(line, vocabulary) for line in text.splitlines(keepends=True))
+    os.replace(raw_tmp, raw_path)
+    os.replace(tokens_tmp, tokens_path)
+
+
+# --- statistics ----------------------------------------------------------------------------------
+
+def corpus_statistics(directory: Path) -> dict[str, object]:
+    """The paper's Table 1 quantities of a WikiText-layout directory, from its ``.tokens`` files
+    (its ``.raw`` files when it has no ``.tokens``).
+
+    Articles are counted as level-1 heading lines (exact for the builder's output, which records
+    its own count; the released WikiText files have a few more such lines than articles).
+    Vocabulary size counts every train type plus ``<eos>`` and ``<unk>`` (as the harness does);
+    the ``<unk>`` rate is ``<unk>`` tokens over all tokens of the split (``<eos>`` included).
+    """
+    result: dict[str, dict[str, object]] = {"articles": {}, "tokens": {}, "unk_tokens": {},
+                                            "unk_rate": {}, "characters": {}}
+    vocabulary: set[str] = set()
+    for split in SPLITS:
+        path = directory / f"wiki.{split}.tokens"
+        if not path.is_file():
+            path = directory / f"wiki.{split}.raw"
+        if not path.is_file():
+            raise FileNotFoundError(f"{directory}: no wiki.{split}.tokens or wiki.{split}.raw")
+        articles = tokens = unknown = characters = 0
+        with path.open(encoding="utf-8", newline="") as handle:
+            for line in handle:
+                words = line.split()
+                characters += len(line)
+                tokens += len(words) + 1
+                unknown += words.count(UNK)
+                articles += bool(_TITLE_LINE.match(line))
+                if split == "train":
+                    vocabulary.update(words)
+        result["articles"][split] = articles
+        result["tokens"][split] = tokens
+        result["unk_tokens"][split] = unknown
+        result["unk_rate"][split] = round(unknown / tokens, 6) if tokens else 0.0
+        result["characters"][split] = characters
+    return {**result, "vocabulary_size": len(vocabulary | {UNK, EOS})}
+
+
+def format_statistics(statistics: dict[str, object]) -> str:
+    """A Table 1 style text table."""
+    rows = [f"{'':<18}{'train':>14}{'valid':>12}{'test':>12}"]
+    for key, label in (("articles", "articles"), ("tokens", "tokens"), ("characters", "characters"),
+                       ("unk_rate", "<unk> rate")):
+        values = statistics[key]
+        cells = [f"{values[s] * 100:.2f} %" if key == "unk_rate" else f"{values[s]:,}" for s in SPLITS]
+        rows.append(f"{label:<18}{cells[0]:>14}{cells[1]:>12}{cells[2]:>12}")
+    rows.append(f"{'vocabulary size':<18}{statistics['vocabulary_size']:>14,}")
+    return "\n".join(rows)
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp")
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = _tmp(path)
+    tmp.write_text(text, encoding="utf-8", newline="")
+    os.replace(tmp, path)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(path: Path) -> list[dict[str, object]]:
+    """The records of a ``manifest.jsonl`` (each with title, revision_id, split)."""
+    records = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read ({error.strerror})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record["title"], str) or record["split"] not in SPLITS:
+                raise ValueError("bad title or split")
+            int(record["revision_id"])
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}:{number}: not a manifest record ({error})") from None
+        records.append(record)
+    if not records:
+        raise ValueError(f"{path}: an empty manifest")
+    return records

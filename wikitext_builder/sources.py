@@ -1,0 +1,388 @@
+"""Where articles come from: the MediaWiki API, an XML dump, a folder, or a JSON-lines pool.
+
+Every source yields :class:`Article` records. The API is a *listed* source: the article list
+comes first (category members) and the content is then fetched in batches of titles or revision
+ids, so that a build can commit batch after batch and resume. The offline sources are *streamed*:
+they are read once, in order, and never held whole in memory.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import importlib.metadata
+import io
+import json
+import re
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import requests
+
+DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
+PROJECT_URL = "https://github.com/wikitext-toolkit/wikitext-toolkit"
+try:
+    _VERSION = importlib.metadata.version("wikitext-toolkit")
+except importlib.metadata.PackageNotFoundError:  # a source tree that is not installed
+    _VERSION = "0+unknown"
+USER_AGENT = (f"wikitext-toolkit/{_VERSION} (wikitext_builder; {PROJECT_URL}) "
+              f"python-requests/{requests.__version__}")
+BATCH_SIZE = 50  # titles or revision ids per request: the API's limit for ordinary clients
+ARTICLE_KINDS = {"good": "Good articles", "featured": "Featured articles"}
+POOL_CLASSES = {"good": "GA", "featured": "FA"}
+_MARKER = re.compile(r"\{\{\s*(good|featured)[ _]article\s*(?:\||\}\})", re.IGNORECASE)
+_REDIRECT = re.compile(r"\s*#redirect", re.IGNORECASE)
+_RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+
+
+class SourceError(Exception):
+    """An unreadable or malformed source (one-line message)."""
+
+
+class ApiError(SourceError):
+    """The API answered with an error that retrying cannot fix."""
+
+
+class ApiUnreachable(SourceError):
+    """The API kept failing (network, 429, 5xx, maxlag) for every allowed attempt."""
+
+
+@dataclass(frozen=True)
+class Article:
+    """One page's wikitext and its provenance (ids and timestamp are None when unknown)."""
+
+    title: str
+    wikitext: str
+    page_id: int | None = None
+    revision_id: int | None = None
+    timestamp: str | None = None
+
+
+@dataclass
+class Batch:
+    """What one batch request returned, by requested key (a title, or a revision id as text).
+
+    ``found`` holds the article of each key that has one, under the title the API resolved it to
+    (normalization and redirects followed); ``missing`` the reason for each key that has none.
+    """
+
+    found: dict[str, Article] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def parse_kinds(text: str) -> tuple[str, ...]:
+    """``"good,featured"`` -> ``("featured", "good")``; unknown kinds raise SourceError."""
+    kinds = {kind.strip().lower() for kind in text.split(",") if kind.strip()}
+    unknown = kinds - set(ARTICLE_KINDS)
+    if not kinds or unknown:
+        raise SourceError(f"--articles takes a comma-separated subset of {','.join(ARTICLE_KINDS)}, "
+                          f"got {text!r}")
+    return tuple(sorted(kinds))
+
+
+class MediaWikiClient:
+    """A polite MediaWiki Action API client: one request at a time, bounded retries.
+
+    Args:
+        api_url: the ``api.php`` endpoint.
+        max_attempts: attempts per request before :class:`ApiUnreachable`.
+        backoff_base: first wait in seconds after a failure; doubled after each, up to
+            ``backoff_cap``. ``Retry-After`` (429, 503, maxlag) takes precedence when given.
+        timeout: seconds to connect and between bytes of the response.
+        user_agent: sent with every request (Wikimedia requires a contact address).
+        sleep: the waiting function (tests replace it to record the waits).
+    """
+
+    def __init__(self, api_url: str = DEFAULT_API_URL, *, max_attempts: int = 8,
+                 backoff_base: float = 1.0, backoff_cap: float = 60.0, timeout: float = 60.0,
+                 user_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.api_url = api_url
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.timeout = timeout
+        self.sleep = sleep
+        self.session = requests.Session()
+        self.session.headers.update({"User-Agent": user_agent, "Accept-Encoding": "gzip"})
+
+    def close(self) -> None:
+        self.session.close()
+
+    def query(self, params: dict[str, str]) -> dict[str, Any]:
+        """One ``action=query`` request, retried on transient failures; the decoded JSON."""
+        full = {"action": "query", "format": "json", "formatversion": "2", "maxlag": "5", **params}
+        reason = ""
+        for attempt in range(1, self.max_attempts + 1):
+            wait = min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
+            try:
+                response = self.session.get(self.api_url, params=full, timeout=self.timeout)
+                if response.status_code in _RETRYABLE_STATUS:
+                    reason = f"HTTP {response.status_code}"
+                    wait = _retry_after(response, wait)
+                elif response.status_code != 200:
+                    raise ApiError(f"MediaWiki API at {self.api_url} answered HTTP {response.status_code}")
+                else:
+                    data = response.json()
+                    error = data.get("error") if isinstance(data, dict) else None
+                    if error is None:
+                        return data
+                    if error.get("code") != "maxlag":
+                        raise ApiError(f"MediaWiki API error {error.get('code')}: {error.get('info', '')}")
+                    reason = f"maxlag ({error.get('info', 'replication lag')})"
+                    wait = _retry_after(response, wait)
+            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.ContentDecodingError, ValueError) as error:
+                reason = f"{type(error).__name__}: {_first_line(error)}"
+            if attempt < self.max_attempts:
+                self.sleep(wait)
+        raise ApiUnreachable(f"MediaWiki API at {self.api_url} unreachable after {self.max_attempts} "
+                             f"attempts: {reason}")
+
+    def query_continued(self, params: dict[str, str],
+                        continuation: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every response of a query, following ``continue`` (all its keys passed back);
+        ``continuation`` resumes it where an earlier response's ``continue`` left off."""
+        continuation = dict(continuation or {})
+        while True:
+            data = self.query({**params, **continuation})
+            yield data
+            if "continue" not in data:
+                return
+            continuation = {key: str(value) for key, value in data["continue"].items()}
+
+    def category_pages(self, category: str, continuation: dict[str, str] | None = None
+                       ) -> Iterator[tuple[list[str], dict[str, str] | None]]:
+        """The namespace-0 titles of ``Category:<category>``, one response at a time, each with
+        the continuation that fetches the rest (None after the last response)."""
+        params = {"list": "categorymembers", "cmtitle": f"Category:{category}", "cmnamespace": "0",
+                  "cmtype": "page", "cmlimit": "max", "cmprop": "ids|title"}
+        for data in self.query_continued(params, continuation):
+            members = data.get("query", {}).get("categorymembers", [])
+            following = data.get("continue")
+            yield ([member["title"] for member in members if member.get("ns", 0) == 0],
+                   {key: str(value) for key, value in following.items()} if following else None)
+
+    def fetch_titles(self, titles: Sequence[str]) -> Batch:
+        """Latest revisions of up to 50 titles, redirects and normalization resolved."""
+        return self._fetch({"titles": "|".join(titles), "redirects": "1"}, titles, by_revision=False)
+
+    def fetch_revisions(self, revision_ids: Sequence[int]) -> Batch:
+        """Exact revisions by id (keys of the batch are the ids as text)."""
+        keys = [str(revision_id) for revision_id in revision_ids]
+        return self._fetch({"revids": "|".join(keys)}, keys, by_revision=True)
+
+    def _fetch(self, selector: dict[str, str], keys: Sequence[str], by_revision: bool) -> Batch:
+        if len(keys) > BATCH_SIZE:
+            raise ValueError(f"at most {BATCH_SIZE} titles or revisions per request, got {len(keys)}")
+        params = {"prop": "revisions", "rvprop": "ids|timestamp|content", "rvslots": "main", **selector}
+        renamed: dict[str, str] = {}
+        pages: dict[str, dict[str, Any]] = {}
+        revisions: dict[str, tuple[str, dict[str, Any]]] = {}  # title or revid -> (page title, revision)
+        for data in self.query_continued(params):
+            query = data.get("query", {})
+            for entry in query.get("normalized", []) + query.get("redirects", []):
+                renamed[entry["from"]] = entry["to"]
+            for page in _values(query.get("pages", [])):
+                pages.setdefault(page["title"], {}).update({k: v for k, v in page.items() if k != "revisions"})
+                for revision in page.get("revisions", []):
+                    key = str(revision["revid"]) if by_revision else page["title"]
+                    revisions[key] = (page["title"], revision)
+        batch = Batch()
+        for key in keys:
+            found = revisions.get(key if by_revision else _follow(key, renamed))
+            page = pages.get(found[0] if found else _follow(key, renamed), {})
+            if by_revision:
+                reason = "" if found else "revision not found"
+            else:
+                reason = ("missing page" if page.get("missing", False) is not False
+                          else "invalid title" if page.get("invalid") else
+                          "" if found else "no revision returned")
+            if reason or found is None:
+                batch.missing[key] = reason
+                continue
+            title, revision = found
+            batch.found[key] = Article(title=title, wikitext=_revision_content(revision),
+                                       page_id=page.get("pageid"), revision_id=revision.get("revid"),
+                                       timestamp=revision.get("timestamp"))
+        return batch
+
+
+def _retry_after(response: requests.Response, default: float) -> float:
+    value = response.headers.get("Retry-After", "")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return default
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0][:200]
+
+
+def _values(container: Any) -> list[Any]:
+    """A formatversion=2 list, or the values of a formatversion=1 dict keyed by id."""
+    return list(container.values()) if isinstance(container, dict) else list(container)
+
+
+def _follow(title: str, renamed: dict[str, str]) -> str:
+    seen = {title}
+    while title in renamed and renamed[title] not in seen:
+        title = renamed[title]
+        seen.add(title)
+    return title
+
+
+def _revision_content(revision: dict[str, Any]) -> str:
+    """The main slot's wikitext (formatversion=2), or the legacy ``*`` field."""
+    slot = revision.get("slots", {}).get("main", revision)
+    content = slot.get("content", slot.get("*"))
+    if not isinstance(content, str):
+        raise ApiError(f"revision {revision.get('revid')} came back without content")
+    return content
+
+
+# --- offline sources -------------------------------------------------------------------------
+
+def open_text(path: Path) -> io.BufferedIOBase:
+    """A binary stream of a plain, ``.bz2`` or ``.gz`` file (decompressed on the fly)."""
+    if not path.is_file():
+        raise SourceError(f"{path}: no such file")
+    if path.suffix == ".bz2":
+        return bz2.open(path, "rb")
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")
+    return path.open("rb")
+
+
+def has_marker(wikitext: str, kinds: Iterable[str]) -> bool:
+    """Whether the wikitext carries a ``{{Good article}}``/``{{Featured article}}`` of ``kinds``."""
+    wanted = set(kinds)
+    return any(match.group(1).lower() in wanted for match in _MARKER.finditer(wikitext))
+
+
+def iter_dump(path: Path, kinds: Iterable[str]) -> Iterator[Article]:
+    """Namespace-0, non-redirect pages of a MediaWiki XML dump that carry a wanted marker.
+
+    The dump is parsed incrementally (``iterparse``), each page cleared once read, so memory does
+    not grow with the dump. A file that is a bare run of ``<page>`` elements is read too.
+    """
+    kinds = tuple(kinds)
+    try:
+        with open_text(path) as raw:
+            stream = _single_rooted(raw)
+            root = None
+            for event, element in ElementTree.iterparse(stream, events=("start", "end")):
+                if root is None:
+                    root = element
+                if event != "end" or _local(element.tag) != "page":
+                    continue
+                article = _dump_page(element)
+                root.clear()
+                if article is not None and has_marker(article.wikitext, kinds):
+                    yield article
+    except (ElementTree.ParseError, EOFError, OSError) as error:
+        raise SourceError(f"{path}: not a readable MediaWiki XML dump ({_first_line(error)})") from None
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _dump_page(page: ElementTree.Element) -> Article | None:
+    """The page's article, or None for another namespace, a redirect or a page without text."""
+    fields = {_local(child.tag): child for child in page}
+    if "redirect" in fields or int(_text(fields.get("ns")) or 0) != 0:
+        return None
+    revision = fields.get("revision")
+    if revision is None:
+        return None
+    revision_fields = {_local(child.tag): child for child in revision}
+    text = _text(revision_fields.get("text"))
+    if not text or _REDIRECT.match(text):
+        return None
+    page_id, revision_id = _text(fields.get("id")), _text(revision_fields.get("id"))
+    return Article(title=_text(fields.get("title")), wikitext=text,
+                   page_id=int(page_id) if page_id else None,
+                   revision_id=int(revision_id) if revision_id else None,
+                   timestamp=_text(revision_fields.get("timestamp")) or None)
+
+
+def _text(element: ElementTree.Element | None) -> str:
+    return (element.text or "") if element is not None else ""
+
+
+class _Chain(io.RawIOBase):
+    """A read-only stream of several byte sources one after the other."""
+
+    def __init__(self, parts: Iterable[bytes | io.BufferedIOBase]) -> None:
+        self.parts = iter(parts)
+        self.current: io.BufferedIOBase | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while True:
+            if self.current is None:
+                part = next(self.parts, None)
+                if part is None:
+                    return 0
+                self.current = io.BytesIO(part) if isinstance(part, bytes) else part
+            data = self.current.read(len(buffer))
+            if data:
+                buffer[:len(data)] = data
+                return len(data)
+            self.current = None
+
+
+def _single_rooted(raw: io.BufferedIOBase) -> io.BufferedReader:
+    """The stream itself, or wrapped in ``<mediawiki>`` when it starts with a bare ``<page>``."""
+    head = raw.read(4096)
+    start = head.lstrip()
+    if start.startswith(b"<?xml"):
+        start = start[start.find(b"?>") + 2:].lstrip()
+    parts: list[bytes | io.BufferedIOBase] = [head, raw]
+    if start.startswith(b"<page"):
+        parts = [b"<mediawiki>", head, raw, b"</mediawiki>"]
+    return io.BufferedReader(_Chain(parts), buffer_size=1 << 16)
+
+
+def iter_folder(directory: Path) -> Iterator[Article]:
+    """Every ``*.wikitext`` file of a folder, in name order; the title is the file name with
+    underscores read as spaces."""
+    if not directory.is_dir():
+        raise SourceError(f"{directory}: not a directory")
+    paths = sorted(directory.glob("*.wikitext"))
+    if not paths:
+        raise SourceError(f"{directory}: no .wikitext files")
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as error:
+            raise SourceError(f"{path}: not valid UTF-8 at byte {error.start}") from None
+        yield Article(title=path.stem.replace("_", " "), wikitext=text)
+
+
+def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article]:
+    """Articles of a JSON-lines pool (``title_guess`` or ``title``, ``class`` GA/FA, ``wikitext``),
+    optionally gzip- or bz2-compressed; records of unwanted classes or without a title are skipped,
+    and a title's first letter is capitalized as MediaWiki does."""
+    classes = {POOL_CLASSES[kind] for kind in kinds}
+    with open_text(path) as raw:
+        for number, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8"), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                title = (record.get("title") or record.get("title_guess") or "").strip()
+                wikitext = record["wikitext"]
+            except (ValueError, KeyError, AttributeError) as error:
+                raise SourceError(f"{path}:{number}: not a pool record ({_first_line(error)})") from None
+            title = title[:1].upper() + title[1:]  # MediaWiki titles start with a capital
+            if title and record.get("class", "") in classes | {""}:
+                yield Article(title=title, wikitext=wikitext, page_id=record.get("page_id"),
+                              revision_id=record.get("revision_id"), timestamp=record.get("timestamp"))
