@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", default="auto")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--bptt", type=int, default=100)
-    train.add_argument("--lr", type=float, default=20.0)
+    train.add_argument("--lr", type=float, default=1.0,
+                       help="initial learning rate (loss summed over each chunk; default: 1)")
     train.add_argument("--clip", type=float, default=1.0)
     train.add_argument("--patience", type=int, default=3)
     train.add_argument("--max-epochs", type=int, default=64)

@@ -2,7 +2,11 @@
 
 Recipe (Merity et al. 2016, after Zaremba et al. 2014): batch 32, truncated BPTT over chunks of
 100, SGD, gradient-norm clipping at 1, the learning rate halved whenever an epoch's validation
-perplexity is not a new best, and a stop after 3 such epochs in a row or 64 epochs.
+perplexity is not a new best, and a stop after 3 such epochs in a row or 64 epochs. As in Zaremba
+et al.'s code, the loss is summed over the positions of a chunk and averaged over its streams, and
+the learning rate starts at 1, so a clipped step moves the weights by at most 1. (With the loss
+averaged over positions and a learning rate of 20, steps of up to 20 saturate the pointer's
+sentinel gate within a few steps, after which it never recovers.)
 
 Resumption is exact: every random mask of step ``k`` of epoch ``e`` comes from a generator
 seeded with ``(seed, e, k, rank)``, and a checkpoint holds the weights, the optimizer, the
@@ -56,7 +60,7 @@ class TrainOptions:
     model_config: dict[str, Any]
     batch_size: int = 32
     bptt: int = 100
-    learning_rate: float = 20.0
+    learning_rate: float = 1.0
     clip: float = 1.0
     decay: float = 0.5
     patience: int = 3
@@ -251,10 +255,10 @@ class Trainer:
                                              self.rank))
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
             output = self.network(inputs, targets, self.state, self.generator)
-        nll = -output.target_log_probs.float()
-        loss = nll.mean()
+        nll = -output.target_log_probs.float()  # [B, T]
+        loss = nll.sum(dim=1).mean()  # summed over positions, averaged over streams
         if output.auxiliary_loss is not None:
-            loss = loss + output.auxiliary_loss.float().mean()
+            loss = loss + output.auxiliary_loss.float().sum(dim=1).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip)

@@ -71,9 +71,9 @@ def time_training(model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int,
         chunk = streams[:, index * bptt:(index + 1) * bptt + 1]
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=amp):
             output = model(chunk[:, :-1], chunk[:, 1:], state, generator)
-        loss = -output.target_log_probs.float().mean()
+        loss = -output.target_log_probs.float().sum(dim=1).mean()
         if output.auxiliary_loss is not None:
-            loss = loss + output.auxiliary_loss.float().mean()
+            loss = loss + output.auxiliary_loss.float().sum(dim=1).mean()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
