@@ -341,7 +341,8 @@ class Trainer:
                    "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
                    "valid_ppl": valid_ppl, "learning_rate": progress.learning_rate,
                    "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
-                   "seconds": progress.epoch_seconds, "best": improved})
+                   "seconds": progress.epoch_seconds, "total_seconds": progress.total_seconds,
+                   "best": improved})
         if not improved:
             progress.learning_rate *= self.options.decay
             for group in self.optimizer.param_groups:
