@@ -90,9 +90,9 @@ class NeuralCache(nn.Module):
         """Run the LSTM over a chunk and line it up against the carried window.
 
         Returns:
-            log_vocab ``[B, T, V]``, similarities ``h_t . h_i`` ``[B, T, M+T]`` (``-inf`` outside
-            each position's window), hits ``[B, T, M+T]`` (the key's next word is the target),
-            has_cache ``[T]`` (the position has at least one key) and the new state.
+            log_vocab ``[B, T, V]``, similarities ``h_t . h_i`` ``[B, T, M+T]``, visible ``[T, M+T]``
+            (the key is in the position's window), hits ``[B, T, M+T]`` (a key in the window
+            whose next word is the target) and the new state.
         """
         features, core_state = self.lstm.core(inputs, state.core)  # [B, T, D]
         memory_length = state.memory.shape[1]
@@ -101,12 +101,11 @@ class NeuralCache(nn.Module):
         key_targets = torch.cat([state.memory_targets, targets], dim=1)  # [B, M+T]
         visible = cache_mask(memory_length, length, self.window, inputs.device)
         similarities = full_precision(torch.bmm(features, keys.transpose(1, 2)))
-        similarities = similarities.masked_fill(~visible, float("-inf"))
         hits = (key_targets.unsqueeze(1) == targets.unsqueeze(2)) & visible
         log_vocab = torch.log_softmax(full_precision(self.lstm.core.logits(features)), dim=-1)
         keep = min(self.window, memory_length + length)
         new_state = CacheState(core_state, keys[:, -keep:], key_targets[:, -keep:])
-        return log_vocab, similarities, hits, visible.any(dim=1), new_state
+        return log_vocab, similarities, visible, hits, new_state
 
     def forward(self, inputs: Tensor, targets: Tensor, state: CacheState,
                 generator: torch.Generator | None = None,
@@ -116,8 +115,9 @@ class NeuralCache(nn.Module):
         With ``analyze``, ``analysis`` holds ``attention`` ``[B, T, M+T]`` (the cache's weight on
         each key) and ``key_targets`` ``[B, M+T]``.
         """
-        log_vocab, similarities, hits, has_cache, new_state = self.encode(inputs, targets, state)
-        log_weights = cache_log_weights(similarities, self.theta, has_cache)  # [B, T, M+T]
+        log_vocab, similarities, visible, hits, new_state = self.encode(inputs, targets, state)
+        log_weights = cache_log_weights(similarities, self.theta, visible)  # [B, T, M+T]
+        has_cache = visible.any(dim=1)  # [T]
         target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
         log_cache = masked_log_sum(log_weights, hits)
         target_log_probs = mix(target_log_vocab, log_cache, self.interpolation, has_cache)
@@ -139,15 +139,15 @@ class NeuralCache(nn.Module):
         return LMOutput(target_log_probs, new_state, distributions, analysis=analysis)
 
 
-def cache_log_weights(similarities: Tensor, theta: float | Tensor, has_cache: Tensor) -> Tensor:
+def cache_log_weights(similarities: Tensor, theta: float | Tensor, visible: Tensor) -> Tensor:
     """Log of ``softmax_i(theta h_t . h_i)`` over each position's window.
 
-    ``similarities`` ``[..., T, K]`` with ``-inf`` outside the window; ``has_cache`` ``[T]``.
-    Positions without any key get ``-inf`` everywhere instead of NaN.
+    ``similarities`` ``[..., T, K]``; ``visible`` bool ``[T, K]``. Keys outside the window, and
+    every key of a position whose window is empty, get ``-inf`` (never NaN, whatever ``theta``).
     """
-    scaled = similarities * theta
-    scaled = scaled.masked_fill(~has_cache.unsqueeze(-1), 0.0)
-    return torch.log_softmax(scaled, dim=-1).masked_fill(~has_cache.unsqueeze(-1), float("-inf"))
+    empty = ~visible.any(dim=-1, keepdim=True)  # [T, 1]
+    scaled = (similarities * theta).masked_fill(~visible, float("-inf")).masked_fill(empty, 0.0)
+    return torch.log_softmax(scaled, dim=-1).masked_fill(~visible, float("-inf"))
 
 
 def mix(log_vocab: Tensor, log_cache: Tensor, interpolation: float | Tensor,
@@ -224,8 +224,9 @@ def tune(lstm: ZoneoutLSTM, ids: np.ndarray, *, eos_id: int, windows: list[int],
             inputs = torch.from_numpy(grid.inputs[:, columns]).to(device)
             targets = torch.from_numpy(grid.targets[:, columns]).to(device)
             mask = torch.from_numpy(grid.mask[:, columns]).to(device)
-            log_vocab, similarities, hits, has_cache, state = cache.encode(inputs, targets, state)
-            log_weights = cache_log_weights(similarities.unsqueeze(0), theta_values, has_cache)
+            log_vocab, similarities, visible, hits, state = cache.encode(inputs, targets, state)
+            log_weights = cache_log_weights(similarities.unsqueeze(0), theta_values, visible)
+            has_cache = visible.any(dim=1)  # [T]
             log_cache = masked_log_sum(log_weights, hits)  # [G, B, T]
             target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2).double()
             mixed = mix(target_log_vocab.view(1, 1, *mask.shape),

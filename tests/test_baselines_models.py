@@ -35,7 +35,7 @@ def _ids(length: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 5, size=length).astype(np.int64)
 
 
-def make(kind: str, *, window: int = 4, seed: int = 0, **overrides):
+def make(kind: str, *, window: int = 4, seed: int = 0, theta: float = 0.7, **overrides):
     torch.manual_seed(seed)
     sizes = {**SIZES, **overrides}
     if kind == "lstm":
@@ -43,7 +43,7 @@ def make(kind: str, *, window: int = 4, seed: int = 0, **overrides):
     if kind == "pointer":
         return PointerSentinelLSTM(PointerConfig(**sizes, window=window))
     lstm = ZoneoutLSTM(CoreConfig(**sizes))
-    return NeuralCache(lstm, window=window, theta=0.7, interpolation=0.3)
+    return NeuralCache(lstm, window=window, theta=theta, interpolation=0.3)
 
 
 REFERENCES = {"lstm": reference_models.lstm_log_probs,
@@ -66,6 +66,16 @@ def test_vectorized_models_equal_the_naive_reference(float64, kind, batch_size, 
         for s, n in zip(starts, lengths)])
     np.testing.assert_allclose(result.token_log_probs, expected, atol=1e-5, rtol=0)
     assert result.audit.checked == 5 and result.audit.max_sum_error < 1e-9
+
+
+def test_cache_with_theta_zero_is_uniform_over_the_window(float64):
+    cache = make("cache", theta=0.0)
+    ids = _ids(23, seed=7)
+    result = evaluate(TorchLanguageModel(cache, "cpu"), ids, eos_id=EOS, vocab_size=VOCAB, bptt=6,
+                      keep_token_log_probs=True, progress=False)
+    inputs = np.concatenate([[EOS], ids[:-1]])
+    expected = reference_models.cache_log_probs(cache, inputs.tolist(), ids.tolist())
+    np.testing.assert_allclose(result.token_log_probs, expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "pointer", "cache"])

@@ -134,14 +134,14 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
     assert train(toy, tmp_path / "run", "--max-steps", "4") == 0
     best = tmp_path / "run" / "best.pt"
     assert baselines_main(["tune", "--dataset", str(toy), "--checkpoint", str(best),
-                           "--windows", "3", "20", "--thetas", "0.1", "0.5",
+                           "--windows", "3", "20", "--thetas", "0.0", "0.5",
                            "--interpolations", "0.0", "0.2", "0.4", "--device", "cpu"]) == 0
     tuning = json.loads((tmp_path / "run" / "neural_cache.json").read_text())
     dataset = load_dataset(str(toy))
     lstm, _ = checkpoints.load_model(best, dataset.vocab)
     valid = dataset.tokens("valid").ids
     for window in (3, 20):
-        for i, theta in enumerate((0.1, 0.5)):
+        for i, theta in enumerate((0.0, 0.5)):  # theta 0: a uniform cache over the window
             for j, interpolation in enumerate((0.0, 0.2, 0.4)):
                 cache = TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), "cpu")
                 result = evaluate(cache, valid, eos_id=dataset.vocab.eos_id,
