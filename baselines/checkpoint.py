@@ -76,8 +76,9 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint: {first_line}") from None
+        reason = ("it holds Python objects other than tensors and plain values"
+                  if "Unsupported global" in str(error) else type(error).__name__)
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint ({reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is not a wikitext-toolkit baseline checkpoint")
     return payload
