@@ -164,6 +164,11 @@ class _Renderer:
     def template(self, tpl: Template) -> str:
         key = template_key(str(tpl.name))
         renderer = TEMPLATE_RENDERERS.get(key)
+        if renderer is None and ":" in key:
+            function = PARSER_FUNCTIONS.get(key.split(":", 1)[0].strip())
+            if function is not None:
+                # {{formatnum:12000}}: the argument is the rest of the name (may hold templates)
+                return function(self.render(tpl.name).split(":", 1)[1].strip(), tpl, self)
         if renderer is None:
             prefix = key.split("-", 1)[0] + "-" if "-" in key else ""
             family = TEMPLATE_FAMILIES.get(prefix)
@@ -393,6 +398,47 @@ _COLUMNS_CLOSE = re.compile(r"\{\{\s*(?:div col end|end div col|col-end|col end|
 _NEXT_HEADING = re.compile(r"^=", re.M)
 
 
+# The same layout written as an HTML <div> (``<div style="column-count:2">``): dropped
+# with its content up to the matching </div> (Lágrimas Cálidas: "Performance credits"
+# survives, the credits list in its column div does not).
+_COLUMN_DIV_MARKERS = ("column-count", "column-width", "columns:", "div-col", "multicol")
+_DIV_TAG = re.compile(r"<(/?)div\b[^<>]*?(/?)>", re.I)
+
+
+def _is_column_div(tag: str) -> bool:
+    tag = tag.lower().replace(" ", "")
+    return any(marker in tag for marker in _COLUMN_DIV_MARKERS)
+
+
+def _strip_column_divs(text: str) -> str:
+    """Remove ``<div>`` blocks laid out in columns (nested divs counted); an unclosed one
+    runs to the next heading."""
+    out: list[str] = []
+    position = 0
+    search_from = 0
+    while True:
+        opening = _DIV_TAG.search(text, search_from)
+        if opening is None:
+            break
+        if opening.group(1) or opening.group(2) or not _is_column_div(opening.group(0)):
+            search_from = opening.end()
+            continue
+        out.append(text[position:opening.start()])
+        heading = _NEXT_HEADING.search(text, opening.end())
+        limit = heading.start() if heading is not None else len(text)
+        depth, end = 1, limit
+        for tag in _DIV_TAG.finditer(text, opening.end(), limit):
+            if tag.group(2):
+                continue
+            depth += -1 if tag.group(1) else 1
+            if depth == 0:
+                end = tag.end()
+                break
+        position = search_from = end
+    out.append(text[position:])
+    return "".join(out)
+
+
 def _strip_columns(text: str) -> str:
     """Remove multi-column blocks; an unclosed one runs to the next heading."""
     out: list[str] = []
@@ -462,6 +508,8 @@ def _prestrip(wikitext: str) -> str:
     if "{{" in wikitext and _COLUMNS_OPEN.search(wikitext):
         wikitext = _strip_columns(wikitext)
     if "<" in wikitext:
+        if "column" in wikitext or "multicol" in wikitext:
+            wikitext = _strip_column_divs(wikitext)
         wikitext = _INLINE_TAGS.sub("", wikitext)
         wikitext = _BLOCK_TAGS.sub("\n", wikitext)
         wikitext = _QUOTE_TAGS.sub("\n\n", wikitext)
@@ -583,6 +631,43 @@ def _block(tpl: Template, r: _Renderer) -> str:
     """Quotations: the quoted text as a paragraph of its own."""
     text = r.param(tpl, "text") or r.param(tpl, "quote") or _first(tpl, r)
     return PARA_BREAK + text + PARA_BREAK if text else ""
+
+
+def _youtube(tpl: Template, r: _Renderer) -> str:
+    """``{{YouTube|id=..|title=T}}``: "T on YouTube" (title defaults to the page name)."""
+    pos = r.positional(tpl)
+    title = r.param(tpl, "title") or (pos[1] if len(pos) > 1 else "") or r.title
+    return f"{title} on YouTube"
+
+
+def _imslp(tpl: Template, r: _Renderer) -> str:
+    """``{{IMSLP|id=..|cname=C}}``: "Free scores by C at the International Music Score Library Project"."""
+    pos = r.positional(tpl)
+    name = r.param(tpl, "cname") or (pos[1] if len(pos) > 1 else "") or r.title
+    return f"Free scores by {name} at the International Music Score Library Project"
+
+
+def _imdb(tpl: Template, r: _Renderer) -> str:
+    """``{{IMDb name|id|Name}}`` / ``{{IMDb title|id|Title}}``: "Name at the Internet Movie Database"."""
+    pos = r.positional(tpl)
+    name = r.param(tpl, "name") or r.param(tpl, "title") or (pos[1] if len(pos) > 1 else "") or r.title
+    return f"{name} at the Internet Movie Database"
+
+
+_PLAIN_NUMBER = re.compile(r"^([-−]?)(\d+)(\.\d+)?$")
+
+
+def _formatnum(arg: str, tpl: Template, r: _Renderer) -> str:
+    """``{{formatnum:12000}}`` reads "12,000"; ``|R`` (reverse) and ``|NOSEP`` keep the digits."""
+    flags = {p.upper() for p in r.positional(tpl)}
+    arg = arg.strip()
+    if "R" in flags:
+        return arg.replace(",", "")
+    match = _PLAIN_NUMBER.match(arg)
+    if match is None or "NOSEP" in flags:
+        return arg
+    sign, digits, decimals = match.groups()
+    return sign + re.sub(r"(?<=\d)(?=(?:\d{3})+$)", ",", digits) + (decimals or "")
 
 
 def _join_positional(tpl: Template, r: _Renderer) -> str:
@@ -1154,7 +1239,24 @@ TEMPLATE_RENDERERS.update({
     "earth mass": _constant("M🜨"), "jupiter radius": _constant("RJ"),
     "music": _first, "aud": _currency("A$"), "nzd": _currency("NZ$"), "cad": _currency("CA$"),
     "yen": _currency("¥"), "jpy": _currency("¥"), "inrconvert": _currency("₹"),
+    # more punctuation and spacing spellings (measured: Charmbracelet {{emdash}}, {{sp}})
+    "emdash": _constant("—"), "endash": _constant("–"), "sp": _constant(" "),
+    "space": _constant(" "),
+    # external-link templates that WikiText kept as text in surviving link lists
+    # (Alkan: "Scherzo Focoso , Op. 34 on YouTube , played by ..."; Finkelstein, Federer:
+    # "... at the Internet Movie Database"; Alkan: "Free scores by Alkan at the ...")
+    "youtube": _youtube, "imslp": _imslp,
+    "imdb name": _imdb, "imdb title": _imdb,
 })
+
+# Parser functions (``{{formatnum:12000}}``), keyed by the name before the colon; the
+# renderer gets the rendered argument, the template and the renderer.
+PARSER_FUNCTIONS: dict[str, Callable[[str, Template, _Renderer], str]] = {
+    "formatnum": _formatnum,
+    "uc": lambda arg, tpl, r: arg.upper(), "lc": lambda arg, tpl, r: arg.lower(),
+    "ucfirst": lambda arg, tpl, r: arg[:1].upper() + arg[1:],
+    "lcfirst": lambda arg, tpl, r: arg[:1].lower() + arg[1:],
+}
 
 # Families of templates sharing a prefix: ``lang-fr``, ``IPA-de``. The factory gets the
 # part after the prefix and returns a renderer (or None: drop).
