@@ -32,7 +32,7 @@ from tqdm import tqdm
 from harness.evaluate import stream_grid
 from harness.plugin import ModelUnavailable, PluginError
 from baselines import checkpoint as checkpoints
-from baselines.pointer_sentinel import masked_log_sum
+from baselines.pointer_sentinel import band_mask, masked_log_sum
 from baselines.recurrent import LayerState, full_precision
 from baselines.scoring import TorchLanguageModel, resolve_checkpoint
 from baselines.zoneout_lstm import LMOutput, ZoneoutLSTM
@@ -52,13 +52,6 @@ class CacheState(NamedTuple):
     core: list[LayerState]
     memory: Tensor
     memory_targets: Tensor
-
-
-def cache_mask(memory_length: int, length: int, window: int, device: torch.device) -> Tensor:
-    """Bool ``[T, M + T]``: position ``t`` (key index ``M + t``) sees keys ``M+t-window .. M+t-1``."""
-    query = torch.arange(length, device=device).unsqueeze(1) + memory_length
-    key = torch.arange(memory_length + length, device=device).unsqueeze(0)
-    return (key < query) & (key >= query - window)
 
 
 class NeuralCache(nn.Module):
@@ -99,7 +92,8 @@ class NeuralCache(nn.Module):
         length = inputs.shape[1]
         keys = torch.cat([state.memory, features], dim=1)  # [B, M+T, D]
         key_targets = torch.cat([state.memory_targets, targets], dim=1)  # [B, M+T]
-        visible = cache_mask(memory_length, length, self.window, inputs.device)
+        visible = band_mask(memory_length, length, self.window, include_self=False,
+                            device=inputs.device)
         similarities = full_precision(torch.bmm(features, keys.transpose(1, 2)))
         hits = (key_targets.unsqueeze(1) == targets.unsqueeze(2)) & visible
         log_vocab = torch.log_softmax(full_precision(self.lstm.core.logits(features)), dim=-1)
@@ -122,10 +116,10 @@ class NeuralCache(nn.Module):
         log_cache = masked_log_sum(log_weights, hits)
         target_log_probs = mix(target_log_vocab, log_cache, self.interpolation, has_cache)
 
+        key_targets = torch.cat([state.memory_targets, targets], dim=1)  # [B, M+T]
         distributions = None
         if distribution_rows is not None:
             rows = distribution_rows
-            key_targets = torch.cat([state.memory_targets, targets], dim=1)
             row_keys = key_targets.unsqueeze(1).expand_as(hits)[rows]  # [K, M+T]
             cache = torch.zeros(int(rows.sum()), log_vocab.shape[-1], device=inputs.device)
             cache.scatter_add_(1, row_keys, log_weights[rows].exp())
@@ -135,7 +129,7 @@ class NeuralCache(nn.Module):
         analysis = None
         if analyze:
             analysis = {"attention": log_weights.exp(),
-                        "key_targets": torch.cat([state.memory_targets, targets], dim=1)}
+                        "key_targets": key_targets}
         return LMOutput(target_log_probs, new_state, distributions, analysis=analysis)
 
 

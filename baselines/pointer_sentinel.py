@@ -59,11 +59,19 @@ class PointerState(NamedTuple):
     memory_ids: Tensor
 
 
-def window_mask(memory_length: int, length: int, window: int, device: torch.device) -> Tensor:
-    """Bool ``[T, M + T]``: position ``t`` (key index ``M + t``) sees keys ``M+t-L+1 .. M+t``."""
+def band_mask(memory_length: int, length: int, window: int, *, include_self: bool,
+              device: torch.device) -> Tensor:
+    """Bool ``[T, M + T]``: the ``window`` keys each of ``T`` positions sees, in a sequence of
+    ``M`` carried keys followed by the chunk's own (position ``t`` is key ``M + t``).
+
+    With ``include_self`` position ``t`` sees keys ``M+t-window+1 .. M+t`` (the pointer, which
+    attends over its own output too); without, keys ``M+t-window .. M+t-1`` (the cache, whose keys
+    are the positions whose next word is already known).
+    """
     query = torch.arange(length, device=device).unsqueeze(1) + memory_length
     key = torch.arange(memory_length + length, device=device).unsqueeze(0)
-    return (key <= query) & (key > query - window)
+    newest = query if include_self else query - 1
+    return (key <= newest) & (key > newest - window)
 
 
 def masked_log_sum(log_weights: Tensor, selected: Tensor) -> Tensor:
@@ -116,7 +124,8 @@ class PointerSentinelLSTM(nn.Module):
 
         query = torch.tanh(self.query(features))  # [B, T, D]
         pointer_scores = full_precision(torch.bmm(query, keys.transpose(1, 2)))  # [B, T, M+T]
-        visible = window_mask(memory_length, length, self.config.window, inputs.device)
+        visible = band_mask(memory_length, length, self.config.window, include_self=True,
+                            device=inputs.device)
         pointer_scores = pointer_scores.masked_fill(~visible, float("-inf"))
         sentinel_scores = full_precision(query @ self.sentinel.to(query.dtype)).unsqueeze(2)  # [B, T, 1]
         log_attention = torch.log_softmax(torch.cat([pointer_scores, sentinel_scores], 2), dim=2)
