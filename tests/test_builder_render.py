@@ -225,7 +225,7 @@ def test_math_becomes_formula() -> None:
     ("{{convert|650|m|ft|adj=on}}", "650 @-@ metre ( 2 @,@ 100 ft )"),
     ("{{convert|9.2|in|mm|abbr=on|sigfig=3}}", "9 @.@ 2 in ( 234 mm )"),
     ("{{cvt|5|kg}}", "5 kg ( 11 lb )"),
-    ("{{convert|3|furlong}}", "3 furlong"),
+    ("{{convert|3|cubit}}", "3 cubit"),
     ("{{lang-ar|الله|translit=Allāh}}", "Arabic : الله , translit . Allāh"),
     ("{{lang|fr|bonjour}}", "bonjour"),
     ("{{langx|de|Gott}}", "German : Gott"),
@@ -249,6 +249,36 @@ def test_math_becomes_formula() -> None:
     ("{{SMS|Emden}}", "SMS Emden"),
     ("{{Solar mass}}", "M ☉"),
     ("a{{snd}}b", "a – b"),
+    # issue 16: {{convert}} units, forms and ranges
+    ("{{convert|6.1|km|mi|sing=on}}", "6 @.@ 1 @-@ kilometre ( 3 @.@ 8 mi )"),
+    ("{{convert|10|x|20|m}}", "10 by 20 metres ( 33 ft × 66 ft )"),
+    ("{{convert|7|x|26|mm|in|abbr=on}}", "7 mm × 26 mm ( 0 @.@ 28 in × 1 @.@ 02 in )"),
+    ("{{convert|3/4|mi|m}}", "3 ⁄ 4 mile ( 1 @,@ 200 m )"),
+    ("{{convert|1+1/2|in|mm}}", "1 1 ⁄ 2 inches ( 38 mm )"),
+    ("{{convert|12|in}}", "12 inches ( 300 mm )"),
+    ("{{convert|30|psi}}", "30 pounds per square inch ( 210 kPa )"),
+    ("{{convert|5|l}}", "5 litres ( 1 @.@ 1 imp gal ; 1 @.@ 3 US gal )"),
+    ("{{convert|20|kn|disp=flip}}", "37 km / h ( 20 knots )"),
+    # issue 16: ship classes, {{sic}}, symbols, wrappers, pronunciation, nihongo3
+    ("{{sclass|Duke of Edinburgh|cruiser|0}} armoured cruiser",
+     "Duke of Edinburgh @-@ class armoured cruiser"),
+    ("{{sclass|Radetzky|battleship}}", "Radetzky @-@ class battleship"),
+    ("{{sic}}", "[ sic ]"),
+    ("{{sic|Teh}}", "Teh [ sic ]"),
+    ("{{sic|hide=y|Teh}}", "Teh"),
+    ("F{{music|sharp}}m", "F ♯ m"),
+    ("{{nobreak|10 May}}", "10 May"),
+    ("{{IPA-fr|kʁak|pron}}", "pronounced [ kʁak ]"),
+    ("{{IPAc-en|pron|ˈ|oʊ|l|d|əm}}", "pronounced / ˈoʊldəm /"),
+    ("{{nihongo3|English|漢字|rōmaji}}", "rōmaji ( 漢字 , English )"),
+    ("{{zh|s=中国|t=中國|p=Zhōngguó}}", "simplified Chinese : 中国 ; traditional Chinese : 中國 ; pinyin : Zhōngguó"),
+    ("{{korean|hangul=조선|hanja=朝鮮|rr=Joseon}}", "Korean : 조선 ; Hanja : 朝鮮 ; RR : Joseon"),
+    ("{{not a typo|teh}}", "teh"),
+    ("{{USS|Chattanooga|CL-18|6}}", "Chattanooga ( CL @-@ 18 )"),
+    ("{{SMS|Radetzky||2}}", "Radetzky"),
+    ("{{HMS|Dreadnought|1906|3}}", "HMS Dreadnought"),
+    ("{{color|red|Red text}} {{font|text=Font}}", "Red text Font"),
+    ("then{{...}}", "then …"),
 ])
 def test_text_templates_rendered(markup: str, expected: str) -> None:
     assert one(f"x {markup} y") == f"x {expected} y"
@@ -260,7 +290,7 @@ def test_text_templates_rendered(markup: str, expected: str) -> None:
     "{{cite web|url=http://x|title=T}}", "{{citation|title=T}}", "{{sfn|Smith|2000|p=1}}",
     "{{efn|a note}}", "{{Citation needed|date=May 2020}}", "{{Use dmy dates|date=2020}}",
     "{{main|Other article}}", "{{Good article}}", "{{coord|59|57|N|10|44|E}}",
-    "{{Quote box|quote=A sidebar quotation.|source=X}}", "{{cquote|Pulled quote.}}",
+    "{{Quote box|quote=A sidebar quotation.|source=X}}",
     "{{Some unknown template|with text}}",
 ])
 def test_other_templates_dropped(markup: str) -> None:
@@ -412,3 +442,56 @@ def test_external_link_templates_in_surviving_link_lists() -> None:
         " Scherzo Focoso , Op. 34 on YouTube , played by Lloyd Buck ",
         " Free scores by Alkan at the International Music Score Library Project ",
         " Bob Dylan at the Internet Movie Database ", " Norman Finkelstein at the Internet Movie Database "]
+
+
+# --- issue 16: fidelity fixes measured on the development pairs -----------------------------
+
+def test_block_quote_templates_are_paragraphs() -> None:
+    assert body("Before.\n{{cquote|Pulled quote.}}\n{{bquote|Kept text.|Author}}\nAfter.\n") == [
+        " Before . ", " Pulled quote . ", " Kept text . ", " After . "]
+
+
+Q2, Q3 = "'" * 2, "'" * 3
+
+
+@pytest.mark.parametrize("wikitext, expected", [
+    # Bob Dylan: MediaWiki reads quote markup before links, so a link's edge apostrophe stays
+    (f"{Q2}[[The Times They Are a-Changin']]{Q2}, reflected", "The Times They Are a @-@ Changin ' , reflected"),
+    # Bob Dylan: odd bold and italic counts: the bold run after a word is apostrophe + italic
+    (f"on {Q2}The New York Times{Q3} Hardcover list", "on The New York Times ' Hardcover list"),
+    # Cole Hamels: <nowiki>'</nowiki> is a literal apostrophe
+    (f"the <nowiki>'</nowiki>{Q2}Phantastic Phour{Q2}<nowiki>'</nowiki> by fans",
+     "the ' Phantastic Phour ' by fans"),
+    # an entity apostrophe is text too
+    (f"x &#39;{Q2}d{Q2}&#39; y", "x ' d ' y"),
+])
+def test_apostrophes_kept_as_mediawiki_does(wikitext: str, expected: str) -> None:
+    assert one(wikitext) == expected
+
+
+def test_reference_section_spellings_removed() -> None:
+    out = render_article("T", "Lead.\n\n== Online sources ==\n* A site.\n\n"
+                              "== Cultural references ==\nKept.\n\n== Notes and references ==\nX.\n")
+    assert "Online" not in out and "A site" not in out and " X . " not in out
+    assert " = = Cultural references = = \n \n Kept . \n" in out
+
+
+def test_reference_list_blocks_dropped() -> None:
+    # Chagas disease: a citation in <div class="references-small"> is not in WikiText-2
+    wikitext = ("== Original publication ==\n<div class=\"references-small\">\n* Chagas, C. Nova.\n</div>\n"
+                "== Works ==\n{{Refbegin|2}}\n* A book.\n{{Refend}}\nKept text.\n<div class=\"plain\">Kept too.</div>\n")
+    assert body(wikitext) == [" ", " = = Original publication = = ", " ", " ", " = = Works = = ", " ",
+                              " Kept text . ", " Kept too . "]
+
+
+def test_comment_alone_on_its_line_keeps_the_paragraph() -> None:
+    # MediaWiki removes such a line with its newline: the text around stays one paragraph
+    assert body("Text one.\n<!-- hidden -->\nMore text.\n  <!-- a\nb --> <!-- c -->\nLast <!-- x --> word.\n\n"
+                "New.") == [" Text one . More text . Last word . ", " New . "]
+
+
+def test_a_line_starting_with_equals_inside_a_block_is_no_heading() -> None:
+    # a template parameter continued on a line that starts with "=" does not end the block
+    wikitext = ("Text.\n\n;Books cited\n{{Refbegin}}\n* {{cite book | title = Mammals | year\n"
+                "= 2007 | isbn = 978-0-300-12550-4}}\n{{Refend}}\n\n== Next ==\nMore.\n")
+    assert body(wikitext) == [" Text . ", " Books cited ", " ", " = = Next = = ", " ", " More . "]

@@ -38,6 +38,8 @@ def tok(text: str) -> str:
     ("(Japanese: 戦場のヴァルキュリア3, lit. Valkyria)",
      "( Japanese : 戦場のヴァルキュリア3 , lit . Valkyria )"),
     ("攻殻機動隊 and 大空", "攻殻機動隊 and 大空"),
+    # marks Perl's IsAlnum excludes (viramas) are tokens, as in WikiText-2 ("<unk> ् <unk>")
+    ("हिन्दी and ಕನ್ನಡ", "हिन ् दी and ಕನ ್ ನಡ"),
     ("한국어 text", "한국어 text"),
     ("$5.00 or 50%", "$ 5 @.@ 00 or 50 %"),
     ("", ""),

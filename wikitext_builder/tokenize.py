@@ -10,6 +10,9 @@ See ``docs/wikitext-format.md`` (shared) for the measured rules:
 * ``<formula>`` stays one token.
 * runs of Han / kana / hangul stay whole (``戦場のヴァルキュリア3``), where sacremoses
   would split Han characters apart because it does not count them as alphanumeric.
+* the marks that sacremoses counts as letters but WikiText's Moses (Perl, ``IsAlnum``:
+  Unicode Alphabetic or decimal digit) does not, mostly Indic viramas and nuktas, are
+  tokens of their own: WikiText-2 has the Devanagari virama ``्`` 11 times as a token.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ class _MosesTokenizer(MosesTokenizer):
 
 
 _MOSES = _MosesTokenizer(lang="en")
+
+# characters sacremoses treats as alphanumeric that Perl's \p{IsAlnum} does not
+_PERL_ALNUM = regex.compile(r"[\p{Alphabetic}\p{Nd}]")
+_NOT_PERL_ALNUM = regex.compile("[" + "".join(
+    regex.escape(c) for c in sorted(_MosesTokenizer._ALPHA) if not _PERL_ALNUM.match(c)) + "]")
 
 # a comma or period with a digit on both sides (inside one Moses token)
 _DIGIT_SEP = regex.compile(r"(?<=\d)([,.])(?=\d)")
@@ -86,6 +94,8 @@ def tokenize_text(text: str) -> list[str]:
             runs.append(match.group(0))
             return f"zqcjk{str(len(runs) - 1).translate(_DIGITS_TO_LETTERS)}qz"
         text = _CJK_RUN.sub(protect, text)
+    if not text.isascii():
+        text = _NOT_PERL_ALNUM.sub(r" \g<0> ", text)
     tokens = _MOSES.tokenize(text, aggressive_dash_splits=True, escape=False)
     if "<" in text:
         tokens = _glue_specials(tokens)

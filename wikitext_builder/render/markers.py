@@ -1,0 +1,25 @@
+"""Sentinels of the intermediate plain text and the whitespace classes shared by the renderer.
+
+The sentinels are control characters: the input is stripped of control characters before
+rendering, so none can come from an article's text.
+"""
+
+from __future__ import annotations
+
+import re
+
+LIST_ITEM = "\x02"      # start of a list item / indented line
+FORMULA = "\x03"        # a <formula>
+BLOCK_FORMULA = "\x04"  # display math: a line of its own
+APOSTROPHE = "\x05"     # an apostrophe that is text, never part of '' / ''' quote markup
+INDENT = "\x06"         # start of an indented (":") line
+PARA_BREAK = "\n\n"
+
+WHITESPACE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
+INVISIBLE = re.compile(r"[\u200b-\u200f\u2060\ufeff\u00ad\u202a-\u202e\u2066-\u2069]")
+CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def protect_apostrophes(text: str) -> str:
+    """Every ``'`` of ``text`` as literal text (not quote markup)."""
+    return text.replace("'", APOSTROPHE)

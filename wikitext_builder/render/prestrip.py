@@ -1,0 +1,191 @@
+"""The markup pre-strip: cheap textual removal, before parsing, of what WikiText drops and
+mwparserfromhell handles badly or slowly: comments, behaviour switches, refs, wiki tables,
+template-built tables, multi-column blocks, and the formatting tags whose content is kept."""
+
+from __future__ import annotations
+
+import re
+
+_BEHAVIOR_SWITCH = re.compile(r"__[A-Z]{2,}__")  # __NOTOC__, __TOC__, __NOEDITSECTION__ ...
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+# comments alone on their line(s) go with the line's newline, as in MediaWiki's preprocessor
+# (the text around stays one paragraph)
+_COMMENT_LINE = re.compile(r"^[ \t]*(?:<!--(?:(?!-->).)*-->[ \t]*)+\n", re.M | re.S)
+_REF = re.compile(r"<ref\b[^>]*?/\s*>|<ref\b[^>]*>.*?</ref\s*>|<references\b[^>]*?/\s*>"
+                  r"|<references\b[^>]*>.*?</references\s*>", re.S | re.I)
+_TABLE_OPEN = re.compile(r"^[ \t:]*\{\|")
+_TABLE_CLOSE = re.compile(r"^[ \t]*(?:\|\}|\{\{\s*(?:jctbtm|jcttbtm|end|s-end|end box|col-end|"
+                          r"table end|election box end|football box end)\s*(?:\|[^{}]*)?\}\})", re.I)
+
+
+def _strip_tables(text: str) -> str:
+    """Remove ``{| ... |}`` wiki tables (nested ones too) line by line, before parsing:
+    mwparserfromhell gives up on some real tables and leaves their markup as text.
+    An unclosed table is left to the parser."""
+    if "{|" not in text:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    depth = 0
+    start = 0
+    for i, line in enumerate(lines):
+        if _TABLE_OPEN.match(line):
+            if depth == 0:
+                start = i
+            depth += 1
+            continue
+        if depth and _TABLE_CLOSE.match(line):
+            depth -= 1
+            if depth == 0:
+                rest = _TABLE_CLOSE.sub("", line, count=1)
+                if rest.strip():
+                    out.append(rest)
+            continue
+        if depth == 0:
+            out.append(line)
+    if depth:  # unclosed: keep the rest as it was
+        out.extend(lines[start:])
+    return "\n".join(out)
+
+
+# Formatting tags whose content is kept: their markup is removed before parsing, because
+# an unclosed one inside a template parameter makes mwparserfromhell give up on the
+# whole template (``{{Quote box|quote=<div>...}}``).
+_INLINE_TAGS = re.compile(r"</?(?:span|small|big|font|u|s|strike|del|ins|abbr|tt|cite|sup|sub|"
+                          r"em|strong|b|i|var|bdi|bdo|mark|q|dfn|kbd|samp|wbr)\b[^<>]*>", re.I)
+_BLOCK_TAGS = re.compile(r"</?(?:div|center|li|ul|ol|p|dl|dt|dd)\b[^<>]*>", re.I)
+_QUOTE_TAGS = re.compile(r"</?(?:blockquote)\b[^<>]*>", re.I)
+_TRANSCLUSION_TAGS = re.compile(r"</?(?:noinclude|onlyinclude)\s*/?>|<includeonly>.*?</includeonly>",
+                                re.I | re.S)
+
+
+# Multi-column layouts ({{div col}} ... {{div col end}}, {{col-begin}} ... {{col-end}}) and
+# reference lists ({{refbegin}} ... {{refend}}): WikiText has none of their content (credits
+# and personnel lists leave empty sections).
+_COLUMNS_OPEN = re.compile(r"\{\{\s*(?:div col|div col start|col-begin|col begin|col-start|colbegin|"
+                           r"multicol|columns-start|refbegin|ref begin|refstart)\s*(?:\|[^{}]*)?\}\}", re.I)
+_COLUMNS_CLOSE = re.compile(r"\{\{\s*(?:div col end|end div col|col-end|col end|colend|"
+                            r"multicol-end|columns-end|refend|ref end)\s*(?:\|[^{}]*)?\}\}", re.I)
+_NEXT_HEADING = re.compile(r"^(=+)[^=\n][^\n]*\1[ \t]*$", re.M)  # a heading line: == x ==
+
+
+# The same layouts written as an HTML <div> (``<div style="column-count:2">``,
+# ``<div class="references-small">``): dropped with their content up to the matching
+# </div> (Lágrimas Cálidas: "Performance credits" survives, the credits list in
+# its column div does not; Chagas disease, dev pair: the "Original publication" citation in
+# a references-small div is not in WikiText-2).
+_COLUMN_DIV_MARKERS = ("column-count", "column-width", "columns:", "div-col", "multicol")
+_REFERENCE_DIV_CLASS = re.compile(r"\bclass\s*=\s*[\"']?[^\"'>]*\bref", re.I)
+_DIV_TAG = re.compile(r"<(/?)div\b[^<>]*?(/?)>", re.I)
+
+
+def _is_dropped_div(tag: str) -> bool:
+    compact = tag.lower().replace(" ", "")
+    return any(marker in compact for marker in _COLUMN_DIV_MARKERS) or bool(_REFERENCE_DIV_CLASS.search(tag))
+
+
+def _strip_dropped_divs(text: str) -> str:
+    """Remove ``<div>`` blocks laid out in columns or holding reference lists (nested divs
+    counted); an unclosed one runs to the next heading."""
+    out: list[str] = []
+    position = 0
+    search_from = 0
+    while True:
+        opening = _DIV_TAG.search(text, search_from)
+        if opening is None:
+            break
+        if opening.group(1) or opening.group(2) or not _is_dropped_div(opening.group(0)):
+            search_from = opening.end()
+            continue
+        out.append(text[position:opening.start()])
+        heading = _NEXT_HEADING.search(text, opening.end())
+        limit = heading.start() if heading is not None else len(text)
+        depth, end = 1, limit
+        for tag in _DIV_TAG.finditer(text, opening.end(), limit):
+            if tag.group(2):
+                continue
+            depth += -1 if tag.group(1) else 1
+            if depth == 0:
+                end = tag.end()
+                break
+        position = search_from = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _strip_columns(text: str) -> str:
+    """Remove multi-column blocks and reference lists; an unclosed one runs to the next heading."""
+    out: list[str] = []
+    position = 0
+    while True:
+        opening = _COLUMNS_OPEN.search(text, position)
+        if opening is None:
+            break
+        out.append(text[position:opening.start()])
+        closing = _COLUMNS_CLOSE.search(text, opening.end())
+        heading = _NEXT_HEADING.search(text, opening.end())
+        if closing is not None and (heading is None or closing.start() < heading.start()):
+            position = closing.end()
+        else:
+            position = heading.start() if heading is not None else len(text)
+    out.append(text[position:])
+    return "".join(out)
+
+
+_TABLE_ROW = re.compile(r"^[ \t]*\|-")
+_TABLE_LINE = re.compile(r"^[ \t]*[|!]")
+
+
+def _strip_template_tables(text: str) -> str:
+    """Remove the rows of tables opened and closed by templates (``{{awards table}}``,
+    ``{{jcttop}}`` ... ``|-`` rows ... ``{{end}}``): runs of ``|``/``!`` lines around a
+    ``|-`` row separator, when the run's braces balance (so a template is never cut)."""
+    if "|-" not in text:
+        return text
+    lines = text.split("\n")
+    keep = [True] * len(lines)
+    i = 0
+    while i < len(lines):
+        if keep[i] and _TABLE_ROW.match(lines[i]):
+            start = i
+            while start > 0 and keep[start - 1] and _TABLE_LINE.match(lines[start - 1]):
+                start -= 1
+            end = i
+            while end + 1 < len(lines) and _TABLE_LINE.match(lines[end + 1]):
+                end += 1
+            block = lines[start:end + 1]
+            if sum(line.count("{{") - line.count("}}") for line in block) == 0 and \
+                    sum(line.count("[[") - line.count("]]") for line in block) == 0:
+                for k in range(start, end + 1):
+                    keep[k] = False
+            i = end + 1
+        else:
+            i += 1
+    return "\n".join(line for line, kept in zip(lines, keep) if kept)
+
+
+def prestrip(wikitext: str) -> str:
+    """Cheap textual removal of comments, refs and tables before parsing (faster and
+    more robust than leaving them to mwparserfromhell)."""
+    if "&lt;" in wikitext and ("&lt;ref" in wikitext and "<ref" not in wikitext
+                                or "&lt;!--" in wikitext and "<!--" not in wikitext):
+        # markup escaped one time too many (seen in some dump extracts)
+        wikitext = (wikitext.replace("&lt;", "<").replace("&gt;", ">")
+                    .replace("&quot;", '"').replace("&amp;", "&"))
+    if "<!--" in wikitext:
+        wikitext = _COMMENT.sub("", _COMMENT_LINE.sub("", wikitext))
+    if "__" in wikitext:
+        wikitext = _BEHAVIOR_SWITCH.sub("", wikitext)
+    if "<ref" in wikitext or "<REF" in wikitext or "<Ref" in wikitext:
+        wikitext = _REF.sub("", wikitext)
+    wikitext = _strip_template_tables(_strip_tables(wikitext))
+    if "{{" in wikitext and _COLUMNS_OPEN.search(wikitext):
+        wikitext = _strip_columns(wikitext)
+    if "<" in wikitext:
+        if "<div" in wikitext or "<DIV" in wikitext:
+            wikitext = _strip_dropped_divs(wikitext)
+        wikitext = _INLINE_TAGS.sub("", wikitext)
+        wikitext = _BLOCK_TAGS.sub("\n", wikitext)
+        wikitext = _QUOTE_TAGS.sub("\n\n", wikitext)
+        wikitext = _TRANSCLUSION_TAGS.sub("", wikitext)
+    return wikitext
