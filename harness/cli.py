@@ -12,15 +12,23 @@ import numpy as np
 
 from harness.datasets import (BENCHMARKS, PAPER_BENCHMARKS, SPLITS, DatasetError, load_dataset,
                               locate_benchmark)
-from harness.evaluate import evaluate
+from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate
 from harness.plugin import (ModelUnavailable, PluginError, create_model, discover_plugins,
-                            load_factory, parse_model_args)
+                            load_factory, parse_model_args, plugin_metadata)
 from harness.results import result_record
 
 
+#: Present whenever a GPU driver torch could use is loaded (NVIDIA's, AMD's ROCm).
+GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
+
+
 def _resolve_device(device: str) -> str:
+    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; torch (seconds to import) is not
+    imported on a machine with no GPU driver at all."""
     if device != "auto":
         return device
+    if not any(Path(path).exists() for path in GPU_DRIVER_FILES):
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -92,10 +100,13 @@ def command_eval(args: argparse.Namespace) -> int:
             evaluation = evaluate(
                 model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
                 batch_size=args.batch_size, bptt=args.bptt, audit_positions=args.audit,
+                causality_points=args.causality_audit,
+                causality_tolerance=args.causality_tolerance,
                 keep_token_log_probs=keep, name=f"{plugin} {dataset.name}/{split}")
             if args.output_dir is not None:
                 arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
-                stem = Path(args.output_dir) / f"{plugin}{arguments}.{dataset.name}.{split}"
+                identity = plugin.replace(":", "-")  # module:attribute, a portable file name
+                stem = Path(args.output_dir) / f"{identity}{arguments}.{dataset.name}.{split}"
                 json_path, npy_path = Path(f"{stem}.json"), Path(f"{stem}.logprobs.npy")
             else:
                 json_path = Path(args.output) if args.output else None
@@ -104,13 +115,14 @@ def command_eval(args: argparse.Namespace) -> int:
                 npy_path.parent.mkdir(parents=True, exist_ok=True)
                 np.save(npy_path, evaluation.token_log_probs)
             record = result_record(
-                plugin=plugin, model_args=model_args, checkpoint=args.checkpoint, dataset=dataset,
+                plugin=plugin, model_args=model_args,
+                checkpoint=args.checkpoint or getattr(model, "checkpoint", None), dataset=dataset,
                 split=split, evaluation=evaluation, batch_size=args.batch_size, bptt=args.bptt,
                 num_parameters=getattr(model, "num_parameters", None), device=device,
-                token_log_probs_file=str(npy_path) if npy_path else None)
-            if evaluation.audit.requested and not evaluation.audit.checked:
-                print(f"{dataset.name}/{split}: the plugin gives no full distributions; "
-                      "normalization was not audited", file=sys.stderr)
+                token_log_probs_file=str(npy_path) if npy_path else None,
+                plugin_metadata=plugin_metadata(model, plugin))
+            for reason in record["unaudited_reasons"]:
+                print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
             if json_path is not None:
                 _write_json(json_path, record)
             records.append(record)
@@ -170,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--bptt", type=int, default=100, help="positions per chunk (default 100)")
     run.add_argument("--audit", type=int, default=8, metavar="N",
                      help="positions whose full distribution is checked (default 8; 0: off)")
+    run.add_argument("--causality-audit", type=int, default=4, metavar="N",
+                     help="positions at which the harness checks that no score depends on the "
+                          "token it predicts or a later one (default 4; 0: off)")
+    run.add_argument("--causality-tolerance", type=float, metavar="X",
+                     help="largest run-to-run change of a log-probability accepted by the "
+                          "causality audit (default 0, or "
+                          f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)")
     run.add_argument("--output", metavar="FILE.json", help="write the result record")
     run.add_argument("--save-token-logprobs", metavar="FILE.npy",
                      help="save the per-token log-probabilities in stream order")
@@ -193,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     for option in ("batch_size", "bptt"):
         if getattr(args, option, 1) < 1:
             print(f"error: --{option.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    for option in ("audit", "causality_audit", "causality_tolerance"):
+        if (getattr(args, option, None) or 0) < 0:
+            print(f"error: --{option.replace('_', '-')} must not be negative", file=sys.stderr)
             return 2
     try:
         return args.handler(args)

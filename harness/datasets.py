@@ -9,23 +9,44 @@ followed by one ``<eos>``; a blank line contributes a lone ``<eos>``. The vocabu
 from the train split exactly as the files stand (no count threshold: the files already carry
 their ``<unk>``), plus ``<eos>``, plus ``<unk>`` when train has none (the raw variants), so that
 tokens of valid/test unseen in train can be mapped to it and counted.
+
+Encoded splits and the vocabulary are cached by the files' checksums (:mod:`harness.token_cache`)
+and memory-mapped on later runs; every run still reads each file it uses once, to checksum it.
 """
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import dataclasses
 import hashlib
+import itertools
+import lzma
 import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
+
+from harness import token_cache
 
 SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 UNK = "<unk>"
 CHECKSUM_FILE = "SHA256SUMS"
+#: Bytes read at a time when checksumming or tokenizing a split file.
+READ_BLOCK_BYTES = 1 << 23
+#: Split files at least this large get a note on stderr while they are first encoded, and a
+#: train file this large is encoded by two processes; the worker's share goes in pieces this large.
+LARGE_FILE_BYTES = 50 << 20
+WORKER_PIECE_BYTES = 32 << 20
+#: A split file may be stored xz-compressed as ``NAME.xz``; its checksum is that of ``NAME``.
+COMPRESSED_SUFFIX = ".xz"
+#: PTB and WikiText-2 as shipped inside the package (xz-compressed; see ``data/README.md``).
+PACKAGED_DATA = Path(__file__).parent / "data"
 
 
 class DatasetError(Exception):
@@ -167,9 +188,8 @@ class Vocabulary:
         return token in self._index
 
     def encode(self, tokens: Iterable[str]) -> tuple[np.ndarray, int]:
-        """Ids (int64 ``[n]``) of ``tokens``, unknown ones mapped to ``<unk>``, and their number."""
-        index = self._index.get
-        ids = np.fromiter((index(token, -1) for token in tokens), dtype=np.int64)
+        """Ids (int32 ``[n]``) of ``tokens``, unknown ones mapped to ``<unk>``, and their number."""
+        ids = np.fromiter(map(self._index.get, tokens, itertools.repeat(-1)), dtype=np.int32)
         unknown = ids < 0
         ids[unknown] = self.unk_id
         return ids, int(unknown.sum())
@@ -192,7 +212,8 @@ class TokenStream:
     """One split encoded with the train vocabulary.
 
     Attributes:
-        ids: int64 array of shape ``[N]``, one ``<eos>`` closing each line.
+        ids: int32 array of shape ``[N]``, one ``<eos>`` closing each line; a read-only
+            memory-map of the token cache (an in-memory array when the cache is not writable).
         path: the split file.
         sha256: checksum of the file's bytes.
         oov_tokens: tokens absent from the train vocabulary, mapped to ``<unk>``.
@@ -204,27 +225,150 @@ class TokenStream:
     oov_tokens: int
 
 
-def _lines(text: str) -> list[str]:
-    """Split on ``\\n`` only (not on other Unicode line breaks), dropping the final newline."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
+class _TypeTable(dict):
+    """UTF-8 token -> id, ids in order of first occurrence: looking up a new token appends it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[bytes] = []
+
+    def __missing__(self, token: bytes) -> int:
+        self[token] = len(self.order)
+        self.order.append(token)
+        return self[token]
+
+    def rollback(self, size: int) -> None:
+        """Forget every token appended after the first ``size``."""
+        for token in self.order[size:]:
+            del self[token]
+        del self.order[size:]
 
 
-def _line_tokens(lines: list[str]) -> Iterator[str]:
-    for line in lines:
-        yield from line.split()
-        yield EOS
+def _tokens(text: str, ends_file: bool) -> list[str]:
+    """The tokens of ``text`` (whole lines; when it ``ends_file``, possibly a last line without
+    its newline): each line's whitespace-separated tokens, then ``<eos>``. Lines end at ``\n``
+    only, never at other Unicode line breaks."""
+    tokens = text.replace("\n", f" {EOS} ").split()
+    if ends_file and text and not text.endswith("\n"):
+        tokens.append(EOS)
+    return tokens
 
 
-def build_vocabulary(lines: list[str]) -> Vocabulary:
-    """Vocabulary of a train split: every type, most frequent first, plus ``<eos>``/``<unk>``."""
-    counts = collections.Counter(_line_tokens(lines))
-    tokens = [token for token, _ in sorted(counts.items(), key=lambda item: -item[1])]
-    if UNK not in counts:
-        tokens.append(UNK)
-    return Vocabulary(tuple(tokens))
+def _byte_tokens(data: bytes, ends_file: bool) -> list[bytes]:
+    """:func:`_tokens` on UTF-8 bytes, splitting at ASCII whitespace only (twice as fast); the
+    caller checks each new type with :func:`_is_one_token`."""
+    tokens = data.replace(b"\n", b" " + EOS.encode() + b" ").split()
+    if ends_file and data and not data.endswith(b"\n"):
+        tokens.append(EOS.encode())
+    return tokens
+
+
+def _is_one_token(token: bytes) -> bool:
+    """Whether a piece of :func:`_byte_tokens` is valid UTF-8 and one token for ``str.split``
+    (which also splits at ``\x1c``-``\x1f`` and the Unicode spaces)."""
+    try:
+        return len(token.decode("utf-8").split()) == 1
+    except UnicodeDecodeError:
+        return False
+
+
+def _decode(data: bytes, offset: int, path: Path) -> str:
+    """``data`` (bytes ``offset`` .. of ``path``) as text; a one-line error at invalid UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{path}: not valid UTF-8 at byte {offset + error.start}") from None
+
+
+@contextlib.contextmanager
+def _reading(name: str, path: Path) -> Iterator[None]:
+    """Turn the errors of reading a split file into one-line :class:`DatasetError`."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise DatasetError(f"{name}: missing split file {path}") from None
+    except lzma.LZMAError as error:
+        raise DatasetError(f"{path}: not a valid xz file ({error})") from None
+    except OSError as error:
+        raise DatasetError(f"{name}: cannot read {path}: {error.strerror}") from None
+
+
+def _line_blocks(handle: BinaryIO, start: int = 0,
+                 end: int | None = None) -> Iterator[tuple[bytes, bool, int]]:
+    """Bytes ``start .. end`` (``None``: to the end) of an open split file, positioned at
+    ``start``, as ``(whole lines, is the last block, offset in the file)``, read
+    ``READ_BLOCK_BYTES`` at a time. The last block may lack its final newline."""
+    carry, offset = b"", start  # bytes of an unfinished line; where carry starts in the file
+    remaining = None if end is None else end - start
+    while True:
+        size = READ_BLOCK_BYTES if remaining is None else min(READ_BLOCK_BYTES, remaining)
+        block = handle.read(size) if size else b""
+        if remaining is not None:
+            remaining -= len(block)
+        data = carry + block
+        cut = len(data) if not block else data.rfind(b"\n") + 1
+        if cut or not block:
+            yield data[:cut], not block, offset
+            carry, offset = data[cut:], offset + cut
+        else:
+            carry = data
+        if not block:
+            return
+
+
+def _first_occurrence_ids(table: _TypeTable, blocks: Iterable[tuple[bytes, bool, int]],
+                          path: Path) -> list[np.ndarray]:
+    """The ids (int32 ``[n_i]`` per block) of each block's tokens in ``table``, which gains
+    the new types in order of first occurrence."""
+    encoded = []
+    for data, last, offset in blocks:
+        size = len(table.order)
+        tokens = _byte_tokens(data, last)
+        ids = np.fromiter(map(table.__getitem__, tokens), dtype=np.int32, count=len(tokens))
+        if not all(map(_is_one_token, table.order[size:])):
+            # Invalid UTF-8, or Unicode spaces inside a piece: redo the block as text.
+            table.rollback(size)
+            tokens = [token.encode("utf-8") for token in _tokens(_decode(data, offset, path), last)]
+            ids = np.fromiter(map(table.__getitem__, tokens), dtype=np.int32, count=len(tokens))
+        encoded.append(ids)
+    return encoded
+
+
+def _encode_pieces_worker(path: str, scratch: str, *bounds: str) -> None:
+    """The worker process of :meth:`Dataset._first_occurrence_ids_in_two_processes`: for each
+    piece ``i`` (bytes ``bounds[2i] .. bounds[2i + 1]`` of ``path``, whole lines), write its
+    types in order of first occurrence (``scratch/i.types``, one per line) and their ids
+    (``scratch/i.npy``, int32), then print ``i``; a :class:`DatasetError` is printed to stderr
+    and exits with status 2."""
+    file = Path(path)
+    try:
+        with _reading(file.parent.name, file), file.open("rb") as handle:
+            for number, (start, end) in enumerate(zip(map(int, bounds[::2]), map(int, bounds[1::2]))):
+                table = _TypeTable()
+                handle.seek(start)
+                blocks = _first_occurrence_ids(table, _line_blocks(handle, start, end), file)
+                np.save(Path(scratch) / f"{number}.npy", np.concatenate(blocks or [np.zeros(0, np.int32)]))
+                (Path(scratch) / f"{number}.types").write_bytes(b"\n".join(table.order))
+                print(number, flush=True)
+    except DatasetError as error:
+        print(error, file=sys.stderr)
+        sys.exit(2)
+
+
+def _cpus() -> int:
+    """Processors this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    """What changes when a file is rewritten: size and modification time."""
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
+
+
+def _open_split(path: Path) -> BinaryIO:
+    """The split file's bytes (decompressed for ``NAME.xz``)."""
+    return lzma.open(path) if path.name.endswith(COMPRESSED_SUFFIX) else path.open("rb")
 
 
 def _parse_checksum_file(path: Path) -> dict[str, str]:
@@ -267,61 +411,177 @@ class Dataset:
         self.expected_sha256 = dict(expected_sha256)
         self._streams: dict[str, TokenStream] = {}
         self._vocab: Vocabulary | None = None
+        self._sha256: dict[str, str] = {}  # split -> verified checksum of its file
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r}, {str(self.directory)!r})"
 
     def path(self, split: str) -> Path:
+        """The split's file: ``NAME``, else its compressed form ``NAME.xz`` when only that exists."""
         if split not in self.split_files:
             raise DatasetError(f"{self.name}: unknown split {split!r} (known: {', '.join(self.split_files)})")
-        return self.directory / self.split_files[split]
+        return _stored_file(self.directory, self.split_files[split]) or \
+            self.directory / self.split_files[split]
 
     def is_verified(self, split: str) -> bool:
         """Whether ``split`` has a known checksum that its file is checked against."""
         return self.split_files[split] in self.expected_sha256
 
-    def verify(self, split: str) -> tuple[bytes, str]:
-        """The split file's bytes and sha256, checked against its known checksum if any."""
-        path = self.path(split)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise DatasetError(f"{self.name}: missing split file {path}") from None
-        except OSError as error:
-            raise DatasetError(f"{self.name}: cannot read {path}: {error.strerror}") from None
-        digest = hashlib.sha256(data).hexdigest()
+    def _check(self, split: str, digest: str) -> str:
         expected = self.expected_sha256.get(self.split_files[split])
         if expected is not None and digest != expected:
             raise DatasetError(
-                f"{path}: sha256 mismatch (expected {expected}, got {digest}): the file is "
-                "corrupted or not the canonical release; delete it to download it again")
-        return data, digest
+                f"{self.path(split)}: sha256 mismatch (expected {expected}, got {digest}): the file "
+                "is corrupted or not the canonical release; delete it to download it again")
+        return digest
 
-    def _read(self, split: str) -> tuple[list[str], str]:
-        """The split's lines and sha256 (read anew each time: nothing large stays in memory)."""
-        data, digest = self.verify(split)
+    def verify(self, split: str) -> str:
+        """The split file's sha256, checked against its known checksum if any (read in blocks,
+        once per dataset object)."""
+        if split not in self._sha256:
+            path = self.path(split)
+            digest = hashlib.sha256()
+            with _reading(self.name, path), _open_split(path) as handle:
+                for block in iter(lambda: handle.read(READ_BLOCK_BYTES), b""):
+                    digest.update(block)
+            self._sha256[split] = self._check(split, digest.hexdigest())
+        return self._sha256[split]
+
+    def _encode(self, split: str, vocab: Vocabulary | None) -> tuple[list[np.ndarray], int,
+                                                                    tuple[str, ...] | None,
+                                                                    np.ndarray | None]:
+        """Tokenize and encode the split in blocks: its id blocks (int32) and out-of-vocabulary
+        count. Without ``vocab`` (the train split, building it) the blocks hold first-occurrence
+        ids, and the vocabulary's tokens and ``remap`` (int32 ``[types]``: first-occurrence id ->
+        vocabulary id) are returned too."""
         path = self.path(split)
+        stamp = _stamp(path)
+        large = stamp[0] >= LARGE_FILE_BYTES
+        if large:
+            print(f"note: encoding {path} into the token cache (once per file version)",
+                  file=sys.stderr)
+        table = _TypeTable()  # the train split's types, when building its vocabulary
+        if vocab is not None:
+            blocks, oov = [], 0
+            with _reading(self.name, path), _open_split(path) as handle:
+                for data, last, offset in _line_blocks(handle):
+                    ids, unknown = vocab.encode(_tokens(_decode(data, offset, path), last))
+                    blocks.append(ids)
+                    oov += unknown
+        elif large and _cpus() > 1 and not path.name.endswith(COMPRESSED_SUFFIX):
+            blocks = self._first_occurrence_ids_in_two_processes(table, path)
+        else:
+            with _reading(self.name, path), _open_split(path) as handle:
+                blocks = _first_occurrence_ids(table, _line_blocks(handle), path)
+        if _stamp(path) != stamp:
+            raise DatasetError(f"{path}: changed while being read; run again")
+        if vocab is not None:
+            return blocks, oov, None, None
+        counts = np.zeros(len(table.order), dtype=np.int64)
+        for ids in blocks:
+            counts += np.bincount(ids, minlength=len(table.order))
+        # Most frequent first, ties in order of first occurrence (a stable sort).
+        order = np.argsort(-counts, kind="stable")
+        tokens = tuple(table.order[i].decode("utf-8") for i in order)
+        tokens += () if UNK.encode() in table else (UNK,)
+        remap = np.empty(len(order), dtype=np.int32)
+        remap[order] = np.arange(len(order), dtype=np.int32)
+        return blocks, 0, tokens, remap
+
+    def _first_occurrence_ids_in_two_processes(self, table: _TypeTable,
+                                               path: Path) -> list[np.ndarray]:
+        """:func:`_first_occurrence_ids` of the whole file, its second half encoded meanwhile by
+        a worker process (a fresh interpreter: nothing of this process is re-run or inherited) in
+        pieces of about ``WORKER_PIECE_BYTES``, handed over as files; each piece's ids are then
+        mapped into ``table``, in file order."""
+        size = path.stat().st_size
+        with _reading(self.name, path), path.open("rb") as handle, \
+                tempfile.TemporaryDirectory(prefix="harness-encode-") as scratch:
+            starts = []  # line starts: the middle of the file, then every WORKER_PIECE_BYTES
+            for position in range(size // 2, size, WORKER_PIECE_BYTES):
+                handle.seek(position)
+                handle.readline()
+                if not starts or handle.tell() > starts[-1]:
+                    starts.append(handle.tell())
+            bounds = [str(b) for start, end in zip(starts, starts[1:] + [size]) for b in (start, end)]
+            package_root = str(Path(__file__).resolve().parent.parent)
+            environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
+                filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+            worker = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from harness.datasets import "
+                 "_encode_pieces_worker as work; work(*sys.argv[1:])", str(path), scratch, *bounds],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, text=True)
+            try:
+                handle.seek(0)
+                blocks = _first_occurrence_ids(table, _line_blocks(handle, 0, starts[0]), path)
+                for line in worker.stdout:
+                    piece = Path(scratch) / line.strip()
+                    types = piece.with_suffix(".types").read_bytes().split(b"\n")
+                    mapping = np.fromiter(map(table.__getitem__, filter(None, types)),
+                                          dtype=np.int32)
+                    blocks.append(mapping[np.load(piece.with_suffix(".npy"))])
+            except BaseException:
+                worker.kill()
+                worker.communicate()
+                raise
+            errors = worker.communicate()[1].strip()
+            if worker.returncode != 0:
+                last = errors.splitlines()[-1] if errors else f"exit status {worker.returncode}"
+                raise DatasetError(last if worker.returncode == 2
+                                   else f"{path}: the encoding worker failed: {last}")
+        return blocks
+
+    def _cached_stream(self, split: str, vocab: Vocabulary | None) -> TokenStream:
+        """Encode the split (building the vocabulary for train), caching ids and vocabulary."""
+        train_sha256 = self.verify("train")
+        blocks, oov, tokens, remap = self._encode(split, vocab)
+        if vocab is None:
+            vocab = self._vocab = Vocabulary(tokens)
+        cache = user_cache_dir()
         try:
-            return _lines(data.decode("utf-8")), digest
-        except UnicodeDecodeError as error:
-            raise DatasetError(f"{path}: not valid UTF-8 at byte {error.start}") from None
+            if tokens is not None:
+                token_cache.store_vocabulary(cache, train_sha256, tokens)
+            ids = token_cache.store_ids(cache, train_sha256, self.verify(split), vocab.sha256(),
+                                        blocks, oov, remap)
+        except OSError as error:
+            print(f"note: cannot write the token cache in {cache} ({error}); continuing without it",
+                  file=sys.stderr)
+            ids = np.concatenate([block if remap is None else remap[block] for block in blocks])
+        return TokenStream(ids, self.path(split), self.verify(split), oov)
 
     @property
     def vocab(self) -> Vocabulary:
-        """The train split's vocabulary (reads and verifies the train file on first use)."""
+        """The train split's vocabulary (from the token cache, else by encoding train)."""
         if self._vocab is None:
-            self._vocab = build_vocabulary(self._read("train")[0])
+            cached = token_cache.load_vocabulary(user_cache_dir(), self.verify("train"))
+            if cached is None:
+                self._streams["train"] = self._cached_stream("train", None)
+            else:
+                self._vocab = Vocabulary(cached)
         return self._vocab
 
     def tokens(self, split: str) -> TokenStream:
-        """The split's token stream, encoded with :attr:`vocab`."""
+        """The split's token stream, encoded with :attr:`vocab` (memory-mapped from the token
+        cache when it holds this version of the files)."""
         if split not in self._streams:
-            lines, digest = self._read(split)
-            if split == "train" and self._vocab is None:
-                self._vocab = build_vocabulary(lines)  # from the lines in hand: one read of train
-            ids, oov = self.vocab.encode(_line_tokens(lines))
-            self._streams[split] = TokenStream(ids, self.path(split), digest, oov)
+            vocab = self.vocab  # encodes train (keeping its stream) when no vocabulary is cached
+            if split not in self._streams:
+                cached = token_cache.load_ids(user_cache_dir(), self.verify("train"),
+                                              self.verify(split), vocab.sha256())
+                if cached is None:
+                    self._streams[split] = self._cached_stream(split, vocab)
+                else:
+                    self._streams[split] = TokenStream(cached[0], self.path(split),
+                                                       self.verify(split), cached[1])
         return self._streams[split]
+
+
+def _stored_file(directory: Path, filename: str) -> Path | None:
+    """``directory/filename``, else ``directory/filename.xz``, whichever exists first."""
+    for candidate in (filename, filename + COMPRESSED_SUFFIX):
+        if (directory / candidate).is_file():
+            return directory / candidate
+    return None
 
 
 def _known_checksums(directory: Path, benchmark: Benchmark | None) -> dict[str, str]:
@@ -351,8 +611,8 @@ def dataset_from_directory(directory: Path, name: str | None = None,
         split_files = benchmark.split_files
     else:
         layout = next((layout for layout in _DIRECTORY_LAYOUTS
-                       if (directory / layout["train"]).exists()
-                       or (directory / layout["test"]).exists()), None)
+                       if _stored_file(directory, layout["train"])
+                       or _stored_file(directory, layout["test"])), None)
         if layout is None:
             raise DatasetError(
                 f"{directory}: no split files found (expected wiki.{{train,valid,test}}.tokens, "
@@ -363,12 +623,14 @@ def dataset_from_directory(directory: Path, name: str | None = None,
 
 
 def search_roots(data_dir: str | os.PathLike | None) -> list[tuple[str, Path]]:
-    """Where benchmarks are looked for, in order: ``--data-dir``, ``$HARNESS_DATA_DIR``, cache."""
+    """Where benchmarks are looked for, in order: ``--data-dir``, ``$HARNESS_DATA_DIR``, the
+    copies shipped in the package (PTB and WikiText-2), then the download cache."""
     roots = []
     if data_dir is not None:
         roots.append(("--data-dir", Path(data_dir)))
     if os.environ.get("HARNESS_DATA_DIR"):
         roots.append(("HARNESS_DATA_DIR", Path(os.environ["HARNESS_DATA_DIR"])))
+    roots.append(("packaged", PACKAGED_DATA))
     roots.append(("cache", user_cache_dir() / "data"))
     return roots
 
@@ -378,7 +640,7 @@ def locate_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> Pa
     benchmark = BENCHMARKS[name]
     for _, root in search_roots(data_dir):
         directory = root / name
-        if any((directory / filename).exists() for filename in benchmark.split_files.values()):
+        if any(_stored_file(directory, filename) for filename in benchmark.split_files.values()):
             return directory
     return None
 

@@ -69,6 +69,10 @@ def _transfer(url: str, part: Path) -> None:
         raise _TransferError(type(error).__name__, True) from None
 
 
+class DownloadFailed(DatasetError):
+    """Every mirror of a file failed (unreachable, or an HTTP error)."""
+
+
 def _fetch_url(url: str, part: Path) -> None:
     for attempt in range(ATTEMPTS_PER_URL):
         try:
@@ -106,7 +110,7 @@ def fetch(source: RemoteFile, directory: Path) -> Path:
                 f"got {digest}): refusing the download")
         part.rename(final)
         return final
-    raise DatasetError(f"could not download {source.filename}: {'; '.join(failures)}")
+    raise DownloadFailed(f"could not download {source.filename}: {'; '.join(failures)}")
 
 
 def _extract(archive: Path, members: dict[str, str], directory: Path) -> None:
@@ -137,7 +141,13 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
     print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}",
           file=sys.stderr)
     for source in benchmark.sources:
-        path = fetch(source, staging)
+        try:
+            path = fetch(source, staging)
+        except DownloadFailed as error:
+            files = ", ".join(benchmark.split_files.values())
+            raise DownloadFailed(
+                f"{error}. To use local copies instead, put {files} in DIR/{benchmark.name}/ and "
+                f"pass --data-dir DIR or set HARNESS_DATA_DIR=DIR") from None
         if source.members:
             _extract(path, dict(source.members), staging)
     sums = {}

@@ -8,6 +8,10 @@ padded and masked. Nothing is trimmed. Log-probabilities are summed in float64.
 
 With ``B = 1`` (the papers' test protocol) every prediction sees the whole preceding text; with
 ``B > 1`` each stream after the first starts without the text before it.
+
+Two audits guard the number: the probability audit (full distributions at a few positions sum to
+1 and agree with the reported target scores) and the causality audit (no log-probability depends
+on the token it predicts or on a later one; :func:`causality_audit`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,15 @@ from harness.plugin import Chunk, ChunkScores, LanguageModel, PluginError
 MAX_LOG_PROB = 1e-6
 #: Tolerance of the audit: |sum of probabilities - 1| and |log p(target) - reported|.
 AUDIT_TOLERANCE = 1e-4
+#: Causality audit: candidate values tried for each audited position's target (the real token
+#: and others), and the positions scored before and after it in each run.
+CAUSALITY_CANDIDATES = 4
+CAUSALITY_CONTEXT = 7
+CAUSALITY_LOOKAHEAD = 8
+#: The causality audit's default tolerance for a model whose scores come back as tensors on an
+#: accelerator, where kernels may reduce in another order from one run to the next (on the CPU,
+#: a causal model's scores are exactly reproducible: the default there is 0).
+ACCELERATOR_CAUSALITY_TOLERANCE = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +57,52 @@ class Audit:
     max_sum_error: float
     max_target_error: float
 
+    @property
+    def passed(self) -> bool:
+        """Whether at least one distribution was checked (a failed check raises instead)."""
+        return self.checked > 0
+
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "passed": self.passed}
+
+
+@dataclasses.dataclass(frozen=True)
+class CausalityAudit:
+    """What the causality audit checked (see :func:`causality_audit`).
+
+    Attributes:
+        points: positions audited (0: the audit was off).
+        candidates: values tried for each audited position's target, one run each.
+        compared: ``"targets and distributions"`` (target log-probabilities before each point and
+            the distribution at it), ``"targets"`` (a model that gives no distributions), or
+            ``"none"`` when off.
+        max_difference: largest change, across the runs of one point, of a log-probability at or
+            before the point (0 for a causal model on CPU).
+        max_candidate_mass: largest sum, over a point's candidates, of the probability the model
+            gave each candidate in its own run (at most 1 for a causal model).
+        tolerance: largest ``max_difference`` accepted.
+        seconds: wall-clock time of the audit.
+    """
+
+    points: int
+    candidates: int
+    compared: str
+    max_difference: float
+    max_candidate_mass: float
+    tolerance: float
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        """Whether any position was audited (a failed check raises instead)."""
+        return self.points > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "passed": self.passed}
+
+
+#: The record of a causality audit that was switched off.
+CAUSALITY_OFF = CausalityAudit(0, 0, "none", 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +112,9 @@ class Evaluation:
     Attributes:
         tokens: predictions counted (``N``).
         total_log_prob: float64 sum of the ``N`` target log-probabilities (nats).
-        seconds: wall-clock time of the scoring loop.
+        seconds: wall-clock time of the scoring loop (the causality audit not included).
+        audit: the probability audit.
+        causality: the causality audit.
         token_log_probs: float64 ``[N]`` in stream order, when asked for.
     """
 
@@ -63,6 +122,7 @@ class Evaluation:
     total_log_prob: float
     seconds: float
     audit: Audit
+    causality: CausalityAudit = CAUSALITY_OFF
     token_log_probs: np.ndarray | None = None
 
     @property
@@ -140,9 +200,10 @@ def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
 
 def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: int,
              batch_size: int = 1, bptt: int = 100, audit_positions: int = 8,
+             causality_points: int = 4, causality_tolerance: float | None = None,
              keep_token_log_probs: bool = False, name: str = "model",
              progress: bool = True) -> Evaluation:
-    """Score every token of ``ids`` (int64 ``[N]``) with ``model``.
+    """Score every token of ``ids`` (integer ``[N]``) with ``model``, after its causality audit.
 
     Args:
         eos_id: id of ``<eos>``, the implicit input before the first token.
@@ -151,16 +212,26 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
         bptt: ``T``, positions per chunk.
         audit_positions: positions (drawn with a fixed seed) at which the full distribution is
             requested and checked; 0 disables the audit.
+        causality_points: positions of the causality audit (:func:`causality_audit`), run
+            before the evaluation; 0 disables it.
+        causality_tolerance: largest change of a log-probability the causality audit accepts;
+            None: 0, or :data:`ACCELERATOR_CAUSALITY_TOLERANCE` for scores on an accelerator.
         keep_token_log_probs: also return the ``N`` log-probabilities in stream order.
         name: the plugin's name, for error messages.
 
     Raises:
         PluginError: the model returned the wrong shape, a NaN/inf or positive log-probability,
-            or a distribution that is unnormalized or disagrees with the reported target score.
+            or a distribution that is unnormalized or disagrees with the reported target score;
+            or it failed the causality audit.
     """
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
     num_tokens = len(ids)
+    causality = CAUSALITY_OFF
+    if causality_points > 0 and num_tokens > 0:
+        causality = causality_audit(model, ids, eos_id=eos_id, vocab_size=vocab_size, bptt=bptt,
+                                    points=causality_points, tolerance=causality_tolerance,
+                                    name=name)
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     starts, inputs, targets, mask = grid.starts, grid.inputs, grid.targets, grid.mask
     width = mask.shape[1]
@@ -219,6 +290,7 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
         total_log_prob=total,
         seconds=seconds,
         audit=Audit(requested, checked, max_sum_error, max_target_error),
+        causality=causality,
         token_log_probs=log_prob_grid[mask] if log_prob_grid is not None else None,
     )
 
@@ -257,3 +329,136 @@ def _audit(distributions: Any, wanted: np.ndarray, log_probs: np.ndarray, target
         raise PluginError(f"{name}: reported log p(target) = {log_probs[where][worst]:.6g} but its "
                           f"full distribution gives {from_rows[worst]:.6g}")
     return float(sum_errors.max()), float(target_errors.max())
+
+
+def causality_audit(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: int,
+                    bptt: int, points: int, tolerance: float | None = None, name: str = "model",
+                    candidates: int = CAUSALITY_CANDIDATES, context: int = CAUSALITY_CONTEXT,
+                    lookahead: int = CAUSALITY_LOOKAHEAD, seed: int = 1) -> CausalityAudit:
+    """Check that no log-probability depends on the token it predicts or on any later token.
+
+    At ``points`` seeded positions ``p`` of ``ids`` (integer ``[N]``; position ``p`` predicts
+    ``ids[p]``), a stretch of ``S = min(p, context) + 1 + lookahead`` positions, from up to
+    ``context`` positions before ``p`` to ``lookahead`` after it, is scored as one stream from
+    ``model.reset(1)``, in chunks of ``bptt``, once per candidate: run ``r`` has the real text up
+    to ``p``'s input, candidate ``c_r`` as ``p``'s target (``c_0 = ids[p]``, the others drawn at
+    random) and so as the next input, then random tokens (new ones each run). A causal model
+    sees the same inputs at every position up to ``p`` in every run, so (within ``tolerance``;
+    None: 0, or :data:`ACCELERATOR_CAUSALITY_TOLERANCE` when the scores come back as tensors on
+    an accelerator):
+
+    - its target log-probabilities before ``p`` are the same in every run;
+    - its distribution at ``p`` (``[V]``, asked for in runs 0 and 1 only: for an n-gram model
+      a full row costs as much as ``V`` target scores) is the same in both, when it gives one;
+    - the probabilities it gives the candidates at ``p``, one per run, sum to at most 1.
+
+    Raises:
+        PluginError: one line naming the position where the model failed.
+    """
+    began = time.perf_counter()
+    num_tokens = len(ids)
+    candidates = min(candidates, vocab_size)
+    rng = np.random.default_rng(seed)
+    chosen = np.sort(rng.choice(num_tokens, min(points, num_tokens), replace=False))
+    compared = "targets and distributions"
+    max_difference = max_candidate_mass = 0.0
+    for point in (int(p) for p in chosen):
+        start = max(0, point - context)
+        before = point - start  # positions of the stretch before the point
+        # The text the stretch reads: the input of its first position, then its targets.
+        first_input = eos_id if start == 0 else int(ids[start - 1])
+        prefix = np.concatenate([[first_input], ids[start:point]]).astype(np.int64)
+        others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
+        others += others >= ids[point]  # skip the real token
+        values = np.concatenate([[ids[point]], others]).astype(np.int64)
+        runs = [_score_stretch(model, np.concatenate([prefix, [value],
+                                                      rng.integers(0, vocab_size, lookahead)]),
+                               point_index=before, want_row=run < 2, start=start, bptt=bptt,
+                               vocab_size=vocab_size, name=name)
+                for run, value in enumerate(values)]
+        if tolerance is None:
+            on_accelerator = any(accelerated for *_, accelerated in runs)
+            tolerance = ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
+        targets = np.stack([run_targets for run_targets, *_ in runs])  # [candidates, S]
+        changes = _changes(targets[:1, :before], targets[1:, :before]).max(axis=0, initial=0.0)
+        max_difference = max(max_difference, float(changes.max(initial=0.0)))
+        if (changes > tolerance).any():
+            where = start + int(np.argmax(changes > tolerance))
+            raise PluginError(
+                f"{name}: causality audit failed at token {point}: the log-probability of its "
+                f"target at token {where} changes (by {changes.max():.3g}) when token {point} "
+                "or a later token changes")
+        reference_row = runs[0][1]
+        other_row = runs[1][1] if len(runs) > 1 else None
+        if reference_row is None or other_row is None:
+            compared = "targets"
+        else:
+            change = float(_changes(reference_row, other_row).max())
+            max_difference = max(max_difference, change)
+            if change > tolerance:
+                raise PluginError(
+                    f"{name}: causality audit failed at token {point}: the distribution at token "
+                    f"{point} changes (by {change:.3g}) when token {point} or a later token changes")
+        mass = float(np.exp(targets[:, before]).sum())
+        max_candidate_mass = max(max_candidate_mass, mass)
+        if mass > 1 + AUDIT_TOLERANCE:
+            raise PluginError(
+                f"{name}: causality audit failed at token {point}: the probabilities it gives "
+                f"{len(values)} different values of token {point}, each in its own run, sum to "
+                f"{mass:.4g} > 1: it reads the token it predicts")
+    return CausalityAudit(len(chosen), candidates, compared, max_difference, max_candidate_mass,
+                          tolerance or 0.0, time.perf_counter() - began)
+
+
+def _score_stretch(model: LanguageModel, text: np.ndarray, *, point_index: int, want_row: bool,
+                   start: int, bptt: int, vocab_size: int,
+                   name: str) -> tuple[np.ndarray, np.ndarray | None, bool]:
+    """Score ``text`` (int64 ``[S + 1]``: inputs ``text[:-1]``, targets ``text[1:]``) as one
+    stream from ``reset(1)``; returns the target log-probabilities (float64 ``[S]``), when
+    ``want_row`` the distribution at position ``point_index`` (float64 ``[V]``; None when the
+    model gives none), and whether the scores came back as tensors on an accelerator. ``start``
+    (the stretch's first position in the split) is for messages."""
+    length = len(text) - 1
+    inputs, targets = text[None, :-1], text[None, 1:]
+    wanted = np.zeros((1, length), dtype=bool)
+    wanted[0, point_index] = want_row
+    log_probs, row, on_accelerator = np.empty(length), None, False
+    model.reset(1)
+    for begin in range(0, length, bptt):
+        end = min(begin + bptt, length)
+        chunk_wanted = wanted[:, begin:end]
+        chunk = Chunk(inputs[:, begin:end].copy(), targets[:, begin:end].copy(),
+                      np.ones((1, end - begin), dtype=bool),
+                      chunk_wanted.copy() if chunk_wanted.any() else None)
+        scores = model.score(chunk)
+        if not isinstance(scores, ChunkScores):
+            raise PluginError(f"{name}: score() returned {type(scores).__name__}, "
+                              "not harness.ChunkScores")
+        device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
+        on_accelerator |= getattr(device, "type", "cpu") != "cpu"
+        chunk_log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
+        if chunk_log_probs.shape != chunk.mask.shape:
+            raise PluginError(f"{name}: target_log_probs has shape {chunk_log_probs.shape}, "
+                              f"expected {chunk.mask.shape} (batch, positions)")
+        _check_log_probs(chunk_log_probs, chunk.mask, np.zeros(1, dtype=np.int64), start + begin,
+                         name)
+        log_probs[begin:end] = chunk_log_probs[0]
+        if chunk.distribution_mask is not None and scores.distributions is not None:
+            rows = _as_float64(scores.distributions, f"{name}: distributions")
+            if rows.shape != (1, vocab_size):
+                raise PluginError(f"{name}: distributions has shape {rows.shape}, expected "
+                                  f"{(1, vocab_size)} (requested positions, vocabulary)")
+            if np.isnan(rows).any() or np.isposinf(rows).any():
+                raise PluginError(f"{name}: a full distribution contains NaN or +inf")
+            row = rows[0]
+    return log_probs, row, on_accelerator
+
+
+def _changes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``|a - b|`` elementwise (broadcast), 0 where equal (infinities included), NaN counted as
+    a change."""
+    a, b = np.broadcast_arrays(a, b)
+    if np.array_equal(a, b):
+        return np.zeros(a.shape)
+    with np.errstate(invalid="ignore"):
+        return np.where(a == b, 0.0, np.nan_to_num(np.abs(a - b), nan=np.inf))

@@ -1,7 +1,8 @@
 """The plugin protocol: how the harness talks to a language model.
 
 A plugin is any importable module (``baselines.kneser_ney``, ``my_pkg.my_model``), or a name
-registered in the ``harness.models`` entry-point group, that exposes a factory::
+registered in the ``harness.models`` entry-point group, that exposes a factory (``load_model``,
+or any other attribute named as ``module:attribute``)::
 
     def load_model(dataset: Dataset, *, device: str, checkpoint: str | None,
                    **model_args) -> LanguageModel
@@ -77,13 +78,27 @@ class ChunkScores:
 
 @runtime_checkable
 class LanguageModel(Protocol):
-    """What a plugin's factory returns. May also have ``num_parameters: int``."""
+    """What a plugin's factory returns. May also have ``num_parameters: int`` and a
+    ``result_metadata()`` method (see :func:`plugin_metadata`)."""
 
     def reset(self, batch_size: int) -> None:
         """Forget all state; the next chunk starts ``batch_size`` new streams."""
 
     def score(self, chunk: Chunk) -> ChunkScores:
         """Score the next chunk of the streams, updating the model's state."""
+
+
+def plugin_metadata(model: LanguageModel, name: str) -> dict[str, Any] | None:
+    """The model's own fields for the result JSON (``plugin_metadata``): what its optional
+    ``result_metadata()`` returns, called once after each evaluation; None without one."""
+    method = getattr(model, "result_metadata", None)
+    if method is None:
+        return None
+    metadata = method()
+    if not isinstance(metadata, dict):
+        raise PluginError(f"{name}: result_metadata() returned {type(metadata).__name__}, "
+                          "not a dict")
+    return metadata
 
 
 def discover_plugins() -> dict[str, str]:
@@ -93,29 +108,33 @@ def discover_plugins() -> dict[str, str]:
 
 
 def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
-    """Find a plugin's factory by entry-point name or module path.
+    """Find a plugin's factory by entry-point name, ``module`` or ``module:attribute``.
 
-    Returns the plugin's module path (what results record as ``model``) and its factory.
+    Returns the plugin's identity (what results record as ``model``) and its factory. The
+    identity is the module path for a module's own ``load_model`` factory and
+    ``module:attribute`` for any other, so that two factories of one module stay apart.
     """
     entries = {entry.name: entry for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
-    if name in entries:
-        target = entries[name].value
-        loaded = entries[name].load()
-    else:
-        target = name
-        try:
-            loaded = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name == name or name.startswith(f"{error.name}."):
-                known = ", ".join(sorted(entries)) or "none"
-                raise PluginError(f"no plugin {name!r}: not an importable module nor a registered "
-                                  f"plugin (registered: {known})") from None
-            raise PluginError(f"plugin {name!r} failed to import: {error}") from None
-    factory = getattr(loaded, FACTORY_NAME, None) if inspect.ismodule(loaded) else loaded
+    target = entries[name].value if name in entries else name
+    module_name, _, attribute = (part.strip() for part in target.partition(":"))
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name or module_name.startswith(f"{error.name}."):
+            known = ", ".join(sorted(entries)) or "none"
+            raise PluginError(f"no plugin {name!r}: not an importable module nor a registered "
+                              f"plugin (registered: {known})") from None
+        raise PluginError(f"plugin {name!r} failed to import: {error}") from None
+    factory: Any = module
+    for part in (attribute or FACTORY_NAME).split("."):
+        factory = getattr(factory, part, None)
     if not callable(factory):
+        if attribute:
+            raise PluginError(f"plugin {target!r}: {module_name} has no callable {attribute!r}")
         raise PluginError(f"plugin {target!r} has no {FACTORY_NAME}(dataset, *, device, "
                           "checkpoint, **model_args) factory")
-    return target.split(":")[0], factory
+    identity = module_name if attribute in ("", FACTORY_NAME) else f"{module_name}:{attribute}"
+    return identity, factory
 
 
 def parse_model_args(text: str | None) -> dict[str, Any]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,10 @@ from harness import __version__
 from harness.datasets import Dataset
 from harness.evaluate import Evaluation
 
-SCHEMA_VERSION = 1
+#: 2: ``causality_audit``, ``audited``, ``unaudited_reasons``, ``audit.passed`` and
+#: ``train_sha256`` (the train file's, which fixes the vocabulary) added;
+#: ``model`` is ``module`` or, for a factory other than ``load_model``, ``module:attribute``.
+SCHEMA_VERSION = 2
 
 
 def git_commit() -> str | None:
@@ -30,11 +35,14 @@ def git_commit() -> str | None:
 
 
 def torch_version() -> str | None:
+    """The installed torch's version, without importing torch (seconds of start-up) when the
+    plugin did not; None when torch is not installed."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"].__version__
     try:
-        import torch
-    except ImportError:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
         return None
-    return torch.__version__
 
 
 def describe_device(device: str) -> str:
@@ -46,10 +54,23 @@ def describe_device(device: str) -> str:
     return f"{device} ({platform.machine()})"
 
 
+def unaudited_reasons(evaluation: Evaluation) -> list[str]:
+    """Why an evaluation's figure is not fully audited (empty when both audits passed)."""
+    reasons = []
+    if evaluation.audit.requested == 0:
+        reasons.append("probability audit off (--audit 0)")
+    elif not evaluation.audit.passed:
+        reasons.append("the plugin gives no full distributions: normalization not audited")
+    if not evaluation.causality.passed:
+        reasons.append("causality audit off (--causality-audit 0)")
+    return reasons
+
+
 def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | None,
                   dataset: Dataset, split: str, evaluation: Evaluation, batch_size: int, bptt: int,
                   num_parameters: int | None, device: str,
-                  token_log_probs_file: str | None) -> dict[str, Any]:
+                  token_log_probs_file: str | None,
+                  plugin_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     """The JSON-ready record of one evaluation."""
     stream = dataset.tokens(split)
     return {
@@ -61,6 +82,7 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
         "dataset_path": str(dataset.directory.resolve()),
         "split": split,
         "dataset_sha256": stream.sha256,
+        "train_sha256": dataset.verify("train"),
         "dataset_verified": dataset.is_verified(split),
         "vocab_size": len(dataset.vocab),
         "vocab_sha256": dataset.vocab.sha256(),
@@ -71,6 +93,9 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
         "bits_per_token": evaluation.bits_per_token,
         "protocol": {"batch_size": batch_size, "bptt": bptt},
         "audit": evaluation.audit.to_json(),
+        "causality_audit": evaluation.causality.to_json(),
+        "audited": not unaudited_reasons(evaluation),
+        "unaudited_reasons": unaudited_reasons(evaluation),
         "num_parameters": num_parameters,
         "runtime_seconds": evaluation.seconds,
         "tokens_per_second": evaluation.tokens / evaluation.seconds if evaluation.seconds else None,
@@ -79,5 +104,6 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
         "package_version": __version__,
         "git_commit": git_commit(),
         "token_log_probs_file": token_log_probs_file,
+        "plugin_metadata": plugin_metadata,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }

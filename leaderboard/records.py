@@ -19,7 +19,19 @@ from typing import Any
 import numpy as np
 
 #: Result-file schema versions this package understands (``harness.results.SCHEMA_VERSION``).
-SUPPORTED_SCHEMA_VERSIONS = (1,)
+#: Version 1 predates the causality audit: such results are read but count as unaudited.
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+
+#: Keys a version-2 result adds, with their JSON types.
+AUDIT_KEYS: dict[str, tuple[type, ...]] = {
+    "audit": (dict,),
+    "causality_audit": (dict,),
+    "audited": (bool,),
+    "unaudited_reasons": (list,),
+}
+
+#: Relative tolerance between a result's nll and the mean of its per-token log-probabilities.
+TOKEN_LOG_PROBS_RTOL = 1e-9
 
 #: Keys a result file must carry, with the JSON types they must have (None allowed where listed).
 REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
@@ -72,6 +84,33 @@ class Result:
     def perplexity(self) -> float:
         return float(self.data["perplexity"])
 
+    @property
+    def unaudited_reasons(self) -> list[str]:
+        """Why this result's figure is not covered by both audits; empty when both passed."""
+        if self.data["schema_version"] >= 2:
+            return list(self.data["unaudited_reasons"])  # validated against the audit records
+        return audit_gaps(self.data)
+
+
+def audit_gaps(data: dict[str, Any]) -> list[str]:
+    """What a (validated) result record does not show of its two audits, as one-line reasons:
+    the probability audit must have checked distributions and the causality audit must have
+    passed. Schema-1 records predate the causality audit."""
+    gaps = []
+    audit = data.get("audit")
+    if not isinstance(audit, dict):
+        gaps.append("no probability audit recorded")
+    elif audit.get("passed", audit.get("checked", 0) > 0) is not True:
+        gaps.append("probability audit not passed" if audit.get("requested")
+                    else "probability audit off")
+    causality = data.get("causality_audit")
+    if data["schema_version"] < 2:
+        gaps.append("written before the causality audit (schema 1): rerun harness eval")
+    elif causality.get("passed") is not True:
+        gaps.append("causality audit off" if not causality.get("points")
+                    else "causality audit not passed")
+    return gaps
+
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
@@ -112,6 +151,15 @@ def validate(data: Any, path: Path) -> Result:
     for key in ("batch_size", "bptt"):
         if not isinstance(data["protocol"].get(key), int):
             raise ResultError(f"{path}: protocol.{key} missing or not an integer")
+    if version >= 2:
+        for key, types in AUDIT_KEYS.items():
+            if not isinstance(data.get(key), types):
+                raise ResultError(f"{path}: {key} missing or not a {types[0].__name__}")
+        if not isinstance(data.get("train_sha256"), str):
+            raise ResultError(f"{path}: train_sha256 missing or not a str")
+        if data["audited"] != (not audit_gaps(data)) or data["audited"] == bool(data["unaudited_reasons"]):
+            raise ResultError(f"{path}: audited is {str(data['audited']).lower()} but the audit "
+                              "records say otherwise (file edited by hand?)")
     if data["tokens"] <= 0:
         raise ResultError(f"{path}: tokens must be positive, got {data['tokens']}")
     nll, ppl = float(data["nll"]), float(data["perplexity"])
@@ -119,6 +167,10 @@ def validate(data: Any, path: Path) -> Result:
         raise ResultError(f"{path}: nll {nll!r} / perplexity {ppl!r} out of range")
     if not math.isclose(math.log(ppl), nll, rel_tol=1e-6, abs_tol=1e-9):
         raise ResultError(f"{path}: perplexity {ppl} is not exp(nll {nll}) (file edited by hand?)")
+    bits = data.get("bits_per_token")
+    if bits is not None and not (isinstance(bits, (int, float))
+                                 and math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9)):
+        raise ResultError(f"{path}: bits_per_token {bits!r} is not nll / ln 2 (file edited by hand?)")
     num_parameters = data.get("num_parameters")
     if num_parameters is not None and (not isinstance(num_parameters, int) or num_parameters < 0):
         raise ResultError(f"{path}: num_parameters must be a non-negative integer or null")
@@ -143,23 +195,49 @@ def load_result(path: str | Path) -> Result:
 
 @dataclasses.dataclass
 class Collection:
-    """The usable results of a directory and the files rejected, each with a one-line reason."""
+    """The usable results of a directory and the files rejected, each with a one-line reason.
+
+    ``results`` holds the audited results, plus the unaudited ones when they were asked for
+    (``collect(..., include_unaudited=True)``; :attr:`Result.unaudited_reasons` tells them apart).
+    """
 
     results: list[Result]
     rejected: list[str]  # one-line messages, each naming the file
     notes: list[str]  # files skipped for a benign reason (e.g. a train-split result)
+    unaudited: list[str] = dataclasses.field(default_factory=list)  # kept out, one line each
 
 
-def _known_split_sha256(dataset: str, split: str) -> str | None:
-    """The canonical checksum of a paper benchmark's split file, when the harness knows it."""
-    try:
-        from harness.datasets import BENCHMARKS
-    except ImportError:  # pragma: no cover - the harness is part of this package
-        return None
-    benchmark = BENCHMARKS.get(dataset)
+def _release_mismatch(result: Result) -> str | None:
+    """Why a result that names a benchmark cannot be ranked under that name: its split file is
+    not the release's (when the harness knows the release's checksum), or it was not verified
+    against any checksum (when it does not); None when it can, or names no benchmark."""
+    from harness.datasets import BENCHMARKS
+
+    name, split = result["dataset"], result.split
+    benchmark = BENCHMARKS.get(name)
     if benchmark is None or split not in benchmark.split_files:
         return None
-    return benchmark.file_sha256.get(benchmark.split_files[split])
+    expected = benchmark.file_sha256.get(benchmark.split_files[split])
+    if expected is not None and result["dataset_sha256"] != expected:
+        return (f"dataset_sha256 is not that of the {name} release's {split} file: not ranked "
+                f"under the name {name}")
+    expected_train = benchmark.file_sha256.get(benchmark.split_files["train"])
+    recorded_train = result.get("train_sha256")
+    if expected_train is not None and recorded_train is not None and recorded_train != expected_train:
+        return (f"train_sha256 is not that of the {name} release's train file (the vocabulary "
+                f"and any model trained on load come from it): not ranked under the name {name}")
+    if expected is None and result.get("dataset_verified") is not True:
+        return (f"its {name} {split} file was not verified against a checksum of the release: "
+                f"not ranked under the name {name}")
+    return None
+
+
+def check_token_log_probs(result: Result) -> None:
+    """When the result's per-token log-probability file is present, check that ``tokens``,
+    ``nll`` and ``perplexity`` agree with it; :class:`ResultError` naming the file otherwise."""
+    path = find_token_log_probs(result)
+    if path is not None:
+        _read_token_log_probs(result, path)
 
 
 def _reject_minorities(results: list[Result], group: str, field: str, rejected: list[str]) -> list[Result]:
@@ -191,16 +269,23 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
     return kept
 
 
-def collect(paths: Iterable[str | Path]) -> Collection:
+def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Collection:
     """Every result file under ``paths`` (directories searched recursively for ``*.json``),
     validated; incompatible files are rejected by name, never merged (JSON objects that are not
     result files at all, with neither ``schema_version`` nor ``perplexity``, are named in
     ``notes`` instead, so that metadata beside the results does not fail a strict build):
 
-    - unreadable, non-JSON, missing keys, wrong types, unsupported ``schema_version``;
-    - a paper benchmark split whose ``dataset_sha256`` is not the canonical file's;
+    - unreadable, non-JSON, missing keys, wrong types, unsupported ``schema_version``, figures
+      that contradict each other or the audit records;
+    - ``tokens``, ``nll`` or ``perplexity`` that disagree with the per-token log-probability
+      file, when it is present;
+    - a benchmark split whose ``dataset_sha256`` is not the release's (or, for a benchmark whose
+      release checksums the harness does not know, one that was not verified);
     - within one dataset, a ``vocab_sha256`` that differs from the one most results share, and
       within one dataset split, a ``dataset_sha256`` that differs likewise.
+
+    Results that do not show both audits passed are kept out (named in ``unaudited``) unless
+    ``include_unaudited``.
     """
     files: list[Path] = []
     for path in map(Path, paths):
@@ -208,10 +293,12 @@ def collect(paths: Iterable[str | Path]) -> Collection:
             files.extend(sorted(p for p in path.rglob("*.json") if p.is_file()))
         else:
             files.append(path)
-    results, rejected, notes = [], [], []
+    results, rejected, notes, unaudited = [], [], [], []
     for file in files:
         try:
             result = load_result(file)
+            if result.split in TABLE_SPLITS:
+                check_token_log_probs(result)
         except NotAResult as error:  # e.g. a gate-analysis JSON beside the results: named, skipped
             notes.append(f"{error}; skipped")
             continue
@@ -221,22 +308,26 @@ def collect(paths: Iterable[str | Path]) -> Collection:
         if result.split not in TABLE_SPLITS:
             notes.append(f"{file}: a {result.split}-split result; only valid and test are tabulated")
             continue
-        expected = _known_split_sha256(result["dataset"], result.split)
-        if expected is not None and result["dataset_sha256"] != expected:
-            rejected.append(f"{file}: dataset_sha256 is not that of the canonical "
-                            f"{result['dataset']} {result.split} file; skipped")
+        mismatch = _release_mismatch(result)
+        if mismatch is not None:
+            rejected.append(f"{file}: {mismatch}; skipped")
+            continue
+        if result.unaudited_reasons and not include_unaudited:
+            unaudited.append(f"{file}: unaudited ({'; '.join(result.unaudited_reasons)}): kept "
+                             "out of the ranking (--include-unaudited shows it, marked)")
             continue
         results.append(result)
     results = _reject_minorities(results, "dataset", "vocab_sha256", rejected)
     results = _reject_minorities(results, "dataset/split", "dataset_sha256", rejected)
     results.sort(key=lambda r: str(r.path))
-    return Collection(results, rejected, notes)
+    return Collection(results, rejected, notes, unaudited)
 
 
-def token_log_probs_path(result: Result) -> Path:
+def find_token_log_probs(result: Result) -> Path | None:
     """Where the result's per-token log-probabilities are: ``token_log_probs_file`` as written
     (absolute, or relative to the JSON's folder), else a file of that name beside the JSON (a
-    results folder that was moved or copied), else ``STEM.logprobs.npy`` beside it."""
+    results folder that was moved or copied), else ``STEM.logprobs.npy`` beside it; None when
+    none of these exists."""
     recorded = result.get("token_log_probs_file")
     folder = result.path.parent
     candidates: list[Path] = []
@@ -246,20 +337,30 @@ def token_log_probs_path(result: Result) -> Path:
         candidates.append(folder / recorded_path.name)
     stem = result.path.name[:-len(".json")] if result.path.name.endswith(".json") else result.path.stem
     candidates.append(folder / f"{stem}.logprobs.npy")
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
+    return next((candidate for candidate in candidates if candidate.is_file()), None)
+
+
+def token_log_probs_path(result: Result) -> Path:
+    """:func:`find_token_log_probs`, or :class:`ResultError` saying where it looked."""
+    path = find_token_log_probs(result)
+    if path is not None:
+        return path
+    recorded = result.get("token_log_probs_file")
     if not recorded:
+        stem = result.path.name.removesuffix(".json")
         raise ResultError(f"{result.path}: no token_log_probs_file recorded and no {stem}.logprobs.npy "
                           "beside it (rerun harness eval with --output-dir or --save-token-logprobs)")
     raise ResultError(f"{result.path}: token log-probabilities {recorded} not found "
-                      f"(also looked in {folder})")
+                      f"(also looked in {result.path.parent})")
 
 
 def load_token_log_probs(result: Result) -> np.ndarray:
     """The result's per-token log-probabilities (float64 ``[tokens]``), checked against the
     result's token count and mean NLL so that a stale or foreign file is refused."""
-    path = token_log_probs_path(result)
+    return _read_token_log_probs(result, token_log_probs_path(result))
+
+
+def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
     try:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
@@ -267,12 +368,14 @@ def load_token_log_probs(result: Result) -> np.ndarray:
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.floating):
         raise ResultError(f"{path}: expected a 1-D float array, got {values.dtype} {values.shape}")
     if len(values) != result["tokens"]:
-        raise ResultError(f"{path}: {len(values)} log-probabilities for a result of {result['tokens']} tokens")
+        raise ResultError(f"{path}: {len(values)} log-probabilities for a result of "
+                          f"{result['tokens']} tokens ({result.path} disagrees with it)")
     values = values.astype(np.float64, copy=False)
     if not np.all(np.isfinite(values)) or np.any(values > 0):
         raise ResultError(f"{path}: log-probabilities must be finite and <= 0")
     mean_nll = -float(values.mean())
-    if not math.isclose(mean_nll, float(result["nll"]), rel_tol=1e-6, abs_tol=1e-9):
-        raise ResultError(f"{path}: mean NLL {mean_nll:.6f} does not match the result's nll "
-                          f"{float(result['nll']):.6f} (stale or foreign file)")
+    if not math.isclose(mean_nll, float(result["nll"]), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12):
+        raise ResultError(f"{path}: mean NLL {mean_nll:.9g} (perplexity {math.exp(mean_nll):.6g}) "
+                          f"does not match the result's nll {float(result['nll']):.9g} (perplexity "
+                          f"{result.perplexity:.6g}) in {result.path.name}: stale, foreign or edited")
     return values

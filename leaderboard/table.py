@@ -2,8 +2,10 @@
 
 Columns (every format): ``rank, model, params_millions, valid_ppl, test_ppl, kind, source,
 hardware, date, commit, notes``. ``kind`` is ``reproduced`` (one of our result files) or
-``reported`` (a published figure from ``reported.csv``). Rows are ranked by test perplexity
-(ties share a rank); rows without a test figure come after, unranked, ordered by valid perplexity.
+``reported`` (a published figure from ``reported.csv``), or ``unaudited`` (one of our result files
+that does not show both harness audits passed, shown only when asked for). Rows are ranked by
+test perplexity (ties share a rank); rows without a test figure come after, unranked, ordered by
+valid perplexity, and unaudited rows come last, never ranked.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ REPORTED_COLUMNS = ["dataset", "model", "params_millions", "valid_ppl", "valid_p
 
 #: The paper benchmarks: each gets a table even with no reproduced run (the reported rows).
 PAPER_DATASETS = ("ptb", "wikitext-2", "wikitext-103")
+
+#: ``kind`` of a reproduced row whose results do not show both audits passed.
+UNAUDITED = "unaudited"
 
 
 def load_reported(path: str | Path = REPORTED_CSV) -> pd.DataFrame:
@@ -162,6 +167,9 @@ def _run_row(run: Run, roots: list[Path]) -> dict:
         commit = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
     protocol = first["protocol"]
     notes = []
+    gaps = list(dict.fromkeys(reason for r in run.results for reason in r.unaudited_reasons))
+    if gaps:
+        notes.append(f"unaudited: {', '.join(gaps)}")
     if first["model_args"]:
         notes.append(f"args {_args_text(first['model_args'])}")
     if first["checkpoint"]:
@@ -178,7 +186,7 @@ def _run_row(run: Run, roots: list[Path]) -> dict:
         "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
         "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
         "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
-        "kind": "reproduced",
+        "kind": UNAUDITED if gaps else "reproduced",
         "source": " + ".join(_relative(r.path, roots) for r in run.results),
         "hardware": first.get("device") or "",
         "date": dates[-1] if dates else "",
@@ -202,7 +210,7 @@ def _disambiguate(rows: list[dict]) -> None:
 
     names: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
-        if row["kind"] == "reproduced":
+        if row["kind"] != "reported":
             names[row["model"]].append(row)
     for clash in names.values():
         if len(clash) < 2:
@@ -219,13 +227,16 @@ def _disambiguate(rows: list[dict]) -> None:
 
 
 def rank(frame: pd.DataFrame) -> pd.DataFrame:
-    """Sort by test perplexity (rows without one last, by valid perplexity), and number the
-    rows that have a test figure 1, 2, ... (equal figures share a rank)."""
-    frame = frame.sort_values(["test_ppl", "valid_ppl", "kind", "model"],
-                              na_position="last", kind="mergesort").reset_index(drop=True)
-    ranks = frame["test_ppl"].rank(method="min", na_option="keep")
+    """Sort by test perplexity (rows without one after, by valid perplexity; unaudited rows
+    last), and number the audited rows that have a test figure 1, 2, ... (equal figures share
+    a rank)."""
+    unranked = (frame["kind"] == UNAUDITED).rename("_unranked")
+    frame = (frame.join(unranked)
+             .sort_values(["_unranked", "test_ppl", "valid_ppl", "kind", "model"],
+                          na_position="last", kind="mergesort").reset_index(drop=True))
+    ranks = frame["test_ppl"].where(~frame["_unranked"]).rank(method="min", na_option="keep")
     frame["rank"] = ranks.astype("Int64")
-    return frame
+    return frame.drop(columns="_unranked")
 
 
 def build_tables(collection: Collection, reported: pd.DataFrame | None,
@@ -303,7 +314,8 @@ def to_html(frame: pd.DataFrame, title: str) -> str:
         for row in _cells(frame))
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>\n"
             "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-            "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced{background:#eef6ff}</style>"
+            "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced{background:#eef6ff}"
+            "tr.unaudited{background:#fff3e0;font-style:italic}</style>"
             f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
             f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n")
 

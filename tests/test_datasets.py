@@ -98,7 +98,8 @@ def test_resolution_order_data_dir_then_env_then_cache(
 
 
 def test_not_found_without_download_names_the_places_searched(toy_benchmark: Benchmark) -> None:
-    with pytest.raises(DatasetError, match=r"toy: not found \(searched --data-dir /nowhere/toy, cache"):
+    with pytest.raises(DatasetError, match=r"toy: not found \(searched --data-dir /nowhere/toy, "
+                                           r"packaged .*/harness/data/toy, cache"):
         load_dataset("toy", data_dir="/nowhere", download=False)
 
 

@@ -163,3 +163,9 @@ def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
     register(monkeypatch, [url], b"unused")
     with pytest.raises(DatasetError, match=r"could not download toy-v1\.zip: http://127\.0\.0\.1:\d+/toy-v1\.zip: ConnectionError"):
         load_dataset("toy")
+    with pytest.raises(DatasetError) as failure:
+        load_dataset("toy")
+    message = str(failure.value)
+    assert "\n" not in message
+    assert "pass --data-dir DIR or set HARNESS_DATA_DIR=DIR" in message
+    assert "DIR/toy/" in message

@@ -28,19 +28,26 @@ def ptb_sha(split: str) -> str:
 def make_result(directory: Path, name: str, *, ppl: float, split: str = "test",
                 model: str = "my.model", dataset: str = "ptb", tokens: int = 1000,
                 logprobs: bool = True, **overrides) -> Path:
-    """A result file as ``harness eval --output-dir`` writes it, with per-token log-probs whose
-    mean NLL is exactly log(ppl)."""
+    """A result file as ``harness eval --output-dir`` writes it (both audits passed), with
+    per-token log-probs whose mean NLL is exactly log(ppl)."""
     directory.mkdir(parents=True, exist_ok=True)
     record = {
-        "schema_version": 1, "model": model, "model_args": {}, "checkpoint": None,
+        "schema_version": 2, "model": model, "model_args": {}, "checkpoint": None,
         "dataset": dataset, "dataset_path": f"/data/{dataset}", "split": split,
         "dataset_sha256": ptb_sha(split) if dataset == "ptb" else "d" * 64,
+        "train_sha256": ptb_sha("train") if dataset == "ptb" else "t" * 64,
         "dataset_verified": dataset == "ptb", "vocab_size": 10000,
         "vocab_sha256": PTB_VOCAB if dataset == "ptb" else "v" * 64, "oov_tokens": 0,
         "tokens": tokens, "nll": math.log(ppl), "perplexity": ppl,
         "bits_per_token": math.log2(ppl), "protocol": {"batch_size": 1, "bptt": 100},
         "num_parameters": 2_000_000, "device": "cpu (x86_64)", "git_commit": "abc123def4567890",
         "token_log_probs_file": None, "created": "2026-11-20T10:00:00+00:00",
+        "audit": {"requested": 8, "checked": 8, "max_sum_error": 0.0, "max_target_error": 0.0,
+                  "passed": True},
+        "causality_audit": {"points": 4, "candidates": 4, "compared": "distributions",
+                            "max_difference": 0.0, "max_candidate_mass": 0.01, "tolerance": 0.0,
+                            "seconds": 0.01, "passed": True},
+        "audited": True, "unaudited_reasons": [],
     }
     record.update(overrides)
     if logprobs:
@@ -153,11 +160,13 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
 
 
 @pytest.mark.parametrize("overrides, reason", [
-    ({"schema_version": 2}, "schema_version 2 is not supported"),
+    ({"schema_version": 3}, "schema_version 3 is not supported"),
     ({"perplexity": 99.0}, "is not exp(nll"),
     ({"tokens": "many"}, "tokens must be int"),
     ({"protocol": {"batch_size": 1}}, "protocol.bptt"),
-    ({"dataset_sha256": "0" * 64}, "not that of the canonical ptb test file"),
+    ({"dataset_sha256": "0" * 64}, "not that of the ptb release's test file: not ranked under the name ptb"),
+    ({"audited": False}, "audited is false but the audit records say otherwise"),
+    ({"bits_per_token": 1.0}, "bits_per_token 1.0 is not nll / ln 2"),
 ])
 def test_malformed_results_are_rejected_by_name(tmp_path: Path, overrides: dict, reason: str) -> None:
     results = tmp_path / "results"
@@ -266,3 +275,15 @@ def test_token_log_probs_are_found_beside_a_moved_result(tmp_path: Path) -> None
     (tmp_path / "old" / "m.test.logprobs.npy").unlink()
     with pytest.raises(ResultError, match="not found"):
         load_token_log_probs(load_result(path))
+
+
+def test_the_committed_results_are_all_read(capsys: pytest.CaptureFixture) -> None:
+    """Every result file in results/ (schema 1 ones included, as unaudited) is accepted: its
+    figures agree with each other and with its per-token log-probabilities."""
+    results = Path(__file__).resolve().parent.parent / "results"
+    collection = collect([results], include_unaudited=True)
+    assert collection.rejected == [] and len(collection.results) >= 16
+    audited = collect([results])
+    assert {r.path for r in audited.results} == {r.path for r in collection.results
+                                                 if not r.unaudited_reasons}
+    assert len(audited.unaudited) == len(collection.results) - len(audited.results)

@@ -11,6 +11,10 @@ from harness.datasets import Dataset
 from harness.plugin import Chunk, ChunkScores, PluginError
 
 
+#: Train ids counted at a time.
+COUNT_SLICE = 1 << 24
+
+
 class UnigramModel:
     """Context-free model; ``log_probs`` is float64 ``[V]``."""
 
@@ -34,5 +38,8 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None) -> Unig
         raise PluginError("the unigram model is estimated on load; it takes no --checkpoint")
     train = dataset.tokens("train").ids
     vocab_size = len(dataset.vocab)
-    counts = np.bincount(train, minlength=vocab_size)
+    # In slices: bincount copies its input to int64, and train may be a memory-map of 100M ids.
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for begin in range(0, len(train), COUNT_SLICE):
+        counts += np.bincount(train[begin:begin + COUNT_SLICE], minlength=vocab_size)
     return UnigramModel(np.log((counts + 1.0) / (len(train) + vocab_size)))

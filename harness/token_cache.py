@@ -1,0 +1,175 @@
+"""The token cache: each split's encoded ids and the train vocabulary, keyed by file checksums.
+
+Encoding a WikiText-103-sized split (540 MB, 103 M tokens) takes seconds; reading it back from
+the cache, memory-mapped, takes almost nothing. An entry is keyed by the sha256 of the train
+file (which fixes the vocabulary) and of the split file (which fixes its ids), so an edited
+file can never meet a stale entry. Layout, under ``$HARNESS_CACHE_DIR/tokens/v1/TRAIN_SHA256/``:
+
+- ``vocab.txt``: the vocabulary, one type per line, id order (``"\\n".join(tokens)``, whose
+  sha256 is :meth:`harness.datasets.Vocabulary.sha256`); ``vocab.json``: that sha256 and the
+  number of types.
+- ``SPLIT_SHA256.npy``: the split's ids, int32 ``[N]``; ``SPLIT_SHA256.json``: ``N``, the
+  out-of-vocabulary count, the vocabulary's sha256 and the CRC-32 of the ids' bytes.
+
+Every read checks an entry against its JSON (sizes, checksums); an entry that fails is reported
+on stderr, deleted and rebuilt, never used. Files are written under temporary names and renamed
+into place, the JSON last, so an interrupted write leaves no entry at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Layout version: entries of another version are never read.
+VERSION = 1
+#: dtype of the cached ids (vocabularies stay far below 2**31 types).
+IDS_DTYPE = np.dtype(np.int32)
+
+
+class CacheCorrupt(Exception):
+    """An entry that does not match its own record; the message says how."""
+
+
+def _entry(cache_root: Path, train_sha256: str) -> Path:
+    return cache_root / "tokens" / f"v{VERSION}" / train_sha256
+
+
+def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
+    """Create ``path`` through ``write(binary file)`` under a temporary name, then rename it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with temporary.open("wb") as handle:
+            write(handle)
+        temporary.replace(path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    _write_atomically(path, lambda handle: handle.write(json.dumps(record).encode("utf-8")))
+
+
+def _read_json(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
+    """The record at ``path``; None when there is none (or the cache cannot be read). Raises
+    :class:`CacheCorrupt` when it is not JSON or disagrees with ``expected`` (version, keys)."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError as error:
+        raise CacheCorrupt(f"{path.name} unreadable ({error})") from None
+    if not isinstance(record, dict) or any(record.get(k) != v for k, v in expected.items()):
+        raise CacheCorrupt(f"{path.name} does not describe this entry")
+    return record
+
+
+def _discard(files: Sequence[Path], reason: CacheCorrupt) -> None:
+    print(f"note: token cache entry {files[0].parent} is corrupt ({reason}); rebuilding it",
+          file=sys.stderr)
+    for file in files:
+        try:
+            file.unlink(missing_ok=True)
+        except OSError:  # rewritten in place on the next store, or the cache is read-only
+            pass
+
+
+def load_vocabulary(cache_root: Path, train_sha256: str) -> tuple[str, ...] | None:
+    """The cached vocabulary of the train file with this checksum, or None (also when the entry
+    was corrupt: it is then deleted)."""
+    entry = _entry(cache_root, train_sha256)
+    meta, text_path = entry / "vocab.json", entry / "vocab.txt"
+    try:
+        record = _read_json(meta, {"version": VERSION, "train_sha256": train_sha256})
+        if record is None:
+            return None
+        try:
+            data = text_path.read_bytes()
+        except OSError as error:
+            raise CacheCorrupt(f"vocab.txt unreadable ({error.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != record.get("vocab_sha256"):
+            raise CacheCorrupt("vocab.txt does not match its checksum")
+        tokens = tuple(data.decode("utf-8").split("\n"))
+        if len(tokens) != record.get("types"):
+            raise CacheCorrupt(f"vocab.txt holds {len(tokens)} types, not {record.get('types')}")
+        return tokens
+    except CacheCorrupt as reason:
+        _discard([meta, text_path], reason)
+        return None
+
+
+def store_vocabulary(cache_root: Path, train_sha256: str, tokens: Sequence[str]) -> None:
+    """Cache a vocabulary (raises OSError when the cache cannot be written)."""
+    entry = _entry(cache_root, train_sha256)
+    data = "\n".join(tokens).encode("utf-8")
+    _write_atomically(entry / "vocab.txt", lambda handle: handle.write(data))
+    _write_json(entry / "vocab.json", {"version": VERSION, "train_sha256": train_sha256,
+                                       "vocab_sha256": hashlib.sha256(data).hexdigest(),
+                                       "types": len(tokens)})
+
+
+def load_ids(cache_root: Path, train_sha256: str, split_sha256: str,
+             vocab_sha256: str) -> tuple[np.ndarray, int] | None:
+    """The cached ids of a split (read-only int32 memory-map ``[N]``) and its out-of-vocabulary
+    count, or None (also when the entry was corrupt: it is then deleted)."""
+    entry = _entry(cache_root, train_sha256)
+    meta, ids_path = entry / f"{split_sha256}.json", entry / f"{split_sha256}.npy"
+    try:
+        record = _read_json(meta, {"version": VERSION, "train_sha256": train_sha256,
+                                   "split_sha256": split_sha256, "vocab_sha256": vocab_sha256})
+        if record is None:
+            return None
+        try:
+            ids = np.load(ids_path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as error:
+            raise CacheCorrupt(f"{ids_path.name} unreadable ({error})") from None
+        if ids.dtype != IDS_DTYPE or ids.shape != (record.get("tokens"),):
+            raise CacheCorrupt(f"{ids_path.name} holds {ids.dtype} {ids.shape}, not "
+                               f"{IDS_DTYPE} ({record.get('tokens')},)")
+        if zlib.crc32(memoryview(ids).cast("B")) != record.get("crc32"):
+            raise CacheCorrupt(f"{ids_path.name} does not match its CRC-32")
+        return ids, int(record["oov_tokens"])
+    except CacheCorrupt as reason:
+        _discard([meta, ids_path], reason)
+        return None
+
+
+def store_ids(cache_root: Path, train_sha256: str, split_sha256: str, vocab_sha256: str,
+              blocks: Sequence[np.ndarray], oov_tokens: int,
+              remap: np.ndarray | None = None) -> np.ndarray:
+    """Cache a split's ids, given as consecutive blocks (each mapped through ``remap``, int
+    ``[old id] -> new id``, when given), and return them memory-mapped (int32 ``[N]``), so that
+    no second copy of a large split is ever in memory. Raises OSError when the cache cannot be
+    written."""
+    entry = _entry(cache_root, train_sha256)
+    meta, ids_path = entry / f"{split_sha256}.json", entry / f"{split_sha256}.npy"
+    total = sum(len(block) for block in blocks)
+    crc = 0
+
+    def write(handle: Any) -> None:
+        nonlocal crc
+        np.lib.format.write_array_header_1_0(handle, {
+            "descr": np.lib.format.dtype_to_descr(IDS_DTYPE), "fortran_order": False,
+            "shape": (total,)})
+        for block in blocks:
+            data = np.ascontiguousarray(block if remap is None else remap[block], dtype=IDS_DTYPE)
+            view = memoryview(data).cast("B")
+            crc = zlib.crc32(view, crc)
+            handle.write(view)
+
+    _write_atomically(ids_path, write)
+    _write_json(meta, {"version": VERSION, "train_sha256": train_sha256,
+                       "split_sha256": split_sha256, "vocab_sha256": vocab_sha256,
+                       "tokens": total, "oov_tokens": oov_tokens, "crc32": crc})
+    return np.load(ids_path, mmap_mode="r", allow_pickle=False)
