@@ -9,6 +9,10 @@ optimizer, schedule and position in the data.
 A training run's directory (``--out``, default ``<cache>/runs/KIND/DATASET``) holds
 ``checkpoint.pt`` (resumable training state), ``best.pt`` (the weights with the best validation
 perplexity, what the plugins load), ``log.jsonl`` and ``config.json``.
+
+Trained checkpoints ship in the package as ``trained/DATASET/KIND.pt`` (weights in float16,
+written by ``python -m baselines package``), each checked on load against ``trained/SHA256SUMS``;
+``trained/README.md`` says how each was trained.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.datasets import Vocabulary, user_cache_dir
+from harness.datasets import Vocabulary, file_sha256, user_cache_dir
 from harness.plugin import PluginError
 from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
 from baselines.recurrent import CoreConfig
@@ -33,6 +37,9 @@ FORMAT = "wikitext-toolkit/baseline-checkpoint/1"
 BEST = "best.pt"
 RESUME = "checkpoint.pt"
 LOG = "log.jsonl"
+#: Checkpoints shipped in the package, ``PACKAGED/DATASET/KIND.pt``, and their checksums.
+PACKAGED = Path(__file__).parent / "trained"
+PACKAGED_SUMS = PACKAGED / "SHA256SUMS"
 MODELS: dict[str, tuple[type[nn.Module], type[CoreConfig]]] = {
     ZoneoutLSTM.kind: (ZoneoutLSTM, CoreConfig),
     PointerSentinelLSTM.kind: (PointerSentinelLSTM, PointerConfig),
@@ -58,6 +65,65 @@ def build_model(kind: str, config: dict[str, Any]) -> nn.Module:
     if unknown:
         raise CheckpointError(f"{kind} config has unknown fields: {', '.join(unknown)}")
     return model_class(config_class(**config))
+
+
+def packaged_checkpoint(kind: str, dataset_name: str) -> Path | None:
+    """The checkpoint of ``kind`` for ``dataset_name`` shipped in the package, if there is one."""
+    path = PACKAGED / dataset_name / f"{kind}.pt"
+    return path if path.is_file() else None
+
+
+def _packaged_sums() -> dict[str, str]:
+    """``trained/SHA256SUMS`` as {path relative to ``trained/``: sha256}."""
+    if not PACKAGED_SUMS.is_file():
+        return {}
+    sums = {}
+    for line in PACKAGED_SUMS.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.strip()] = digest
+    return sums
+
+
+def verify_packaged(path: Path) -> None:
+    """Fail unless a packaged checkpoint has the checksum ``trained/SHA256SUMS`` lists for it."""
+    name = path.relative_to(PACKAGED).as_posix()
+    expected = _packaged_sums().get(name)
+    if expected is None:
+        raise CheckpointError(f"packaged checkpoint {path} is not listed in {PACKAGED_SUMS}")
+    digest = file_sha256(path)
+    if digest != expected:
+        raise CheckpointError(f"packaged checkpoint {path}: sha256 mismatch (expected {expected}, "
+                              f"got {digest}): the installation is damaged; reinstall the package")
+
+
+def package(source: Path, dataset_name: str) -> Path:
+    """Ship the model of checkpoint ``source`` as ``trained/DATASET/KIND.pt``: the model part
+    only, floating-point weights in float16; ``trained/SHA256SUMS`` is updated."""
+    payload = load(source)
+    if payload["dataset"] != dataset_name:
+        raise CheckpointError(f"checkpoint {source} was trained on {payload['dataset']}, "
+                              f"not {dataset_name}")
+    shipped = {key: payload[key] for key in ("format", "kind", "config", "vocab", "vocab_sha256",
+                                              "dataset")}
+    halves: dict[tuple, torch.Tensor] = {}  # tied weights (embedding = decoder) stay one tensor
+    shipped["model"] = {}
+    for name, tensor in payload["model"].items():
+        if tensor.is_floating_point():
+            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+                   tuple(tensor.shape), tensor.stride())
+            tensor = halves.setdefault(key, tensor.half())
+        shipped["model"][name] = tensor
+    shipped["valid_perplexity_float32"] = payload.get("valid_perplexity")
+    target = PACKAGED / dataset_name / f"{payload['kind']}.pt"
+    save(target, shipped)
+    sums = _packaged_sums()
+    sums[target.relative_to(PACKAGED).as_posix()] = file_sha256(target)
+    partial = PACKAGED_SUMS.with_name(PACKAGED_SUMS.name + ".partial")
+    partial.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items())),
+                       encoding="utf-8")
+    os.replace(partial, PACKAGED_SUMS)
+    return target
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:

@@ -49,6 +49,8 @@ def _span(text: str) -> tuple[int, int]:
 
 
 def command_train(args: argparse.Namespace) -> int:
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     model_config = dict(PRESETS[args.preset])
     if args.kind == "pointer_sentinel":
         model_config["window"] = 100
@@ -59,7 +61,8 @@ def command_train(args: argparse.Namespace) -> int:
         model_config["vocab_size"] = len(dataset.vocab)
         options = TrainOptions(kind=args.kind, model_config=model_config,
                                batch_size=args.batch_size, bptt=args.bptt,
-                               learning_rate=args.lr, clip=args.clip, patience=args.patience,
+                               learning_rate=args.lr, clip=args.clip, loss=args.loss,
+                               pointer_lr_scale=args.pointer_lr_scale, patience=args.patience,
                                max_epochs=args.max_epochs, seed=args.seed)
         session = Session(device=device, amp=_switch(args.amp, device),
                           compile=_switch(args.compile, device), max_minutes=args.max_minutes,
@@ -77,7 +80,7 @@ def command_train(args: argparse.Namespace) -> int:
             print(f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
                   f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
                   f"{trainer.world} process(es), device {device}]", file=sys.stderr)
-        if trainer.progress.finished:
+        if trainer.schedule.finished:
             outcome = "already finished; nothing to do"
         else:
             outcome = trainer.run()
@@ -149,6 +152,13 @@ def command_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_package(args: argparse.Namespace) -> int:
+    target = checkpoints.package(Path(args.checkpoint), args.dataset)
+    print(f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB, float16 weights) and updated "
+          f"{checkpoints.PACKAGED_SUMS}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m baselines",
                                      description="Train, tune and inspect the baseline models.")
@@ -166,9 +176,16 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", default="auto")
     train.add_argument("--batch-size", type=int, default=32)
     train.add_argument("--bptt", type=int, default=100)
-    train.add_argument("--lr", type=float, default=1.0,
-                       help="initial learning rate (loss summed over each chunk; default: 1)")
-    train.add_argument("--clip", type=float, default=1.0)
+    train.add_argument("--lr", type=float, default=20.0, help="initial learning rate (default: 20)")
+    train.add_argument("--clip", type=float, default=0.25,
+                       help="gradient-norm clipping (default: 0.25)")
+    train.add_argument("--loss", choices=["sum", "mean"], default="mean",
+                       help="reduce a chunk's losses by averaging over all positions (default) "
+                       "or by summing over positions and averaging over streams")
+    train.add_argument("--pointer-lr-scale", type=float, default=0.05,
+                       help="learning-rate multiplier of the pointer's query and sentinel "
+                       "(pointer_sentinel; default 0.05)")
+    train.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--patience", type=int, default=3)
     train.add_argument("--max-epochs", type=int, default=64)
     train.add_argument("--seed", type=int, default=1)
@@ -215,6 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--bptt", type=int, default=100)
     inspect.add_argument("--device", default="auto")
     inspect.set_defaults(run=command_analyze)
+
+    ship = commands.add_parser("package", help="ship a trained checkpoint in the package "
+                               "(float16 weights, listed in trained/SHA256SUMS)")
+    ship.add_argument("checkpoint", help="a best.pt written by `baselines train`")
+    ship.add_argument("--dataset", required=True,
+                      help="the benchmark it was trained on (its packaged directory)")
+    ship.set_defaults(run=command_package)
     return parser
 
 

@@ -172,7 +172,8 @@ def load_model(dataset: Any, *, device: str, checkpoint: str | None, window: int
                 "--model-args theta=...,interpolation=...")
         theta = tuned["theta"] if theta is None else theta
         interpolation = tuned["interpolation"] if interpolation is None else interpolation
-    return TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), device)
+    return TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), device,
+                              checkpoint=path)
 
 
 def read_tuning(path: Path, window: int) -> dict[str, float] | None:

@@ -95,6 +95,10 @@ class PointerSentinelLSTM(nn.Module):
         self.query = nn.Linear(width, width)
         self.sentinel = nn.Parameter(torch.empty(width).uniform_(-0.1, 0.1))
 
+    def pointer_parameters(self) -> list[nn.Parameter]:
+        """The parameters of the pointer itself (the query projection and the sentinel)."""
+        return [*self.query.parameters(), self.sentinel]
+
     def initial_state(self, batch_size: int, device: torch.device | str) -> PointerState:
         width = self.config.output_size
         return PointerState(self.core.initial_state(batch_size, device),

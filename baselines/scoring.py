@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,11 @@ class TorchLanguageModel:
     :class:`~baselines.zoneout_lstm.LMOutput`; its ``initial_state(B, device)`` starts streams.
     """
 
-    def __init__(self, module: nn.Module, device: str | torch.device) -> None:
+    def __init__(self, module: nn.Module, device: str | torch.device,
+                 checkpoint: Path | None = None) -> None:
         self.module = module.to(device).eval()
         self.device = torch.device(device)
+        self.checkpoint = None if checkpoint is None else str(checkpoint)  # for the result JSON
         self.num_parameters = sum(parameter.numel() for parameter in module.parameters())
         self.state: Any = None
 
@@ -51,15 +54,22 @@ class TorchLanguageModel:
 
 
 def resolve_checkpoint(kind: str, dataset: Any, checkpoint: str | None) -> Path:
-    """``checkpoint``, or the best checkpoint ``baselines train`` wrote for this dataset."""
+    """``checkpoint``; else the best checkpoint ``baselines train`` wrote for this dataset; else
+    the one shipped in the package (checked against its sha256), which is announced on stderr."""
     if checkpoint is not None:
         return Path(checkpoint)
     default = checkpoints.default_run_dir(kind, dataset.name) / checkpoints.BEST
-    if not default.is_file():
+    if default.is_file():
+        return default
+    packaged = checkpoints.packaged_checkpoint(kind, dataset.name)
+    if packaged is None:
         raise ModelUnavailable(
-            f"no trained {kind} for {dataset.name} (looked for {default}): run "
+            f"no trained {kind} for {dataset.name} (looked for {default} and a packaged one): run "
             f"`python -m baselines train {kind} --dataset {dataset.name}` or pass --checkpoint")
-    return default
+    checkpoints.verify_packaged(packaged)
+    print(f"{kind}: no --checkpoint and no trained run at {default}; using the packaged "
+          f"{dataset.name} checkpoint {packaged}", file=sys.stderr)
+    return packaged
 
 
 def load_plugin_model(kind: str, dataset: Any, *, device: str,
@@ -67,4 +77,4 @@ def load_plugin_model(kind: str, dataset: Any, *, device: str,
     """What the ``zoneout_lstm`` and ``pointer_sentinel`` plugins return."""
     path = resolve_checkpoint(kind, dataset, checkpoint)
     module, _ = checkpoints.load_model(path, dataset.vocab, kind=kind)
-    return TorchLanguageModel(module, device)
+    return TorchLanguageModel(module, device, checkpoint=path)

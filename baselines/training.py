@@ -1,12 +1,14 @@
 """Training with the papers' recipe: resumable, time-boxed, optionally distributed.
 
 Recipe (Merity et al. 2016, after Zaremba et al. 2014): batch 32, truncated BPTT over chunks of
-100, SGD, gradient-norm clipping at 1, the learning rate halved whenever an epoch's validation
-perplexity is not a new best, and a stop after 3 such epochs in a row or 64 epochs. As in Zaremba
-et al.'s code, the loss is summed over the positions of a chunk and averaged over its streams, and
-the learning rate starts at 1, so a clipped step moves the weights by at most 1. (With the loss
-averaged over positions and a learning rate of 20, steps of up to 20 saturate the pointer's
-sentinel gate within a few steps, after which it never recovers.)
+100, SGD on the loss averaged over every position of a chunk, learning rate 20, gradient-norm
+clipping at 0.25 (so a step moves the weights by at most 5), the learning rate halved whenever an
+epoch's validation perplexity is not a new best, and a stop after 3 such epochs in a row or 64
+epochs. The Pointer Sentinel-LSTM's own parameters (query projection and sentinel) train at 0.05
+times the learning rate: at full rate its sentinel gate saturates at 1 within 25 steps and the
+pointer never recovers (``benchmarks/pointer_gate.py``). ``--loss sum`` (summed over positions,
+averaged over streams, as in Zaremba et al.'s code) with learning rate 1 and clipping at 1 keeps
+the gate alive too, but trains the network far more slowly (``results/ptb/training/README.md``).
 
 Resumption is exact: every random mask of step ``k`` of epoch ``e`` comes from a generator
 seeded with ``(seed, e, k, rank)``, and a checkpoint holds the weights, the optimizer, the
@@ -47,6 +49,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                "zoneout_hidden": 0.1, "zoneout_cell": 0.1},
     "small": {"embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
               "zoneout_hidden": 0.05, "zoneout_cell": 0.05},
+    # The CPU preset: the best PTB validation perplexity reachable in 90 minutes on one core.
+    "cpu": {"embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
+            "zoneout_hidden": 0.05, "zoneout_cell": 0.05},
     "tiny": {"embedding_size": 64, "hidden_size": 64, "num_layers": 2, "dropout": 0.1,
              "zoneout_hidden": 0.05, "zoneout_cell": 0.05},
 }
@@ -60,8 +65,10 @@ class TrainOptions:
     model_config: dict[str, Any]
     batch_size: int = 32
     bptt: int = 100
-    learning_rate: float = 1.0
-    clip: float = 1.0
+    learning_rate: float = 20.0
+    clip: float = 0.25
+    loss: str = "mean"
+    pointer_lr_scale: float = 0.05
     decay: float = 0.5
     patience: int = 3
     max_epochs: int = 64
@@ -82,25 +89,75 @@ class Session:
     progress: bool = True
 
 
+#: How a chunk's per-position losses become the loss: ``sum`` over positions (averaged over
+#: streams) or ``mean`` over all positions.
+LOSS_REDUCTIONS = ("sum", "mean")
+
+
 class TrainingError(Exception):
     """A run that cannot start or continue; the message is one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """The learning-rate schedule's state after some epochs (see :func:`learning_rate_schedule`)."""
+
+    learning_rate: float
+    best_valid: float
+    epochs_without_improvement: int
+    finished: bool
+
+
+def learning_rate_schedule(valid_history: list[float], options: TrainOptions) -> Schedule:
+    """The schedule after the epochs whose validation perplexities are ``valid_history`` (the
+    ``valid_ppl`` of the log's full-epoch records, in order): the rate starts at
+    ``options.learning_rate`` and is multiplied by ``options.decay`` after every epoch that is
+    not a new best; training ends after ``options.patience`` such epochs in a row, or after
+    ``options.max_epochs`` epochs."""
+    rate, best, without = options.learning_rate, math.inf, 0
+    for valid in valid_history:
+        if valid < best:
+            best, without = valid, 0
+        else:
+            rate, without = rate * options.decay, without + 1
+    finished = without >= options.patience or len(valid_history) >= options.max_epochs
+    return Schedule(rate, best, without, finished)
 
 
 @dataclasses.dataclass
 class Progress:
     """Where a run stands; saved in every training checkpoint."""
 
-    epoch: int = 1
+    valid_history: list[float] = dataclasses.field(default_factory=list)
     next_chunk: int = 0
-    learning_rate: float = 0.0
-    best_valid: float = math.inf
-    epochs_without_improvement: int = 0
     best_file_valid: float = math.inf
-    finished: bool = False
     epoch_loss: float = 0.0
     epoch_tokens: int = 0
     epoch_seconds: float = 0.0
     total_seconds: float = 0.0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch in progress, counted from 1."""
+        return len(self.valid_history) + 1
+
+
+def parameter_groups(model: nn.Module, pointer_lr_scale: float) -> list[dict[str, Any]]:
+    """SGD parameter groups, each with its ``lr_scale``: the pointer's own parameters (query
+    projection and sentinel, :meth:`PointerSentinelLSTM.pointer_parameters`) at
+    ``pointer_lr_scale`` times the learning rate, everything else at 1x.
+
+    With steps of up to 5 (learning rate 20, clipping at 0.25) on the pointer's parameters the
+    sentinel gate saturates at 1 within 25 steps and the pointer never recovers; at 0.05x it stays
+    input-dependent (``results/ptb/training/recipe.md``).
+    """
+    own = list(model.pointer_parameters()) if hasattr(model, "pointer_parameters") else []
+    own_ids = {id(parameter) for parameter in own}
+    rest = [parameter for parameter in model.parameters() if id(parameter) not in own_ids]
+    groups = [{"params": rest, "lr_scale": 1.0}]
+    if own:
+        groups.append({"params": own, "lr_scale": pointer_lr_scale})
+    return groups
 
 
 def step_seed(seed: int, epoch: int, chunk: int, rank: int) -> int:
@@ -147,6 +204,9 @@ class Trainer:
         self.options, self.session, self.dataset, self.run_dir = options, session, dataset, run_dir
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world = dist.get_world_size() if dist.is_initialized() else 1
+        if options.loss not in LOSS_REDUCTIONS:
+            raise TrainingError(f"loss reduction {options.loss!r} is not one of "
+                                f"{', '.join(LOSS_REDUCTIONS)}")
         if options.batch_size % self.world:
             raise TrainingError(f"batch size {options.batch_size} is not divisible by the "
                                 f"{self.world} processes")
@@ -155,8 +215,9 @@ class Trainer:
         self.model = checkpoints.build_model(options.kind, options.model_config).to(self.device)
         if session.compile:
             self.model.core.compile_step()
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=options.learning_rate)
-        self.progress = Progress(learning_rate=options.learning_rate)
+        self.optimizer = torch.optim.SGD(parameter_groups(self.model, options.pointer_lr_scale),
+                                         lr=options.learning_rate)
+        self.progress = Progress()
         local = options.batch_size // self.world
         streams = training_streams(dataset.tokens("train").ids, options.batch_size)
         self.streams = streams[self.rank * local:(self.rank + 1) * local].to(self.device)
@@ -168,6 +229,10 @@ class Trainer:
             self.network = nn.parallel.DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.generator = torch.Generator(device=self.device)
+
+    @property
+    def schedule(self) -> Schedule:
+        return learning_rate_schedule(self.progress.valid_history, self.options)
 
     # ----------------------------------------------------------------- checkpoints
     def identity(self) -> dict[str, Any]:
@@ -233,7 +298,16 @@ class Trainer:
 
     # ----------------------------------------------------------------- the loop
     def validate(self) -> float:
-        """Validation perplexity under the harness's protocol (batch ``eval_batch_size``)."""
+        """Validation perplexity under the harness's protocol (batch ``eval_batch_size``),
+        computed by process 0 and broadcast to the others."""
+        value = torch.zeros(1, dtype=torch.float64, device=self.device)
+        if self.rank == 0:
+            value[0] = self._validate_here()
+        if self.world > 1:
+            dist.broadcast(value, src=0)
+        return float(value.item())
+
+    def _validate_here(self) -> float:
         scorer = TorchLanguageModel(self.model, self.device)
         try:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
@@ -256,15 +330,24 @@ class Trainer:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
             output = self.network(inputs, targets, self.state, self.generator)
         nll = -output.target_log_probs.float()  # [B, T]
-        loss = nll.sum(dim=1).mean()  # summed over positions, averaged over streams
         if output.auxiliary_loss is not None:
-            loss = loss + output.auxiliary_loss.float().sum(dim=1).mean()
+            per_position = nll + output.auxiliary_loss.float()
+        else:
+            per_position = nll
+        if self.options.loss == "sum":  # summed over positions, averaged over streams
+            loss = per_position.sum(dim=1).mean()
+        else:  # averaged over every position
+            loss = per_position.mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip)
         self.optimizer.step()
         self.state = detach_state(output.state)
         return float(nll.detach().sum()), nll.numel()
+
+    def _apply_learning_rate(self) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.schedule.learning_rate * group["lr_scale"]
 
     def _should_stop(self, began: float, steps: int, stop: _StopRequest) -> str | None:
         reason = None
@@ -276,7 +359,7 @@ class Trainer:
                 time.monotonic() - began >= self.session.max_minutes * 60:
             reason = f"--max-minutes {self.session.max_minutes:g} reached"
         if self.world > 1:  # every process must stop at the same step
-            flag = torch.tensor([0 if reason is None else 1])
+            flag = torch.tensor([0 if reason is None else 1], device=self.device)  # nccl: on the GPU
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)
             if flag.item() and reason is None:
                 reason = "another process stopped"
@@ -288,10 +371,9 @@ class Trainer:
         began = time.monotonic()
         last_save = began
         steps = 0
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.progress.learning_rate
+        self._apply_learning_rate()
         with _StopRequest() as stop:
-            while not self.progress.finished:
+            while not self.schedule.finished:
                 epoch = self.progress.epoch
                 bar = tqdm(total=self.chunks, initial=self.progress.next_chunk,
                            desc=f"epoch {epoch}", unit="step", leave=False,
@@ -327,29 +409,20 @@ class Trainer:
     def _end_epoch(self) -> None:
         progress = self.progress
         valid_ppl = self.validate()
-        improved = valid_ppl < progress.best_valid
-        if improved:
-            progress.best_valid = valid_ppl
-            progress.epochs_without_improvement = 0
-        else:
-            progress.epochs_without_improvement += 1
+        rate = self.schedule.learning_rate
+        improved = valid_ppl < self.schedule.best_valid
         if valid_ppl < progress.best_file_valid:
             progress.best_file_valid = valid_ppl
             self._save_best(valid_ppl)
         progress.total_seconds += progress.epoch_seconds
         self._log({"epoch": progress.epoch, "partial": False,
                    "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
-                   "valid_ppl": valid_ppl, "learning_rate": progress.learning_rate,
+                   "valid_ppl": valid_ppl, "learning_rate": rate,
                    "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
                    "seconds": progress.epoch_seconds, "total_seconds": progress.total_seconds,
                    "best": improved})
-        if not improved:
-            progress.learning_rate *= self.options.decay
-            for group in self.optimizer.param_groups:
-                group["lr"] = progress.learning_rate
-        progress.finished = (progress.epochs_without_improvement >= self.options.patience
-                             or progress.epoch >= self.options.max_epochs)
-        progress.epoch += 1
+        progress.valid_history.append(valid_ppl)
+        self._apply_learning_rate()
         progress.next_chunk = 0
         progress.epoch_loss = progress.epoch_seconds = 0.0
         progress.epoch_tokens = 0
@@ -365,7 +438,7 @@ class Trainer:
         self._log({"epoch": progress.epoch, "partial": True, "step": progress.next_chunk,
                    "steps_per_epoch": self.chunks,
                    "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
-                   "valid_ppl": valid_ppl, "learning_rate": progress.learning_rate,
+                   "valid_ppl": valid_ppl, "learning_rate": self.schedule.learning_rate,
                    "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
                    "seconds": progress.epoch_seconds})
         if valid_ppl < progress.best_file_valid:

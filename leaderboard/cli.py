@@ -14,6 +14,8 @@ DEFAULT_RESULTS = Path("results")
 DEFAULT_TABLES = Path("leaderboard") / "tables"
 README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
 README_END = "<!-- leaderboard:{dataset}:end -->"
+INCLUDE_UNAUDITED_HELP = ("also show results that do not show both harness audits passed (kind "
+                          "'unaudited', never ranked); by default they are left out")
 
 
 class CommandError(Exception):
@@ -31,20 +33,20 @@ def _describe(result: Result) -> str:
 def _report(collection, warnings: list[str]) -> None:
     for line in collection.rejected:
         print(f"rejected: {line}", file=sys.stderr)
-    for line in collection.notes + warnings:
+    for line in collection.notes + collection.unaudited + warnings:
         print(f"note: {line}", file=sys.stderr)
 
 
 # ---- build / regenerate ------------------------------------------------------------------------
 
 def _build(sources: list[str], out: Path, formats: list[str], reported_path: str | None,
-           no_reported: bool) -> tuple[dict, list[Path], object]:
+           no_reported: bool, include_unaudited: bool) -> tuple[dict, list[Path], object]:
     from leaderboard.table import REPORTED_CSV, build_tables, load_reported, write_tables
 
     for source in sources:
         if not Path(source).exists():
             raise CommandError(f"{source}: no such file or directory")
-    collection = collect(sources)
+    collection = collect(sources, include_unaudited)
     reported = None if no_reported else load_reported(reported_path or REPORTED_CSV)
     warnings: list[str] = []
     roots = [Path(s) for s in sources if Path(s).is_dir()]
@@ -57,12 +59,14 @@ def _build(sources: list[str], out: Path, formats: list[str], reported_path: str
 def command_build(args: argparse.Namespace) -> int:
     formats = list(dict.fromkeys(args.format))
     tables, written, collection = _build(args.results, Path(args.out), formats, args.reported,
-                                         args.no_reported)
+                                         args.no_reported, args.include_unaudited)
     for dataset, frame in tables.items():
-        reproduced = int((frame["kind"] == "reproduced").sum())
-        print(f"{dataset}: {len(frame)} rows ({reproduced} reproduced, {len(frame) - reproduced} reported)")
+        kinds = frame["kind"].value_counts()
+        counts = ", ".join(f"{kinds.get(kind, 0)} {kind}" for kind in ("reproduced", "reported")
+                           + (("unaudited",) if args.include_unaudited else ()))
+        print(f"{dataset}: {len(frame)} rows ({counts})")
     print(f"wrote {len(written)} file(s) to {args.out}; {len(collection.results)} result file(s) used, "
-          f"{len(collection.rejected)} rejected")
+          f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out")
     return 1 if args.strict and collection.rejected else 0
 
 
@@ -88,9 +92,9 @@ def command_regenerate(args: argparse.Namespace) -> int:
     if not results.is_dir():
         raise CommandError(f"{results}: no results directory (put harness result JSON there)")
     tables, written, collection = _build([str(results)], Path(args.out), ["csv", "markdown"],
-                                         None, False)
+                                         None, False, args.include_unaudited)
     print(f"wrote {len(written)} file(s) to {args.out} from {len(collection.results)} result file(s) "
-          f"({len(collection.rejected)} rejected)")
+          f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out)")
     if args.readme:
         readme = Path(args.readme)
         if not readme.is_file():
@@ -152,7 +156,7 @@ def command_plot_bars(args: argparse.Namespace) -> int:
         frame = read_table(source)
         dataset = args.dataset or source.stem
     elif source.exists():
-        collection = collect([source])
+        collection = collect([source], args.include_unaudited)
         warnings: list[str] = []
         tables = build_tables(collection, None if args.no_reported else load_reported(),
                               roots=[source] if source.is_dir() else [], warnings=warnings)
@@ -247,6 +251,23 @@ def command_plot_gates(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_plot_curves(args: argparse.Namespace) -> int:
+    from leaderboard.plots import load_training_log, plot_curves
+
+    curves = []
+    for spec in args.logs:
+        path, _, label = spec.partition("=")
+        try:
+            curves.append((label or Path(path).parent.name, load_training_log(path)))
+        except OSError as error:
+            raise CommandError(f"{path}: cannot read ({error.strerror})") from None
+        except ValueError as error:
+            raise CommandError(str(error)) from None
+    path = plot_curves(curves, args.title or "validation perplexity during training", args.out)
+    print(f"wrote {path}")
+    return 0
+
+
 def command_plot_zipf(args: argparse.Namespace) -> int:
     from harness.datasets import EOS, DatasetError, load_dataset
 
@@ -286,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--reported", metavar="CSV", help="published figures (default: the packaged reported.csv)")
     build.add_argument("--no-reported", action="store_true", help="only reproduced rows")
     build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
+    build.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     build.set_defaults(handler=command_build)
 
     regen = commands.add_parser("regenerate", help="the project's committed tables, in one go",
@@ -295,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     regen.add_argument("--out", default=str(DEFAULT_TABLES), metavar="DIR")
     regen.add_argument("--readme", metavar="README.md",
                        help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers")
+    regen.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     regen.set_defaults(handler=command_regenerate)
 
     compare = commands.add_parser("compare", help="paired bootstrap of two results' perplexities",
@@ -317,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     bars.add_argument("--dataset", help="which dataset's table (for a results directory)")
     bars.add_argument("--out", required=True, metavar="PNG")
     bars.add_argument("--no-reported", action="store_true")
+    bars.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     scale = bars.add_mutually_exclusive_group()
     scale.add_argument("--log", dest="log", action="store_true", default=None)
     scale.add_argument("--linear", dest="log", action="store_false")
@@ -342,6 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
     gates.add_argument("--bins", type=int, default=50)
     gates.add_argument("--title")
     gates.set_defaults(handler=command_plot_gates)
+
+    curves = plots.add_parser("curves", help="learning curves from `baselines train` logs")
+    curves.add_argument("logs", nargs="+", metavar="LOG.jsonl[=LABEL]",
+                        help="training logs (log.jsonl of a run directory), each with a label")
+    curves.add_argument("--out", required=True, metavar="PNG")
+    curves.add_argument("--title")
+    curves.set_defaults(handler=command_plot_curves)
 
     zipf = plots.add_parser("zipf", help="rank-frequency plot of corpora")
     zipf.add_argument("corpora", nargs="+", metavar="NAME|DIR",

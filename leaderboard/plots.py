@@ -6,6 +6,8 @@
   perplexity (NLL, nats) between two models, in 10 buckets of target words by train frequency.
 - :func:`plot_gates`: histogram of a pointer-sentinel model's per-token gate ``g`` (the share of
   probability given to the vocabulary softmax; ``1 - g`` goes to the pointer).
+- :func:`plot_curves`: learning curves, validation perplexity against training time, from the
+  JSONL logs that ``python -m baselines train`` writes.
 - :func:`plot_zipf`: rank-frequency of the train split of one or more corpora, log-log (the
   paper's Figures 3 and 13).
 """
@@ -54,7 +56,7 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     height = max(2.5, 0.32 * len(rows) + 1.2)
     figure, axis = plt.subplots(figsize=(9, height))
     positions = np.arange(len(rows))[::-1]
-    colours = [REPRODUCED_COLOUR if kind == "reproduced" else REPORTED_COLOUR for kind in rows["kind"]]
+    colours = [REPORTED_COLOUR if kind == "reported" else REPRODUCED_COLOUR for kind in rows["kind"]]
     hatches = ["//" if which == "valid" else "" for which in rows["which"]]
     left = values.min() / 1.5 if log else 0
     bars = axis.barh(positions, values - left, left=left, color=colours, edgecolor="black",
@@ -254,6 +256,59 @@ def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -
     axis.axvline(gates.mean(), color="black", linestyle="--", linewidth=1, label=f"mean {gates.mean():.3f}")
     axis.legend(fontsize=8, loc="upper left")
     axis.grid(alpha=0.3)
+    return _save(figure, out)
+
+
+# ---- learning curves ---------------------------------------------------------------------------
+
+def load_training_log(path: str | Path) -> pd.DataFrame:
+    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``minutes`` (training time
+    up to the record, validation excluded), ``valid_ppl``, ``learning_rate`` and ``partial`` (a
+    validation at a stop mid-epoch)."""
+    import json
+
+    rows, finished_seconds = [], 0.0
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            seconds = record["total_seconds"] if not record["partial"] \
+                else finished_seconds + record["seconds"]
+            rows.append({"epoch": record["epoch"], "minutes": seconds / 60,
+                         "valid_ppl": float(record["valid_ppl"]),
+                         "learning_rate": record["learning_rate"], "partial": record["partial"]})
+        except (ValueError, KeyError, TypeError) as error:
+            raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
+        if not record["partial"]:
+            finished_seconds = record["total_seconds"]
+    if not rows:
+        raise ValueError(f"{path}: no training-log records")
+    return pd.DataFrame(rows)
+
+
+def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str | Path) -> Path:
+    """``curves``: (label, :func:`load_training_log` frame) pairs, one line each; validation
+    perplexity (log scale) against training minutes, each run's best marked."""
+    figure, axis = plt.subplots(figsize=(7.5, 4.8))
+    for label, frame in curves:
+        line, = axis.plot(frame["minutes"], frame["valid_ppl"], marker="o", markersize=3,
+                          label=f"{label} (best {frame['valid_ppl'].min():.1f})")
+        best = frame["valid_ppl"].idxmin()
+        axis.scatter([frame["minutes"][best]], [frame["valid_ppl"][best]], s=60,
+                     facecolors="none", edgecolors=line.get_color(), zorder=3)
+    axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    axis.set_yticks([60, 80, 100, 120, 150, 200, 300, 400, 600, 1000])
+    lowest = min(frame["valid_ppl"].min() for _, frame in curves)
+    highest = max(frame["valid_ppl"].max() for _, frame in curves)
+    axis.set_ylim(lowest / 1.1, highest * 1.1)
+    axis.set_xlabel("training time (minutes; validation excluded)")
+    axis.set_ylabel("validation perplexity (log scale)")
+    axis.set_title(title, fontsize=10)
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=8)
     return _save(figure, out)
 
 

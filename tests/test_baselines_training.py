@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
 from baselines.neural_cache import NeuralCache
 from baselines.scoring import TorchLanguageModel
+from baselines.training import Schedule, TrainOptions, learning_rate_schedule
 
 TOY = "embedding_size=8,hidden_size=8"
 REPEATED = """ the cat sat on the mat . 
@@ -56,8 +58,11 @@ def epoch_records(run: Path) -> list[dict]:
 def test_resumed_training_reproduces_the_uninterrupted_run(toy, tmp_path, kind):
     assert train(toy, tmp_path / "whole", "--max-epochs", "2", kind=kind) == 0
     assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "5", kind=kind) == 0
-    assert not checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["finished"]
-    while not checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["finished"]:
+    def epochs_done() -> int:
+        return len(checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["valid_history"])
+
+    assert epochs_done() < 2
+    while epochs_done() < 2:
         assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "7", kind=kind) == 0
     whole, parts = weights(tmp_path / "whole" / "checkpoint.pt"), weights(tmp_path / "parts" / "checkpoint.pt")
     assert whole.keys() == parts.keys()
@@ -83,6 +88,43 @@ def test_training_follows_the_recipe_and_logs_each_epoch(toy, tmp_path, capsys):
     assert "finished after 4 epochs" in capsys.readouterr().err
     assert train(toy, tmp_path / "run", "--max-epochs", "4", "--lr", "1") == 0
     assert "already finished" in capsys.readouterr().err
+
+
+def test_the_schedule_is_a_function_of_the_validation_history():
+    options = TrainOptions(kind="zoneout_lstm", model_config={}, learning_rate=20, decay=0.5,
+                           patience=2, max_epochs=6)
+    assert learning_rate_schedule([], options) == Schedule(20, math.inf, 0, False)
+    assert learning_rate_schedule([300, 200, 210, 190], options) == Schedule(10, 190, 0, False)
+    assert learning_rate_schedule([300, 200, 210, 205], options) == Schedule(5, 200, 2, True)
+    assert learning_rate_schedule([6, 5, 4, 3, 2, 1], options).finished
+
+
+def test_mean_loss_is_the_summed_loss_scaled_by_the_chunk_length(toy, tmp_path):
+    """``--loss mean`` at learning rate ``T * lr`` takes the step ``--loss sum`` takes at ``lr``."""
+    assert train(toy, tmp_path / "sum", "--max-steps", "1", "--loss", "sum", "--lr", "0.1",
+                 "--clip", "1e9") == 0
+    assert train(toy, tmp_path / "mean", "--max-steps", "1", "--loss", "mean", "--lr", "0.6",
+                 "--clip", "1e9") == 0  # bptt 6
+    assert train(toy, tmp_path / "still", "--max-steps", "1", "--lr", "0") == 0
+    summed, mean = weights(tmp_path / "sum" / "checkpoint.pt"), weights(tmp_path / "mean" / "checkpoint.pt")
+    initial = weights(tmp_path / "still" / "checkpoint.pt")
+    assert any(not torch.allclose(summed[name], initial[name]) for name in summed)
+    for name in summed:
+        torch.testing.assert_close(summed[name], mean[name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind, groups", [("pointer_sentinel", 2), ("zoneout_lstm", 1)])
+def test_the_pointer_trains_at_its_own_learning_rate_scale(toy, tmp_path, kind, groups):
+    assert train(toy, tmp_path / "run", "--max-epochs", "3", "--lr", "4",
+                 "--pointer-lr-scale", "0.25", kind=kind) == 0
+    saved = checkpoints.load(tmp_path / "run" / "checkpoint.pt")["training"]
+    options = TrainOptions(**saved["identity"]["options"])
+    rate = learning_rate_schedule(saved["progress"]["valid_history"], options).learning_rate
+    param_groups = saved["optimizer"]["param_groups"]
+    assert [group["lr"] for group in param_groups] == pytest.approx([rate, rate * 0.25][:groups])
+    if kind == "pointer_sentinel":
+        model, _ = checkpoints.load_model(tmp_path / "run" / "checkpoint.pt")
+        assert len(param_groups[1]["params"]) == len(model.pointer_parameters()) == 3
 
 
 def test_resuming_with_other_settings_is_refused(toy, tmp_path, capsys):
@@ -197,3 +239,28 @@ def test_distributed_training_matches_one_process(toy, tmp_path):
     single, ddp = weights(tmp_path / "single" / "checkpoint.pt"), weights(tmp_path / "ddp" / "checkpoint.pt")
     for name in single:
         torch.testing.assert_close(single[name], ddp[name], rtol=1e-4, atol=1e-5)
+
+
+def test_the_gpu_code_path_runs_on_cpu(toy, tmp_path):
+    """What a GPU run executes, with tiny shapes on CPU: two processes under torchrun (the same
+    process-group code; gloo stands in for nccl), the step compiled by torch.compile, bfloat16
+    autocast, a stop mid-epoch agreed through the device-side stop flag, validation on process 0
+    broadcast to the other, and a resume to the end of the run."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "baselines", "train", "pointer_sentinel", "--dataset", str(toy), "--preset", "tiny",
+               "--model-args", TOY, "--batch-size", "2", "--bptt", "6", "--device", "cpu",
+               "--amp", "on", "--compile", "on", "--max-epochs", "2", "--out", str(tmp_path / "run")]
+    outcomes = []
+    for extra in (["--max-steps", "3"], []):
+        completed = subprocess.run(command + extra, capture_output=True, text=True, env=environment,
+                                   timeout=600)
+        assert completed.returncode == 0, completed.stderr[-2000:]
+        outcomes.append(completed.stderr)
+    assert "--max-steps 3 reached: stopped in epoch 1 at step 3/" in outcomes[0]
+    assert "finished after 2 epochs" in outcomes[1]
+    records = epoch_records(tmp_path / "run")
+    assert [(r["epoch"], r["partial"]) for r in records] == [(1, True), (1, False), (2, False)]
+    assert all(math.isfinite(r["valid_ppl"]) for r in records)
+    for tensor in weights(tmp_path / "run" / "best.pt").values():
+        assert torch.isfinite(tensor.float()).all()

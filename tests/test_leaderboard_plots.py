@@ -3,6 +3,7 @@ The frequency plot runs end to end: real harness evaluations of a toy corpus, th
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 from harness.cli import main as harness_main
 from leaderboard.cli import main
-from leaderboard.plots import bucket_difference, frequency_buckets
+from leaderboard.plots import bucket_difference, frequency_buckets, load_training_log
 
 from test_leaderboard import make_result
 
@@ -84,6 +85,25 @@ def test_gates_histogram_from_synthetic_values(tmp_path: Path, capsys: pytest.Ca
     np.save(tmp_path / "bad.npy", np.array([0.5, 1.5]))
     assert main(["plot", "gates", str(tmp_path / "bad.npy"), "--out", str(tmp_path / "x.png")]) == 2
     assert "within [0, 1]" in capsys.readouterr().err
+
+
+def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    log = tmp_path / "run" / "log.jsonl"
+    log.parent.mkdir()
+    records = [{"epoch": 1, "partial": False, "valid_ppl": 400.0, "learning_rate": 20, "seconds": 600,
+                "total_seconds": 600},
+               {"epoch": 2, "partial": False, "valid_ppl": 250.0, "learning_rate": 20, "seconds": 600,
+                "total_seconds": 1200},
+               {"epoch": 3, "partial": True, "step": 5, "valid_ppl": 240.0, "learning_rate": 20,
+                "seconds": 60}]
+    log.write_text("".join(json.dumps(record) + "\n" for record in records))
+    frame = load_training_log(log)
+    assert frame["minutes"].tolist() == [10, 20, 21]
+    assert main(["plot", "curves", f"{log}=lstm", str(log), "--out", str(tmp_path / "c.png")]) == 0
+    assert_png(tmp_path / "c.png")
+    (tmp_path / "bad.jsonl").write_text('{"epoch": 1}\n')
+    assert main(["plot", "curves", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "x.png")]) == 2
+    assert "bad.jsonl:1: not a training-log record" in capsys.readouterr().err
 
 
 def test_zipf_of_directory_corpora(corpus: Path, tmp_path: Path) -> None:
