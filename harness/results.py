@@ -54,10 +54,19 @@ def describe_device(device: str) -> str:
     return f"{device} ({platform.machine()})"
 
 
-def unaudited_reasons(evaluation: Evaluation) -> list[str]:
-    """Why an evaluation's figure is not fully audited (empty when both audits passed)."""
+#: ``scoring`` of a result: ``word`` (a distribution over the word vocabulary, which the
+#: probability audit checks) or ``subword`` (a subword model's log-probabilities attributed to the
+#: word-level tokens, for which the probability audit does not apply; the causality audit does).
+SCORINGS = ("word", "subword")
+
+
+def unaudited_reasons(evaluation: Evaluation, scoring: str = "word") -> list[str]:
+    """Why an evaluation's figure is not fully audited under the audits that apply to its
+    ``scoring`` (empty when they all passed)."""
     reasons = []
-    if evaluation.audit.requested == 0:
+    if scoring == "subword":
+        pass  # no distribution over the word vocabulary: the probability audit does not apply
+    elif evaluation.audit.requested == 0:
         reasons.append("probability audit off (--audit 0)")
     elif not evaluation.audit.passed:
         reasons.append("the plugin gives no full distributions: normalization not audited")
@@ -71,8 +80,13 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
                   num_parameters: int | None, device: str,
                   token_log_probs_file: str | None,
                   plugin_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON-ready record of one evaluation."""
+    """The JSON-ready record of one evaluation; ``scoring`` is the plugin metadata's
+    ``scoring`` (see :data:`SCORINGS`), ``word`` when it gives none."""
     stream = dataset.tokens(split)
+    scoring = (plugin_metadata or {}).get("scoring", "word")
+    if scoring not in SCORINGS:
+        raise ValueError(f"plugin metadata: scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
+    reasons = unaudited_reasons(evaluation, scoring)
     return {
         "schema_version": SCHEMA_VERSION,
         "model": plugin,
@@ -94,8 +108,9 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
         "protocol": {"batch_size": batch_size, "bptt": bptt},
         "audit": evaluation.audit.to_json(),
         "causality_audit": evaluation.causality.to_json(),
-        "audited": not unaudited_reasons(evaluation),
-        "unaudited_reasons": unaudited_reasons(evaluation),
+        "scoring": scoring,
+        "audited": not reasons,
+        "unaudited_reasons": reasons,
         "num_parameters": num_parameters,
         "runtime_seconds": evaluation.seconds,
         "tokens_per_second": evaluation.tokens / evaluation.seconds if evaluation.seconds else None,

@@ -98,7 +98,9 @@ def audit_gaps(data: dict[str, Any]) -> list[str]:
     passed. Schema-1 records predate the causality audit."""
     gaps = []
     audit = data.get("audit")
-    if not isinstance(audit, dict):
+    if data.get("scoring") == "subword":
+        pass  # a subword model's scores: the probability audit does not apply
+    elif not isinstance(audit, dict):
         gaps.append("no probability audit recorded")
     elif audit.get("passed", audit.get("checked", 0) > 0) is not True:
         gaps.append("probability audit not passed" if audit.get("requested")

@@ -2,10 +2,13 @@
 
 Columns (every format): ``rank, model, params_millions, valid_ppl, test_ppl, kind, source,
 hardware, date, commit, notes``. ``kind`` is ``reproduced`` (one of our result files) or
-``reported`` (a published figure from ``reported.csv``), or ``unaudited`` (one of our result files
-that does not show both harness audits passed, shown only when asked for). Rows are ranked by
-test perplexity (ties share a rank); rows without a test figure come after, unranked, ordered by
-valid perplexity, and unaudited rows come last, never ranked.
+``reported`` (a published figure from ``reported.csv``), ``subword`` (one of our result files for a
+subword model scored through its attribution to the word-level tokens, e.g. the ``hf`` plugin:
+same tokens and protocol, but the probability audit does not apply), or ``unaudited`` (one of our
+result files that does not show the audits that apply to it passed, shown only when asked for).
+Word-level rows are ranked by test perplexity (ties share a rank); subword rows come after them,
+ranked among themselves; rows without a test figure come after their section, unranked, ordered
+by valid perplexity; unaudited rows come last, never ranked.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ PAPER_DATASETS = ("ptb", "wikitext-2", "wikitext-103")
 
 #: ``kind`` of a reproduced row whose results do not show both audits passed.
 UNAUDITED = "unaudited"
+#: ``kind`` of a reproduced row of a subword model (its own section, ranked separately).
+SUBWORD = "subword"
 
 
 def load_reported(path: str | Path = REPORTED_CSV) -> pd.DataFrame:
@@ -186,7 +191,7 @@ def _run_row(run: Run, roots: list[Path]) -> dict:
         "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
         "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
         "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
-        "kind": UNAUDITED if gaps else "reproduced",
+        "kind": UNAUDITED if gaps else SUBWORD if first.get("scoring") == "subword" else "reproduced",
         "source": " + ".join(_relative(r.path, roots) for r in run.results),
         "hardware": first.get("device") or "",
         "date": dates[-1] if dates else "",
@@ -227,16 +232,18 @@ def _disambiguate(rows: list[dict]) -> None:
 
 
 def rank(frame: pd.DataFrame) -> pd.DataFrame:
-    """Sort by test perplexity (rows without one after, by valid perplexity; unaudited rows
-    last), and number the audited rows that have a test figure 1, 2, ... (equal figures share
-    a rank)."""
-    unranked = (frame["kind"] == UNAUDITED).rename("_unranked")
-    frame = (frame.join(unranked)
-             .sort_values(["_unranked", "test_ppl", "valid_ppl", "kind", "model"],
+    """Sort into sections (word-level rows, then subword rows, then unaudited rows), each by test
+    perplexity (rows without one after, by valid perplexity), and number the rows with a test
+    figure 1, 2, ... within the word-level and within the subword section (equal figures share
+    a rank); unaudited rows get none."""
+    section = frame["kind"].map({SUBWORD: 1, UNAUDITED: 2}).fillna(0).astype(int).rename("_section")
+    frame = (frame.join(section)
+             .sort_values(["_section", "test_ppl", "valid_ppl", "kind", "model"],
                           na_position="last", kind="mergesort").reset_index(drop=True))
-    ranks = frame["test_ppl"].where(~frame["_unranked"]).rank(method="min", na_option="keep")
+    ranks = frame["test_ppl"].where(frame["_section"] < 2) \
+        .groupby(frame["_section"]).rank(method="min", na_option="keep")
     frame["rank"] = ranks.astype("Int64")
-    return frame.drop(columns="_unranked")
+    return frame.drop(columns="_section")
 
 
 def build_tables(collection: Collection, reported: pd.DataFrame | None,

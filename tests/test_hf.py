@@ -178,7 +178,8 @@ def test_passes_the_causality_audit_and_writes_its_figures(dataset, gpt2_dir, tm
     assert record["causality_audit"]["passed"] and record["causality_audit"]["points"] > 0
     assert record["checkpoint"] == str(gpt2_dir)
     metadata = record["plugin_metadata"]
-    assert metadata["scoring"] == "subword"
+    assert metadata["scoring"] == record["scoring"] == "subword"
+    assert record["audited"] and record["unaudited_reasons"] == []
     assert metadata["audits"]["causality"] == "applies"
     assert (metadata["detokenizer"], metadata["max_context"], metadata["stride"]) == \
            ("wikitext", 32, 16)

@@ -287,3 +287,23 @@ def test_the_committed_results_are_all_read(capsys: pytest.CaptureFixture) -> No
     assert {r.path for r in audited.results} == {r.path for r in collection.results
                                                  if not r.unaudited_reasons}
     assert len(audited.unaudited) == len(collection.results) - len(audited.results)
+
+
+def test_subword_results_are_ranked_in_their_own_section(tmp_path: Path) -> None:
+    """A subword model (no distribution over the word vocabulary, causality audit passed) is
+    audited under the audits that apply to it, and ranked among subword models only."""
+    no_distributions = {"requested": 8, "checked": 0, "max_sum_error": 0.0,
+                        "max_target_error": 0.0, "passed": False}
+    make_result(tmp_path, "lstm", ppl=100.0, model="my.lstm")
+    make_result(tmp_path, "kn", ppl=140.0, model="my.kn")
+    make_result(tmp_path, "gpt", ppl=60.0, model="harness.plugins.hf", scoring="subword",
+                audit=no_distributions, plugin_metadata={"scoring": "subword"})
+    make_result(tmp_path, "small-gpt", ppl=120.0, model="harness.plugins.hf:small",
+                scoring="subword", audit=no_distributions)
+    table = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"]
+    assert table[["model", "kind", "rank"]].values.tolist() == [
+        ["my.lstm", "reproduced", 1], ["my.kn", "reproduced", 2],
+        ["harness.plugins.hf", "subword", 1], ["harness.plugins.hf:small", "subword", 2]]
+    word_level_claim = make_result(tmp_path / "bad", "gpt", ppl=60.0, audit=no_distributions)
+    with pytest.raises(ResultError, match="audited is true but the audit records say otherwise"):
+        load_result(word_level_claim)
