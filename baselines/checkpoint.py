@@ -78,10 +78,12 @@ def _packaged_sums() -> dict[str, str]:
     if not PACKAGED_SUMS.is_file():
         return {}
     sums = {}
-    for line in PACKAGED_SUMS.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(PACKAGED_SUMS.read_text(encoding="utf-8").splitlines(), start=1):
         if line.strip():
-            digest, name = line.split(maxsplit=1)
-            sums[name.strip()] = digest
+            parts = line.split(maxsplit=1)
+            if len(parts) != 2 or len(parts[0]) != 64:
+                raise CheckpointError(f"{PACKAGED_SUMS}:{number}: not a 'sha256  path' line")
+            sums[parts[1].strip()] = parts[0]
     return sums
 
 
