@@ -139,11 +139,14 @@ def save(path: Path, payload: dict[str, Any]) -> None:
 def load(path: str | os.PathLike) -> dict[str, Any]:
     """Read a checkpoint with ``weights_only=True``; any problem is one :class:`CheckpointError`."""
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"checkpoint {path} is a directory, not a checkpoint file")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError) as error:
+    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError,
+            KeyError) as error:  # KeyError: a text file read as a legacy pickle
         reason = ("it holds Python objects other than tensors and plain values"
                   if "Unsupported global" in str(error) else type(error).__name__)
         raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint ({reason})") from None

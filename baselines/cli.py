@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from harness.datasets import DatasetError, load_dataset
+from harness.devices import resolve_device
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze
@@ -23,14 +24,6 @@ from baselines.zoneout_lstm import ZoneoutLSTM
 
 DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
 DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
-
-
-def _device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise TrainingError(f"--device {name}: CUDA is not available on this machine")
-    return name
 
 
 def _switch(value: str, device: str) -> bool:
@@ -56,7 +49,7 @@ def command_train(args: argparse.Namespace) -> int:
         model_config["window"] = 100
     overrides = parse_model_args(args.model_args)
     model_config.update(overrides)
-    with distributed(_device(args.device)) as device:
+    with distributed(resolve_device(args.device)) as device:
         dataset = load_dataset(args.dataset, data_dir=args.data_dir)
         model_config["vocab_size"] = len(dataset.vocab)
         options = TrainOptions(kind=args.kind, model_config=model_config,
@@ -90,7 +83,7 @@ def command_train(args: argparse.Namespace) -> int:
 
 
 def command_tune(args: argparse.Namespace) -> int:
-    device = _device(args.device)
+    device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
@@ -118,7 +111,7 @@ def command_tune(args: argparse.Namespace) -> int:
 
 
 def command_analyze(args: argparse.Namespace) -> int:
-    device = _device(args.device)
+    device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     if args.kind == "neural_cache":
         path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
@@ -244,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for option in ("batch_size", "bptt"):
+        if getattr(args, option, 1) < 1:
+            print(f"error: --{option.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
     try:
         return args.run(args)
     except (DatasetError, PluginError, ModelUnavailable, TrainingError, ValueError) as error:

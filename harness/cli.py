@@ -12,26 +12,12 @@ import numpy as np
 
 from harness.datasets import (BENCHMARKS, PAPER_BENCHMARKS, SPLITS, DatasetError, load_dataset,
                               locate_benchmark)
+from harness.devices import resolve_device
 from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate
 from harness.plugin import (ModelUnavailable, PluginError, create_model, discover_plugins,
                             load_factory, parse_model_args, plugin_metadata)
 from harness.results import result_record
 
-
-#: Present whenever a GPU driver torch could use is loaded (NVIDIA's, AMD's ROCm).
-GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
-
-
-def _resolve_device(device: str) -> str:
-    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; torch (seconds to import) is not
-    imported on a machine with no GPU driver at all."""
-    if device != "auto":
-        return device
-    if not any(Path(path).exists() for path in GPU_DRIVER_FILES):
-        return "cpu"
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:
@@ -82,7 +68,7 @@ def command_eval(args: argparse.Namespace) -> int:
                           "use --output-dir for several")
     if args.checkpoint is not None and len(names) != 1:
         raise PluginError("--checkpoint belongs to one dataset: name exactly one with --dataset")
-    device = _resolve_device(args.device)
+    device = resolve_device(args.device)
     records = []
     for name in names:
         dataset = load_dataset(name, args.data_dir)

@@ -627,6 +627,8 @@ def search_roots(data_dir: str | os.PathLike | None) -> list[tuple[str, Path]]:
     copies shipped in the package (PTB and WikiText-2), then the download cache."""
     roots = []
     if data_dir is not None:
+        if not Path(data_dir).is_dir():
+            raise DatasetError(f"--data-dir {data_dir}: no such directory")
         roots.append(("--data-dir", Path(data_dir)))
     if os.environ.get("HARNESS_DATA_DIR"):
         roots.append(("HARNESS_DATA_DIR", Path(os.environ["HARNESS_DATA_DIR"])))

@@ -154,7 +154,8 @@ def test_checkpoint_for_another_vocabulary_is_a_clear_error(toy, tmp_path, capsy
     assert "different vocabulary" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content", [b"", b"not a zip file", b"PK\x03\x04garbage"])
+@pytest.mark.parametrize("content", [b"", b"not a zip file", b"PK\x03\x04garbage",
+                                     b"hello world, a text file\n"])
 def test_corrupt_checkpoint_is_a_one_line_error(toy, tmp_path, capsys, content):
     broken = tmp_path / "broken.pt"
     broken.write_bytes(content)
@@ -162,6 +163,33 @@ def test_corrupt_checkpoint_is_a_one_line_error(toy, tmp_path, capsys, content):
                          "--checkpoint", str(broken)]) == 2
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: checkpoint") and "corrupt" in error and "\n" not in error
+
+
+def test_a_directory_as_checkpoint_is_a_one_line_error(toy, tmp_path, capsys):
+    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
+                         "--checkpoint", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == \
+        f"error: checkpoint {tmp_path} is a directory, not a checkpoint file"
+
+
+@pytest.mark.parametrize("option", ["--batch-size", "--bptt"])
+def test_train_refuses_a_zero_size(toy, tmp_path, capsys, option):
+    assert train(toy, tmp_path / "run", option, "0") == 2
+    assert capsys.readouterr().err.strip() == f"error: {option} must be at least 1"
+
+
+@pytest.mark.parametrize("device, message", [
+    ("tpu", "--device 'tpu' is not a device (auto, cpu, cuda or cuda:N)"),
+    ("cuda", "--device cuda: CUDA is not available on this machine (use --device cpu)"),
+])
+def test_devices_are_checked_before_any_work(toy, tmp_path, capsys, device, message):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert harness_main(["eval", "unigram", "--dataset", str(toy), "--device", device]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert baselines_main(["train", "zoneout_lstm", "--dataset", str(toy), "--device", device,
+                           "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
 
 
 def test_checkpoint_holding_code_is_refused(toy, tmp_path, capsys):

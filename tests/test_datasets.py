@@ -92,15 +92,22 @@ def test_resolution_order_data_dir_then_env_then_cache(
     write_corpus(isolated_cache / "data" / "toy")
     monkeypatch.setenv("HARNESS_DATA_DIR", str(tmp_path / "env"))
     assert load_dataset("toy", data_dir=tmp_path / "flag").directory == tmp_path / "flag" / "toy"
-    assert load_dataset("toy", data_dir=tmp_path / "none").directory == tmp_path / "env" / "toy"
+    (tmp_path / "empty").mkdir()  # a --data-dir without the benchmark: the next place is used
+    assert load_dataset("toy", data_dir=tmp_path / "empty").directory == tmp_path / "env" / "toy"
     monkeypatch.delenv("HARNESS_DATA_DIR")
     assert load_dataset("toy").directory == isolated_cache / "data" / "toy"
 
 
-def test_not_found_without_download_names_the_places_searched(toy_benchmark: Benchmark) -> None:
-    with pytest.raises(DatasetError, match=r"toy: not found \(searched --data-dir /nowhere/toy, "
+def test_not_found_without_download_names_the_places_searched(toy_benchmark: Benchmark,
+                                                               tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=rf"toy: not found \(searched --data-dir {tmp_path}/toy, "
                                            r"packaged .*/harness/data/toy, cache"):
-        load_dataset("toy", data_dir="/nowhere", download=False)
+        load_dataset("toy", data_dir=tmp_path, download=False)
+
+
+def test_a_data_dir_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"^--data-dir .*/nowhere: no such directory$"):
+        load_dataset("ptb", data_dir=tmp_path / "nowhere")
 
 
 @pytest.mark.parametrize("name, counts, vocab_size", [

@@ -1,0 +1,37 @@
+"""The ``--device`` option of every tool: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harness.plugin import PluginError
+
+#: Present whenever a GPU driver torch could use is loaded (NVIDIA's, AMD's ROCm); without any,
+#: ``auto`` is ``cpu`` without importing torch (seconds to import).
+GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def resolve_device(device: str) -> str:
+    """The device to run on: ``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; any other
+    name must be ``cpu``, ``cuda`` or ``cuda:N``, and a CUDA device must be available."""
+    if device == "auto":
+        if not any(Path(path).exists() for path in GPU_DRIVER_FILES):
+            return "cpu"
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not _DEVICE.fullmatch(device):
+        raise PluginError(f"--device {device!r} is not a device (auto, cpu, cuda or cuda:N)")
+    if device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise PluginError(f"--device {device}: CUDA is not available on this machine "
+                              "(use --device cpu)")
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise PluginError(f"--device {device}: this machine has {torch.cuda.device_count()} "
+                              "CUDA device(s)")
+    return device
