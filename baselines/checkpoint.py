@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -145,8 +143,9 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {path} does not exist")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, ValueError,
-            KeyError) as error:  # KeyError: a text file read as a legacy pickle
+    except Exception as error:  # noqa: BLE001 - torch's parsers raise anything on garbage
+        # (UnpicklingError, BadZipFile, EOFError, KeyError or IndexError for a text file read as
+        # a legacy pickle, ...): whatever it is, the file is not a checkpoint
         reason = ("it holds Python objects other than tensors and plain values"
                   if "Unsupported global" in str(error) else type(error).__name__)
         raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint ({reason})") from None

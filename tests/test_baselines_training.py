@@ -155,7 +155,7 @@ def test_checkpoint_for_another_vocabulary_is_a_clear_error(toy, tmp_path, capsy
 
 
 @pytest.mark.parametrize("content", [b"", b"not a zip file", b"PK\x03\x04garbage",
-                                     b"hello world, a text file\n"])
+                                     b"hello world, a text file\n", b"text\n"])
 def test_corrupt_checkpoint_is_a_one_line_error(toy, tmp_path, capsys, content):
     broken = tmp_path / "broken.pt"
     broken.write_bytes(content)
