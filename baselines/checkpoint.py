@@ -25,7 +25,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.datasets import Vocabulary, file_sha256, user_cache_dir
+from harness.datasets import (Vocabulary, file_sha256, parse_checksum_file, user_cache_dir,
+                              write_checksum_file)
 from harness.plugin import PluginError
 from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
 from baselines.recurrent import CoreConfig
@@ -73,16 +74,7 @@ def packaged_checkpoint(kind: str, dataset_name: str) -> Path | None:
 
 def _packaged_sums() -> dict[str, str]:
     """``trained/SHA256SUMS`` as {path relative to ``trained/``: sha256}."""
-    if not PACKAGED_SUMS.is_file():
-        return {}
-    sums = {}
-    for number, line in enumerate(PACKAGED_SUMS.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            parts = line.split(maxsplit=1)
-            if len(parts) != 2 or len(parts[0]) != 64:
-                raise CheckpointError(f"{PACKAGED_SUMS}:{number}: not a 'sha256  path' line")
-            sums[parts[1].strip()] = parts[0]
-    return sums
+    return parse_checksum_file(PACKAGED_SUMS) if PACKAGED_SUMS.is_file() else {}
 
 
 def verify_packaged(path: Path) -> None:
@@ -119,10 +111,7 @@ def package(source: Path, dataset_name: str) -> Path:
     save(target, shipped)
     sums = _packaged_sums()
     sums[target.relative_to(PACKAGED).as_posix()] = file_sha256(target)
-    partial = PACKAGED_SUMS.with_name(PACKAGED_SUMS.name + ".partial")
-    partial.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items())),
-                       encoding="utf-8")
-    os.replace(partial, PACKAGED_SUMS)
+    write_checksum_file(PACKAGED_SUMS, sums)
     return target
 
 

@@ -142,6 +142,16 @@ class Progress:
         return len(self.valid_history) + 1
 
 
+def chunk_loss(output: Any, reduction: str) -> torch.Tensor:
+    """The training loss of one chunk (a scalar) from a model's ``LMOutput``: the target NLL
+    plus the auxiliary (pointer) loss at each of the ``[B, T]`` positions, summed over positions
+    and averaged over streams (``sum``) or averaged over every position (``mean``)."""
+    per_position = -output.target_log_probs.float()
+    if output.auxiliary_loss is not None:
+        per_position = per_position + output.auxiliary_loss.float()
+    return per_position.sum(dim=1).mean() if reduction == "sum" else per_position.mean()
+
+
 def parameter_groups(model: nn.Module, pointer_lr_scale: float) -> list[dict[str, Any]]:
     """SGD parameter groups, each with its ``lr_scale``: the pointer's own parameters (query
     projection and sentinel, :meth:`PointerSentinelLSTM.pointer_parameters`) at
@@ -330,14 +340,7 @@ class Trainer:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
             output = self.network(inputs, targets, self.state, self.generator)
         nll = -output.target_log_probs.float()  # [B, T]
-        if output.auxiliary_loss is not None:
-            per_position = nll + output.auxiliary_loss.float()
-        else:
-            per_position = nll
-        if self.options.loss == "sum":  # summed over positions, averaged over streams
-            loss = per_position.sum(dim=1).mean()
-        else:  # averaged over every position
-            loss = per_position.mean()
+        loss = chunk_loss(output, self.options.loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip)

@@ -22,7 +22,7 @@ import torch
 from harness.datasets import load_dataset
 from baselines import checkpoint as checkpoints
 from baselines.scoring import detach_state
-from baselines.training import PRESETS, parameter_groups, step_seed, training_streams
+from baselines.training import PRESETS, chunk_loss, parameter_groups, step_seed, training_streams
 
 
 def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: float) -> None:
@@ -41,8 +41,7 @@ def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: 
         targets = streams[:, begin + 1:begin + args.bptt + 1]
         generator.manual_seed(step_seed(args.seed, 1, step, 0))
         output = model(inputs, targets, state, generator, analyze=True)
-        per_position = -output.target_log_probs + output.auxiliary_loss  # [B, T]
-        loss = per_position.mean() if args.loss == "mean" else per_position.sum(dim=1).mean()
+        loss = chunk_loss(output, args.loss)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -50,7 +49,7 @@ def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: 
         state = detach_state(output.state)
         if step % args.every == 0 or step == args.steps - 1:
             gate = output.analysis["gate"]  # [B, T]
-            print(f"pointer lr scale {scale:g}  step {step:4d}  train nll {per_position.mean():6.3f}  "
+            print(f"pointer lr scale {scale:g}  step {step:4d}  train loss {chunk_loss(output, 'mean'):6.3f}  "
                   f"gate mean {gate.mean():.3f}  min {gate.min():.3f}  "
                   f"std {gate.std():.3f}", flush=True)
 

@@ -371,7 +371,7 @@ def _open_split(path: Path) -> BinaryIO:
     return lzma.open(path) if path.name.endswith(COMPRESSED_SUFFIX) else path.open("rb")
 
 
-def _parse_checksum_file(path: Path) -> dict[str, str]:
+def parse_checksum_file(path: Path) -> dict[str, str]:
     """``sha256  relative/path`` lines (the ``sha256sum`` format) -> {relative path: sha256}."""
     sums = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
@@ -382,6 +382,14 @@ def _parse_checksum_file(path: Path) -> dict[str, str]:
             raise DatasetError(f"{path}:{number}: not a 'sha256  path' line")
         sums[parts[1].lstrip("*").strip()] = parts[0].lower()
     return sums
+
+
+def write_checksum_file(path: Path, sums: Mapping[str, str]) -> None:
+    """Write {relative path: sha256} in the ``sha256sum`` format, sorted, atomically."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items())),
+                       encoding="utf-8")
+    os.replace(partial, path)
 
 
 def file_sha256(path: Path) -> str:
@@ -594,11 +602,11 @@ def _known_checksums(directory: Path, benchmark: Benchmark | None) -> dict[str, 
     parent_file = directory.parent / CHECKSUM_FILE
     if parent_file.is_file():
         prefix = directory.name + "/"
-        sums.update({name[len(prefix):]: sha for name, sha in _parse_checksum_file(parent_file).items()
+        sums.update({name[len(prefix):]: sha for name, sha in parse_checksum_file(parent_file).items()
                      if name.startswith(prefix)})
     own_file = directory / CHECKSUM_FILE
     if own_file.is_file():
-        sums.update(_parse_checksum_file(own_file))
+        sums.update(parse_checksum_file(own_file))
     if benchmark is not None:
         sums.update(benchmark.file_sha256)
     return sums

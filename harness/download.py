@@ -20,7 +20,8 @@ import requests
 from tqdm import tqdm
 
 from harness import __version__
-from harness.datasets import CHECKSUM_FILE, Benchmark, DatasetError, RemoteFile, file_sha256
+from harness.datasets import (CHECKSUM_FILE, Benchmark, DatasetError, RemoteFile, file_sha256,
+                              write_checksum_file)
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30
@@ -161,7 +162,7 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
     for source in benchmark.sources:
         if source.members:
             (staging / source.filename).unlink()
-    (staging / CHECKSUM_FILE).write_text("".join(f"{sha}  {name}\n" for name, sha in sums.items()))
+    write_checksum_file(staging / CHECKSUM_FILE, sums)
     if target.exists():
         if any(target.iterdir()):
             raise DatasetError(f"{target} exists but holds none of {benchmark.name}'s split files; "

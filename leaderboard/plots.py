@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -265,8 +266,6 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
     """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``minutes`` (training time
     up to the record, validation excluded), ``valid_ppl``, ``learning_rate`` and ``partial`` (a
     validation at a stop mid-epoch)."""
-    import json
-
     rows, finished_seconds = [], 0.0
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
