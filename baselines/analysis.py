@@ -24,8 +24,8 @@ def analyze(module: nn.Module, ids: np.ndarray, vocab: Vocabulary, *, span: tupl
     """Score ``ids`` as one stream (the papers' protocol) and collect what the model attends to.
 
     Args:
-        module: a :class:`~baselines.pointer_sentinel.PointerSentinelLSTM` or
-            :class:`~baselines.neural_cache.NeuralCache`.
+        module: a :class:`~baselines.models.PointerSentinelLSTM` or
+            :class:`~baselines.models.NeuralCache`.
         span: ``[start, end)`` token positions whose attention is reported.
         top: attended words reported per position, by weight.
 
@@ -39,11 +39,10 @@ def analyze(module: nn.Module, ids: np.ndarray, vocab: Vocabulary, *, span: tupl
     grid = stream_grid(ids, eos_id=vocab.eos_id, batch_size=1)
     state = module.initial_state(1, device)
     gates, log_probs, records = [], [], []
-    width = grid.inputs.shape[1]
-    for begin in tqdm(range(0, width, bptt), desc="analyze", unit="chunk", leave=False,
-                      disable=None if progress else True):
-        inputs = torch.from_numpy(grid.inputs[:, begin:begin + bptt]).to(device)
-        targets = torch.from_numpy(grid.targets[:, begin:begin + bptt]).to(device)
+    for begin, chunk in tqdm(grid.chunks(bptt), desc="analyze", unit="chunk", leave=False,
+                             disable=None if progress else True):
+        inputs = torch.from_numpy(chunk.inputs).to(device)
+        targets = torch.from_numpy(chunk.targets).to(device)
         output = module(inputs, targets, state, analyze=True)
         state = output.state
         log_probs.append(output.target_log_probs[0].double().cpu())

@@ -6,7 +6,7 @@ A checkpoint is a ``.pt`` file holding only tensors and plain Python values, so 
 was trained with), ``dataset`` and ``model`` (the state dict); a training checkpoint adds the
 optimizer, schedule and position in the data.
 
-A training run's directory (``--out``, default ``<cache>/runs/KIND/DATASET``) holds
+A training run's directory (``--output-dir``, default ``<cache>/runs/KIND/DATASET``) holds
 ``checkpoint.pt`` (resumable training state), ``best.pt`` (the weights with the best validation
 perplexity, what the plugins load), ``log.jsonl`` and ``config.json``.
 
@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from harness.datasets import (Vocabulary, file_sha256, parse_checksum_file, user_cache_dir,
-                              write_checksum_file)
+from harness.datasets import Vocabulary, user_cache_dir
+from harness.files import file_sha256, parse_checksum_file, write_atomically, write_checksum_file
 from harness.plugin import PluginError
-from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
-from baselines.recurrent import CoreConfig
-from baselines.zoneout_lstm import ZoneoutLSTM
+from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 
 FORMAT = "wikitext-toolkit/baseline-checkpoint/1"
 BEST = "best.pt"
@@ -50,20 +49,36 @@ class CheckpointError(PluginError):
 
 
 def default_run_dir(kind: str, dataset_name: str) -> Path:
-    """Where ``baselines train KIND --dataset DATASET`` writes when given no ``--out``."""
+    """Where ``baselines train KIND --dataset DATASET`` writes when given no ``--output-dir``."""
     return user_cache_dir() / "runs" / kind / dataset_name
 
 
-def build_model(kind: str, config: dict[str, Any]) -> nn.Module:
-    """A fresh model of ``kind`` from its config dict."""
+def model_config(kind: str, config: Mapping[str, Any]) -> CoreConfig:
+    """The config of a ``kind`` model from a dict of its fields.
+
+    Raises:
+        ValueError: an unknown kind or field, or a value of the wrong type or out of range (the
+            message names it).
+    """
     if kind not in MODELS:
-        raise CheckpointError(f"unknown model kind {kind!r} (known: {', '.join(MODELS)})")
-    model_class, config_class = MODELS[kind]
-    known = {field.name for field in dataclasses.fields(config_class)}
-    unknown = sorted(set(config) - known)
+        raise ValueError(f"unknown model kind {kind!r} (known: {', '.join(MODELS)})")
+    fields = dataclasses.fields(MODELS[kind][1])
+    known = [field.name for field in fields]
+    unknown = sorted(set(config) - set(known))
     if unknown:
-        raise CheckpointError(f"{kind} config has unknown fields: {', '.join(unknown)}")
-    return model_class(config_class(**config))
+        raise ValueError(f"{kind} has no field {', '.join(unknown)} "
+                         f"(its fields: {', '.join(known)})")
+    missing = [field.name for field in fields
+               if field.default is dataclasses.MISSING and field.name not in config]
+    if missing:
+        raise ValueError(f"{kind} config lacks {', '.join(missing)}")
+    return MODELS[kind][1](**config)
+
+
+def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
+    """A fresh model of ``kind`` from its config dict (raises ValueError as :func:`model_config`)."""
+    validated = model_config(kind, config)
+    return MODELS[kind][0](validated)
 
 
 def packaged_checkpoint(kind: str, dataset_name: str) -> Path | None:
@@ -116,11 +131,8 @@ def package(source: Path, dataset_name: str) -> Path:
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
-    """Write atomically: a crash mid-write leaves the previous file intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    torch.save(payload, partial)
-    os.replace(partial, path)
+    """Write a checkpoint atomically: a failure mid-write leaves the previous file intact."""
+    write_atomically(path, lambda handle: torch.save(payload, handle))
 
 
 def load(path: str | os.PathLike) -> dict[str, Any]:
@@ -173,7 +185,10 @@ def load_model(path: str | os.PathLike, vocab: Vocabulary | None = None,
         raise CheckpointError(f"checkpoint {path} holds a {payload['kind']} model, not {kind}")
     if vocab is not None:
         check_vocabulary(payload, vocab, path)
-    model = build_model(payload["kind"], payload["config"])
+    try:
+        model = build_model(payload["kind"], payload["config"])
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path}: {error}") from None
     try:
         model.load_state_dict(payload["model"])
     except RuntimeError as error:

@@ -108,11 +108,14 @@ class KneserNeyModel:
         vocab_size: ``V``; word ids are ``0 .. V-1`` and ``V`` is used for ``<s>``.
         eos_id: id of ``<eos>``.
         order: N >= 1.
+
+    Raises:
+        ValueError: ``order`` is below 1.
     """
 
     def __init__(self, train_ids: np.ndarray, vocab_size: int, eos_id: int, order: int = 5) -> None:
         if order < 1:
-            raise PluginError(f"kneser_ney: order must be >= 1, got {order}")
+            raise ValueError(f"order must be >= 1, got {order}")
         self.order = order
         self.vocab_size = vocab_size
         self.eos_id = eos_id
@@ -210,4 +213,6 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None,
     """Train an order-``order`` model on ``dataset``'s train split (``device`` is unused)."""
     if checkpoint is not None:
         raise PluginError("kneser_ney trains from the train split on load; it takes no --checkpoint")
+    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+        raise PluginError(f"kneser_ney: order must be a positive integer, got {order!r}")
     return KneserNeyModel(dataset.tokens("train").ids, len(dataset.vocab), dataset.vocab.eos_id, order)

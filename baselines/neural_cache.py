@@ -1,20 +1,10 @@
-"""The neural cache of Grave et al. (2016) on a trained zoneout LSTM.
+"""Harness plugin and tuning for the neural cache (the model: :mod:`baselines.models.neural_cache`).
 
-::
-
-    p(w) = (1 - lambda) p_vocab(w) + lambda p_cache(w)
-    p_cache(w) = sum_{i : x_{i+1} = w} softmax_i(theta h_t . h_i)
-
-over the last ``window`` positions ``i < t`` of the stream (``h``: the LSTM's top-layer output;
-``x_{i+1}``: the word that followed position ``i``). The cache applies from the first token: a
-position with fewer than ``window`` predecessors uses all it has; the very first position of a
-stream, with none, uses ``p_vocab`` alone. Each chunk is scored against the carried window in one
-batched matmul with a banded causal mask: no per-token loop.
-
-As a harness plugin (``python -m harness eval baselines.neural_cache --dataset ptb
---model-args window=2000``) it wraps the zoneout LSTM that ``baselines train zoneout_lstm`` wrote
-(or ``--checkpoint``), with ``theta`` and ``interpolation`` (lambda) from ``--model-args`` or from
-the ``neural_cache.json`` that ``python -m baselines tune`` wrote beside the checkpoint.
+``python -m harness eval baselines.neural_cache --dataset ptb --model-args window=2000`` wraps the
+zoneout LSTM that ``baselines train zoneout_lstm`` wrote (or ``--checkpoint``, or the packaged
+one) with a cache of ``window`` positions, with ``theta`` and ``interpolation`` (lambda) from
+``--model-args`` or from the tuning file (``neural_cache.json``) that ``python -m baselines tune``
+(:func:`tune`) wrote beside the checkpoint.
 """
 
 from __future__ import annotations
@@ -22,158 +12,27 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 from tqdm import tqdm
 
+from harness.datasets import Dataset
 from harness.evaluate import stream_grid
 from harness.plugin import ModelUnavailable, PluginError
 from baselines import checkpoint as checkpoints
-from baselines.pointer_sentinel import band_mask, masked_log_sum
-from baselines.recurrent import LayerState, full_precision
+from baselines.models import NeuralCache, ZoneoutLSTM
+from baselines.models.common import masked_log_sum
+from baselines.models.neural_cache import cache_log_weights, mix
 from baselines.scoring import TorchLanguageModel, resolve_checkpoint
-from baselines.zoneout_lstm import LMOutput, ZoneoutLSTM
 
 TUNING_FILE = "neural_cache.json"
 
 
-class CacheState(NamedTuple):
-    """What a stream carries across chunks.
-
-    Attributes:
-        core: one ``(h, c)`` per layer, each ``[B, H]``.
-        memory: ``[B, M, D]`` top-layer outputs of the last ``M <= window`` positions.
-        memory_targets: int64 ``[B, M]``, the word that followed each of them.
-    """
-
-    core: list[LayerState]
-    memory: Tensor
-    memory_targets: Tensor
-
-
-class NeuralCache(nn.Module):
-    """A trained :class:`ZoneoutLSTM` with a neural cache (evaluation only; state:
-    :class:`CacheState`)."""
-
-    kind = "neural_cache"
-
-    def __init__(self, lstm: ZoneoutLSTM, window: int, theta: float, interpolation: float) -> None:
-        super().__init__()
-        if window < 1:
-            raise PluginError(f"neural cache: window must be >= 1, got {window}")
-        if not 0.0 <= interpolation < 1.0:
-            raise PluginError(f"neural cache: interpolation (lambda) must be in [0, 1), "
-                              f"got {interpolation}")
-        self.lstm = lstm
-        self.window = window
-        self.theta = theta
-        self.interpolation = interpolation
-
-    def initial_state(self, batch_size: int, device: torch.device | str) -> CacheState:
-        width = self.lstm.config.output_size
-        return CacheState(self.lstm.initial_state(batch_size, device),
-                          torch.zeros(batch_size, 0, width, device=device),
-                          torch.zeros(batch_size, 0, dtype=torch.long, device=device))
-
-    def encode(self, inputs: Tensor, targets: Tensor, state: CacheState
-               ) -> tuple[Tensor, Tensor, Tensor, Tensor, CacheState]:
-        """Run the LSTM over a chunk and line it up against the carried window.
-
-        Returns:
-            log_vocab ``[B, T, V]``, similarities ``h_t . h_i`` ``[B, T, M+T]``, visible ``[T, M+T]``
-            (the key is in the position's window), hits ``[B, T, M+T]`` (a key in the window
-            whose next word is the target) and the new state.
-        """
-        features, core_state = self.lstm.core(inputs, state.core)  # [B, T, D]
-        memory_length = state.memory.shape[1]
-        length = inputs.shape[1]
-        keys = torch.cat([state.memory, features], dim=1)  # [B, M+T, D]
-        key_targets = torch.cat([state.memory_targets, targets], dim=1)  # [B, M+T]
-        visible = band_mask(memory_length, length, self.window, include_self=False,
-                            device=inputs.device)
-        similarities = full_precision(torch.bmm(features, keys.transpose(1, 2)))
-        hits = (key_targets.unsqueeze(1) == targets.unsqueeze(2)) & visible
-        log_vocab = torch.log_softmax(full_precision(self.lstm.core.logits(features)), dim=-1)
-        keep = min(self.window, memory_length + length)
-        new_state = CacheState(core_state, keys[:, -keep:], key_targets[:, -keep:])
-        return log_vocab, similarities, visible, hits, new_state
-
-    def forward(self, inputs: Tensor, targets: Tensor, state: CacheState,
-                generator: torch.Generator | None = None,
-                distribution_rows: Tensor | None = None, analyze: bool = False) -> LMOutput:
-        """Score one chunk (arguments as :meth:`ZoneoutLSTM.forward`; no training).
-
-        With ``analyze``, ``analysis`` holds ``attention`` ``[B, T, M+T]`` (the cache's weight on
-        each key) and ``key_targets`` ``[B, M+T]``.
-        """
-        log_vocab, similarities, visible, hits, new_state = self.encode(inputs, targets, state)
-        log_weights = cache_log_weights(similarities, self.theta, visible)  # [B, T, M+T]
-        has_cache = visible.any(dim=1)  # [T]
-        target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
-        log_cache = masked_log_sum(log_weights, hits)
-        target_log_probs = mix(target_log_vocab, log_cache, self.interpolation, has_cache)
-
-        key_targets = torch.cat([state.memory_targets, targets], dim=1)  # [B, M+T]
-        distributions = None
-        if distribution_rows is not None:
-            rows = distribution_rows
-            row_keys = key_targets.unsqueeze(1).expand_as(hits)[rows]  # [K, M+T]
-            cache = torch.zeros(int(rows.sum()), log_vocab.shape[-1], device=inputs.device)
-            cache.scatter_add_(1, row_keys, log_weights[rows].exp())
-            row_has_cache = has_cache.unsqueeze(0).expand_as(rows)[rows].unsqueeze(1)  # [K, 1]
-            weight = torch.where(row_has_cache, self.interpolation, 0.0)
-            distributions = torch.log((1 - weight) * log_vocab[rows].exp() + weight * cache)
-        analysis = None
-        if analyze:
-            analysis = {"attention": log_weights.exp(),
-                        "key_targets": key_targets}
-        return LMOutput(target_log_probs, new_state, distributions, analysis=analysis)
-
-
-def cache_log_weights(similarities: Tensor, theta: float | Tensor, visible: Tensor) -> Tensor:
-    """Log of ``softmax_i(theta h_t . h_i)`` over each position's window.
-
-    ``similarities`` ``[..., T, K]``; ``visible`` bool ``[T, K]``. Keys outside the window, and
-    every key of a position whose window is empty, get ``-inf`` (never NaN, whatever ``theta``).
-    """
-    empty = ~visible.any(dim=-1, keepdim=True)  # [T, 1]
-    scaled = (similarities * theta).masked_fill(~visible, float("-inf")).masked_fill(empty, 0.0)
-    return torch.log_softmax(scaled, dim=-1).masked_fill(~visible, float("-inf"))
-
-
-def mix(log_vocab: Tensor, log_cache: Tensor, interpolation: float | Tensor,
-        has_cache: Tensor) -> Tensor:
-    """``log((1 - lambda) p_vocab + lambda p_cache)``; ``log p_vocab`` where ``has_cache`` is false
-    (``has_cache`` ``[T]`` broadcasts against the trailing axis)."""
-    interpolation = torch.as_tensor(interpolation, dtype=log_vocab.dtype, device=log_vocab.device)
-    mixed = torch.logaddexp(torch.log1p(-interpolation) + log_vocab,
-                            torch.log(interpolation) + log_cache)
-    return torch.where(has_cache, mixed, log_vocab)
-
-
 def tuning_path(checkpoint: Path) -> Path:
+    """Where the tuning file of a zoneout LSTM checkpoint is: beside it."""
     return checkpoint.parent / TUNING_FILE
-
-
-def load_model(dataset: Any, *, device: str, checkpoint: str | None, window: int = 100,
-               theta: float | None = None, interpolation: float | None = None) -> TorchLanguageModel:
-    """Harness factory: the zoneout LSTM for ``dataset`` with a cache of ``window`` positions."""
-    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, checkpoint)
-    lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
-    if theta is None or interpolation is None:
-        tuned = read_tuning(tuning_path(path), window)
-        if tuned is None:
-            raise ModelUnavailable(
-                f"no tuned neural cache for window {window} beside {path}: run `python -m baselines "
-                f"tune --dataset {dataset.name} --checkpoint {path} --windows {window}` or pass "
-                "--model-args theta=...,interpolation=...")
-        theta = tuned["theta"] if theta is None else theta
-        interpolation = tuned["interpolation"] if interpolation is None else interpolation
-    return TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), device,
-                              checkpoint=path)
 
 
 def read_tuning(path: Path, window: int) -> dict[str, float] | None:
@@ -185,6 +44,46 @@ def read_tuning(path: Path, window: int) -> dict[str, float] | None:
     except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise PluginError(f"{path}: not a neural-cache tuning file ({error})") from None
     return best.get(str(window))
+
+
+def cache_from_checkpoint(checkpoint: Path, dataset: Dataset, window: int, *,
+                          theta: float | None = None,
+                          interpolation: float | None = None) -> NeuralCache:
+    """A cache of ``window`` positions on the zoneout LSTM of ``checkpoint`` (checked against
+    ``dataset``'s vocabulary), with ``theta`` and ``interpolation`` as given, else as tuned in
+    the tuning file beside the checkpoint.
+
+    Raises:
+        ModelUnavailable: one is not given and the window was never tuned (says how to tune it).
+        PluginError: the settings are out of range.
+    """
+    lstm, _ = checkpoints.load_model(checkpoint, dataset.vocab, kind=ZoneoutLSTM.kind)
+    if theta is None or interpolation is None:
+        tuned = read_tuning(tuning_path(checkpoint), window)
+        if tuned is None:
+            raise ModelUnavailable(
+                f"no tuned neural cache for window {window} beside {checkpoint}: run `python -m "
+                f"baselines tune --dataset {dataset.name} --checkpoint {checkpoint} --windows "
+                f"{window}` or give theta and interpolation")
+        theta = tuned["theta"] if theta is None else theta
+        interpolation = tuned["interpolation"] if interpolation is None else interpolation
+    try:
+        return NeuralCache(lstm, window, theta, interpolation)
+    except ValueError as error:
+        raise PluginError(str(error)) from None
+
+
+def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, window: int = 100,
+               theta: float | None = None, interpolation: float | None = None) -> TorchLanguageModel:
+    """Harness factory: the zoneout LSTM for ``dataset`` with a cache of ``window`` positions."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise PluginError(f"neural_cache: window must be a positive integer, got {window!r}")
+    for name, value in (("theta", theta), ("interpolation", interpolation)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise PluginError(f"neural_cache: {name} must be a number, got {value!r}")
+    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, checkpoint)
+    cache = cache_from_checkpoint(path, dataset, window, theta=theta, interpolation=interpolation)
+    return TorchLanguageModel(cache, device, checkpoint=path)
 
 
 @torch.inference_mode()
@@ -212,13 +111,11 @@ def tune(lstm: ZoneoutLSTM, ids: np.ndarray, *, eos_id: int, windows: list[int],
         cache = NeuralCache(lstm, window, theta=0.0, interpolation=0.0)
         state = cache.initial_state(batch_size, device)
         totals = torch.zeros(len(thetas), len(interpolations), dtype=torch.float64, device=device)
-        width = grid.inputs.shape[1]
-        for begin in tqdm(range(0, width, bptt), desc=f"tune window {window}", unit="chunk",
-                          leave=False, disable=None if progress else True):
-            columns = slice(begin, begin + bptt)
-            inputs = torch.from_numpy(grid.inputs[:, columns]).to(device)
-            targets = torch.from_numpy(grid.targets[:, columns]).to(device)
-            mask = torch.from_numpy(grid.mask[:, columns]).to(device)
+        for _, chunk in tqdm(grid.chunks(bptt), desc=f"tune window {window}", unit="chunk",
+                             leave=False, disable=None if progress else True):
+            inputs = torch.from_numpy(chunk.inputs).to(device)
+            targets = torch.from_numpy(chunk.targets).to(device)
+            mask = torch.from_numpy(chunk.mask).to(device)
             log_vocab, similarities, visible, hits, state = cache.encode(inputs, targets, state)
             log_weights = cache_log_weights(similarities.unsqueeze(0), theta_values, visible)
             has_cache = visible.any(dim=1)  # [T]

@@ -28,7 +28,7 @@ class TorchLanguageModel:
     """A harness :class:`~harness.LanguageModel` around a baseline module.
 
     The module's ``forward(inputs, targets, state, distribution_rows=...)`` returns an
-    :class:`~baselines.zoneout_lstm.LMOutput`; its ``initial_state(B, device)`` starts streams.
+    :class:`~baselines.models.LMOutput`; its ``initial_state(B, device)`` starts streams.
     """
 
     def __init__(self, module: nn.Module, device: str | torch.device,

@@ -265,7 +265,7 @@ class Trainer:
                 changed.append("world_size")
             raise TrainingError(f"{self.run_dir} holds a run with different settings "
                                 f"({', '.join(changed)}): rerun it with its own settings "
-                                "or choose another --out")
+                                "or choose another --output-dir")
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["training"]["optimizer"])
         self.progress = Progress(**payload["training"]["progress"])

@@ -24,12 +24,10 @@ from torch import nn
 
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
-from baselines.neural_cache import NeuralCache
-from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
-from baselines.recurrent import CoreConfig
+from baselines.models import (CoreConfig, LMOutput, NeuralCache, PointerConfig,
+                              PointerSentinelLSTM, ZoneoutLSTM)
 from baselines.scoring import TorchLanguageModel, detach_state
 from baselines.training import PRESETS
-from baselines.zoneout_lstm import LMOutput, ZoneoutLSTM
 
 
 class CudnnLSTM(nn.Module):

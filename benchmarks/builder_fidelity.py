@@ -20,7 +20,16 @@ line; ``strip_code()`` keeps a heading's text but not its ``==`` markup.
 The pairs' wikitext is not necessarily the revision WikiText-2 was built from in 2016, so
 neither pipeline can reach 1.0.
 
-    python benchmarks/builder_fidelity.py [--shared-dir ../shared] [--data-dir ../shared/data] [--per-article]
+``--drift-robust`` scores the builder with the drift-discounting instrument instead,
+``SHARED/tools/fidelity2.py`` (its docstring defines sentence recall and precision,
+headings, line recall and markup residue over the reference material a perfect renderer of
+the stored revision could reproduce), rendering each pair with
+``python -m wikitext_builder render``; ``--json OUT`` keeps its per-article detail.
+``--pairs`` picks the pairs in ``PAIRS.tsv`` order: ``held-out`` is every 4th pair (the 4th,
+8th, ...), kept apart from renderer development; ``development`` is the rest.
+
+    python benchmarks/builder_fidelity.py [--shared-dir ../shared] [--data-dir ../shared/data]
+        [--pairs all|development|held-out] [--per-article] [--drift-robust [--json OUT]]
 
 ``--shared-dir`` defaults to ``$WIKITEXT_SHARED_DIR``, else ``../shared`` beside the checkout;
 ``--data-dir`` (holding ``wikitext-2/wiki.train.tokens``) to ``$HARNESS_DATA_DIR``, else
@@ -32,7 +41,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import shlex
 import statistics
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -115,6 +126,27 @@ def read_pairs(pairs_dir: Path) -> list[tuple[str, str]]:
     return pairs
 
 
+def select_pairs(pairs: list[tuple[str, str]], which: str) -> list[tuple[str, str]]:
+    """The ``all``, ``held-out`` (every 4th, from the 4th) or ``development`` (the rest) pairs."""
+    if which == "all":
+        return pairs
+    return [pair for i, pair in enumerate(pairs) if (i % 4 == 3) == (which == "held-out")]
+
+
+def drift_robust(instrument: Path, pairs_dir: Path, train: Path, pairs: list[tuple[str, str]],
+                 json_out: Path | None) -> int:
+    """Run the drift-discounting instrument on ``pairs``, rendering each with this
+    interpreter's ``python -m wikitext_builder render``; its report goes to stdout."""
+    render = f'{shlex.quote(sys.executable)} -m wikitext_builder render --title "$2" "$1"'
+    command = [sys.executable, str(instrument), str(pairs_dir), str(train), "--show", "0"]
+    for name, _ in pairs:
+        command += ["--only", name]
+    if json_out is not None:
+        command += ["--json", str(json_out)]
+    command += ["--", "sh", "-c", render, "render"]
+    return subprocess.run(command, cwd=REPO, check=False).returncode
+
+
 def measure(pairs_dir: Path, pairs: list[tuple[str, str]], vocabulary: set[str],
             pipelines: dict[str, Callable[[str, str], str]]) -> dict[str, Scores]:
     scores = {label: Scores() for label in pipelines}
@@ -169,8 +201,15 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"holds wikipedia/wt2_pairs/ (default: $WIKITEXT_SHARED_DIR, else {shared})")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("HARNESS_DATA_DIR") or data),
                         help=f"holds wikitext-2/wiki.train.tokens (default: $HARNESS_DATA_DIR, else {data})")
+    parser.add_argument("--pairs", choices=("all", "development", "held-out"), default="all",
+                        help="held-out: every 4th pair of PAIRS.tsv; development: the rest (default: all)")
     parser.add_argument("--per-article", action="store_true", help="also print every pair's token ratio")
+    parser.add_argument("--drift-robust", action="store_true",
+                        help="score with SHARED/tools/fidelity2.py (drift discounted) instead")
+    parser.add_argument("--json", type=Path, help="with --drift-robust: write the per-article detail here")
     args = parser.parse_args(argv)
+    if args.json is not None and not args.drift_robust:
+        parser.error("--json needs --drift-robust")
 
     pairs_dir = args.shared_dir / "wikipedia" / "wt2_pairs"
     train = args.data_dir / "wikitext-2" / "wiki.train.tokens"
@@ -182,10 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {train} not found (pass --data-dir or set HARNESS_DATA_DIR)", file=sys.stderr)
         return 2
     try:
-        pairs = read_pairs(pairs_dir)
+        pairs = select_pairs(read_pairs(pairs_dir), args.pairs)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.drift_robust:
+        instrument = args.shared_dir / "tools" / "fidelity2.py"
+        if not instrument.is_file():
+            print(f"error: {instrument} not found (pass --shared-dir or set WIKITEXT_SHARED_DIR)", file=sys.stderr)
+            return 2
+        return drift_robust(instrument, pairs_dir, train, pairs, args.json)
     vocabulary = set(train.read_text(encoding="utf-8").split())
     scores = measure(pairs_dir, pairs, vocabulary, {"ours": render_article, "naive": naive_article})
     report(scores, len(pairs), len(vocabulary), args.per_article)

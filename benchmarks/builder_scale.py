@@ -12,7 +12,7 @@ is written uncompressed into a temporary directory (``--workdir``, default the s
 temp dir), never into the repository, and removed afterwards unless ``--keep``.
 
 Each worker count runs the real command line from scratch in its own output directory,
-``python -m wikitext_builder --jsonl POOL --out DIR --workers N --quiet`` (read the pool
+``python -m wikitext_builder --jsonl POOL --output-dir DIR --workers N --quiet`` (read the pool
 into the SQLite cache, render, count the vocabulary, write the splits), as a child process
 whose process tree is sampled every 0.2 s for resident memory: reported are the peak of the
 largest single process and the peak of the whole tree's sum. Articles/s counts the
@@ -97,8 +97,8 @@ def _tree_rss(root: int) -> tuple[int, int]:
 
 def run_build(pool: Path, out_dir: Path, workers: int) -> dict[str, object]:
     """One build from scratch; wall time and sampled peak memory."""
-    command = [sys.executable, "-m", "wikitext_builder", "--jsonl", str(pool), "--out", str(out_dir),
-               "--workers", str(workers), "--quiet"]
+    command = [sys.executable, "-m", "wikitext_builder", "--jsonl", str(pool), "--output-dir",
+               str(out_dir), "--workers", str(workers), "--quiet"]
     peaks = {"process": 0, "tree": 0}
     start = time.perf_counter()
     child = subprocess.Popen(command, cwd=REPO)

@@ -10,21 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from harness.datasets import (BENCHMARKS, PAPER_BENCHMARKS, SPLITS, DatasetError, load_dataset,
-                              locate_benchmark)
+from harness.catalogue import BENCHMARKS, PAPER_BENCHMARKS
+from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
+                                existing_dir, non_negative_float, non_negative_int, positive_int,
+                                run)
+from harness.datasets import Dataset, DatasetError, load_dataset, locate_benchmark
 from harness.devices import resolve_device
-from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate
+from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate, split_ids
+from harness.files import write_atomically
+from harness.format import SPLITS
 from harness.plugin import (ModelUnavailable, PluginError, create_model, discover_plugins,
                             load_factory, parse_model_args, plugin_metadata)
-from harness.results import result_record
+from harness.results import result_record, token_log_probs_name
 
-
-
-def _write_json(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+#: The error types of the harness whose message is a one-line user error.
+USER_ERRORS = (DatasetError, PluginError, ModelUnavailable)
 
 
 def _summary_line(record: dict[str, Any]) -> str:
@@ -57,49 +57,65 @@ def _plan_datasets(args: argparse.Namespace) -> list[str]:
     return found
 
 
+def _check_outputs(args: argparse.Namespace, inputs: list[Path]) -> None:
+    """Refuse output paths that cannot be written, or that would overwrite ``inputs``."""
+    if args.output is not None:
+        check_output_file(args.output, "--output", inputs=inputs)
+    if args.save_token_logprobs is not None:
+        check_output_file(args.save_token_logprobs, "--save-token-logprobs", inputs=inputs)
+    if args.output_dir is not None:
+        check_output_dir(args.output_dir, "--output-dir")
+
+
+def _output_paths(args: argparse.Namespace, plugin: str, model_args: dict[str, Any],
+                  dataset: Dataset, split: str) -> tuple[Path | None, Path | None]:
+    """Where one evaluation's record (JSON) and token log-probabilities (.npy) go, if anywhere."""
+    if args.output_dir is not None:
+        arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
+        identity = plugin.replace(":", "-")  # module:attribute, a portable file name
+        record = Path(args.output_dir) / f"{identity}{arguments}.{dataset.name}.{split}.json"
+        return record, record.with_name(token_log_probs_name(record.name))
+    return (Path(args.output) if args.output else None,
+            Path(args.save_token_logprobs) if args.save_token_logprobs else None)
+
+
 def command_eval(args: argparse.Namespace) -> int:
+    _check_outputs(args, inputs=[])  # before anything, a download included
     plugin, factory = load_factory(args.plugin)
     model_args = parse_model_args(args.model_args)
     names = _plan_datasets(args)
     splits = list(dict.fromkeys(args.split))
     single_file_outputs = args.output is not None or args.save_token_logprobs is not None
     if single_file_outputs and (len(names) != 1 or len(splits) != 1):
-        raise PluginError("--output and --save-token-logprobs take one dataset and one split; "
-                          "use --output-dir for several")
+        raise UsageError("--output and --save-token-logprobs take one dataset and one split; "
+                         "use --output-dir for several")
     if args.checkpoint is not None and len(names) != 1:
-        raise PluginError("--checkpoint belongs to one dataset: name exactly one with --dataset")
+        raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
     device = resolve_device(args.device)
+    datasets = [load_dataset(name, args.data_dir) for name in names]
+    for dataset in datasets:
+        inputs = [dataset.path(split) for split in dataset.split_files]
+        _check_outputs(args, inputs + ([Path(args.checkpoint)] if args.checkpoint else []))
+        for split in splits:
+            split_ids(dataset, split)  # an empty split fails here, before any model is loaded
     records = []
-    for name in names:
-        dataset = load_dataset(name, args.data_dir)
+    for dataset in datasets:
         try:
             model = create_model(factory, plugin, dataset, device=device,
                                  checkpoint=args.checkpoint, model_args=model_args)
         except ModelUnavailable as reason:
             if args.dataset:
                 raise
-            print(f"{name}: {reason}", file=sys.stderr)
+            print(f"{dataset.name}: {reason}", file=sys.stderr)
             continue
         for split in splits:
-            stream = dataset.tokens(split)
-            keep = args.save_token_logprobs is not None or args.output_dir is not None
+            json_path, npy_path = _output_paths(args, plugin, model_args, dataset, split)
             evaluation = evaluate(
-                model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                batch_size=args.batch_size, bptt=args.bptt, audit_positions=args.audit,
-                causality_points=args.causality_audit,
+                model, dataset.tokens(split).ids, eos_id=dataset.vocab.eos_id,
+                vocab_size=len(dataset.vocab), batch_size=args.batch_size, bptt=args.bptt,
+                audit_positions=args.audit, causality_points=args.causality_audit,
                 causality_tolerance=args.causality_tolerance,
-                keep_token_log_probs=keep, name=f"{plugin} {dataset.name}/{split}")
-            if args.output_dir is not None:
-                arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
-                identity = plugin.replace(":", "-")  # module:attribute, a portable file name
-                stem = Path(args.output_dir) / f"{identity}{arguments}.{dataset.name}.{split}"
-                json_path, npy_path = Path(f"{stem}.json"), Path(f"{stem}.logprobs.npy")
-            else:
-                json_path = Path(args.output) if args.output else None
-                npy_path = Path(args.save_token_logprobs) if args.save_token_logprobs else None
-            if npy_path is not None:
-                npy_path.parent.mkdir(parents=True, exist_ok=True)
-                np.save(npy_path, evaluation.token_log_probs)
+                keep_token_log_probs=npy_path is not None, name=f"{plugin} {dataset.name}/{split}")
             record = result_record(
                 plugin=plugin, model_args=model_args,
                 checkpoint=args.checkpoint or getattr(model, "checkpoint", None), dataset=dataset,
@@ -109,13 +125,17 @@ def command_eval(args: argparse.Namespace) -> int:
                 plugin_metadata=plugin_metadata(model, plugin))
             for reason in record["unaudited_reasons"]:
                 print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
+            print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing
+            if npy_path is not None:
+                write_atomically(npy_path, lambda handle: np.save(handle, evaluation.token_log_probs))
             if json_path is not None:
-                _write_json(json_path, record)
+                write_atomically(json_path, json.dumps(record, indent=2) + "\n")
             records.append(record)
     if not records:
         print("nothing evaluated", file=sys.stderr)
         return 1
-    print(_summary_line(records[0]) if len(records) == 1 else _table(records))
+    if len(records) > 1:
+        print(_table(records))
     return 0
 
 
@@ -135,7 +155,7 @@ def command_list(args: argparse.Namespace) -> int:
 def command_download(args: argparse.Namespace) -> int:
     for name in args.names:
         if name not in BENCHMARKS:
-            raise DatasetError(f"unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
+            raise UsageError(f"unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
         dataset = load_dataset(name, args.data_dir)
         for split in SPLITS:
             dataset.verify(split)
@@ -144,44 +164,44 @@ def command_download(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness",
-                                     description="Exact word-level perplexity for any LM plugin.")
+    parser = ArgumentParser(prog="python -m harness",
+                            description="Exact word-level perplexity for any LM plugin.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    data_dir = argparse.ArgumentParser(add_help=False)
-    data_dir.add_argument("--data-dir", metavar="DIR",
+    data_dir = ArgumentParser(add_help=False)
+    data_dir.add_argument("--data-dir", type=existing_dir, metavar="DIR",
                           help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
                                "the user cache and downloading)")
 
-    run = commands.add_parser("eval", parents=[data_dir], help="evaluate a plugin",
-                              description="Evaluate a language-model plugin under the papers' protocol.")
-    run.add_argument("plugin", help="module path (my_pkg.my_model) or registered plugin name")
-    run.add_argument("--dataset", nargs="+", metavar="NAME",
-                     help=f"benchmarks ({', '.join(BENCHMARKS)}) or directories; default: "
-                          "every paper benchmark found locally")
-    run.add_argument("--split", nargs="+", choices=SPLITS, default=["test"])
-    run.add_argument("--checkpoint", help="passed to the plugin's factory")
-    run.add_argument("--model-args", metavar="K=V,...", help="keyword arguments for the factory")
-    run.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: auto)")
-    run.add_argument("--batch-size", type=int, default=1,
-                     help="contiguous streams scored together (default 1, the papers' test protocol)")
-    run.add_argument("--bptt", type=int, default=100, help="positions per chunk (default 100)")
-    run.add_argument("--audit", type=int, default=8, metavar="N",
-                     help="positions whose full distribution is checked (default 8; 0: off)")
-    run.add_argument("--causality-audit", type=int, default=4, metavar="N",
-                     help="positions at which the harness checks that no score depends on the "
-                          "token it predicts or a later one (default 4; 0: off)")
-    run.add_argument("--causality-tolerance", type=float, metavar="X",
-                     help="largest run-to-run change of a log-probability accepted by the "
-                          "causality audit (default 0, or "
-                          f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)")
-    run.add_argument("--output", metavar="FILE.json", help="write the result record")
-    run.add_argument("--save-token-logprobs", metavar="FILE.npy",
-                     help="save the per-token log-probabilities in stream order")
-    run.add_argument("--output-dir", metavar="DIR",
-                     help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy "
-                     "per evaluation")
-    run.set_defaults(handler=command_eval)
+    evaluation = commands.add_parser("eval", parents=[data_dir], help="evaluate a plugin",
+                                     description="Evaluate a language-model plugin under the papers' protocol.")
+    evaluation.add_argument("plugin", help="module path (my_pkg.my_model) or registered plugin name")
+    evaluation.add_argument("--dataset", nargs="+", metavar="NAME",
+                            help=f"benchmarks ({', '.join(BENCHMARKS)}) or directories; default: "
+                                 "every paper benchmark found locally")
+    evaluation.add_argument("--split", nargs="+", choices=SPLITS, default=["test"])
+    evaluation.add_argument("--checkpoint", help="passed to the plugin's factory")
+    evaluation.add_argument("--model-args", metavar="K=V,...", help="keyword arguments for the factory")
+    evaluation.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: auto)")
+    evaluation.add_argument("--batch-size", type=positive_int, default=1,
+                            help="contiguous streams scored together (default 1, the papers' test protocol)")
+    evaluation.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default 100)")
+    evaluation.add_argument("--audit", type=non_negative_int, default=8, metavar="N",
+                            help="positions whose full distribution is checked (default 8; 0: off)")
+    evaluation.add_argument("--causality-audit", type=non_negative_int, default=4, metavar="N",
+                            help="positions at which the harness checks that no score depends on the "
+                                 "token it predicts or a later one (default 4; 0: off)")
+    evaluation.add_argument("--causality-tolerance", type=non_negative_float, metavar="X",
+                            help="largest run-to-run change of a log-probability accepted by the "
+                                 "causality audit (default 0, or "
+                                 f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)")
+    evaluation.add_argument("--output", metavar="FILE.json", help="write the result record")
+    evaluation.add_argument("--save-token-logprobs", metavar="FILE.npy",
+                            help="save the per-token log-probabilities in stream order")
+    evaluation.add_argument("--output-dir", metavar="DIR",
+                            help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy "
+                            "per evaluation")
+    evaluation.set_defaults(handler=command_eval)
 
     listing = commands.add_parser("list", parents=[data_dir], help="known datasets and plugins")
     listing.set_defaults(handler=command_list)
@@ -194,20 +214,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    for option in ("batch_size", "bptt"):
-        if getattr(args, option, 1) < 1:
-            print(f"error: --{option.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return 2
-    for option in ("audit", "causality_audit", "causality_tolerance"):
-        if (getattr(args, option, None) or 0) < 0:
-            print(f"error: --{option.replace('_', '-')} must not be negative", file=sys.stderr)
-            return 2
-    try:
-        return args.handler(args)
-    except (DatasetError, PluginError, ModelUnavailable) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    """``lm-harness`` / ``python -m harness``; returns the exit status."""
+    return run(build_parser(), argv, errors=USER_ERRORS)

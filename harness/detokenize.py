@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-EOS = "<eos>"
+from harness.format import EOS
+
 STYLES = ("wikitext", "ptb", "none")
 
 _WIKITEXT_JOINERS = {"@-@": "-", "@,@": ",", "@.@": "."}

@@ -14,18 +14,25 @@ _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def resolve_device(device: str) -> str:
-    """The device to run on: ``auto`` is ``cuda`` when torch sees a GPU, else ``cpu``; any other
-    name must be ``cpu``, ``cuda`` or ``cuda:N``, and a CUDA device must be available."""
+    """The device to run on: ``auto`` is ``cuda`` when torch is installed and sees a GPU, else
+    ``cpu``; any other name must be ``cpu``, ``cuda`` or ``cuda:N``, and a CUDA device must be
+    available (which needs torch)."""
     if device == "auto":
         if not any(Path(path).exists() for path in GPU_DRIVER_FILES):
             return "cpu"
-        import torch
-
+        try:
+            import torch
+        except ModuleNotFoundError:  # the harness core and KN-5 run without torch
+            return "cpu"
         return "cuda" if torch.cuda.is_available() else "cpu"
     if not _DEVICE.fullmatch(device):
         raise PluginError(f"--device {device!r} is not a device (auto, cpu, cuda or cuda:N)")
     if device.startswith("cuda"):
-        import torch
+        try:
+            import torch
+        except ModuleNotFoundError:
+            raise PluginError(f"--device {device}: torch is not installed (pip install "
+                              "'wikitext-toolkit[torch]')") from None
 
         if not torch.cuda.is_available():
             raise PluginError(f"--device {device}: CUDA is not available on this machine "

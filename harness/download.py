@@ -1,7 +1,8 @@
 """Downloading benchmarks from their canonical locations, verified by sha256.
 
 Downloads go to ``<root>/.<name>.partial/`` and resume there after an interruption (HTTP
-``Range`` requests where the server supports them). Every downloaded file is checked against
+``Range`` requests where the server supports them); a failure that leaves nothing to resume
+from leaves no partial file or directory behind. Every downloaded file is checked against
 its known sha256 and refused on mismatch; split files extracted from an archive are checked
 against the release's per-file checksums where known, and their checksums are written to a
 ``SHA256SUMS`` file so later reads are verified too. Only a complete, verified dataset is moved
@@ -20,8 +21,8 @@ import requests
 from tqdm import tqdm
 
 from harness import __version__
-from harness.datasets import (CHECKSUM_FILE, Benchmark, DatasetError, RemoteFile, file_sha256,
-                              write_checksum_file)
+from harness.catalogue import Benchmark, RemoteFile
+from harness.files import CHECKSUM_FILE, DatasetError, file_sha256, write_checksum_file
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30
@@ -111,6 +112,8 @@ def fetch(source: RemoteFile, directory: Path) -> Path:
                 f"got {digest}): refusing the download")
         part.rename(final)
         return final
+    if part.exists() and part.stat().st_size == 0:
+        part.unlink()  # nothing to resume from
     raise DownloadFailed(f"could not download {source.filename}: {'; '.join(failures)}")
 
 
@@ -127,9 +130,12 @@ def _extract(archive: Path, members: dict[str, str], directory: Path) -> None:
                         raise DatasetError(f"{archive.name}: no member {member}")
                     member = candidates[0]
                 tmp = directory / f"{filename}.tmp"
-                with zipped.open(member) as source, tmp.open("wb") as target:
-                    shutil.copyfileobj(source, target, 1 << 20)
-                tmp.rename(directory / filename)
+                try:
+                    with zipped.open(member) as source, tmp.open("wb") as target:
+                        shutil.copyfileobj(source, target, 1 << 20)
+                    tmp.rename(directory / filename)
+                finally:
+                    tmp.unlink(missing_ok=True)
     except zipfile.BadZipFile:
         raise DatasetError(f"{archive.name}: not a valid zip archive") from None
 
@@ -138,13 +144,21 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
     """Download, verify and install ``benchmark`` as ``root/<name>``; returns that directory."""
     target = root / benchmark.name
     staging = root / f".{benchmark.name}.partial"
-    staging.mkdir(parents=True, exist_ok=True)
+    try:
+        staging.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DatasetError(
+            f"cannot write the download cache {root} ({error.strerror}): set HARNESS_CACHE_DIR to "
+            f"a writable directory, or put {benchmark.name}'s files in DIR/{benchmark.name}/ and "
+            "pass --data-dir DIR") from None
     print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}",
           file=sys.stderr)
     for source in benchmark.sources:
         try:
             path = fetch(source, staging)
         except DownloadFailed as error:
+            if not any(staging.iterdir()):
+                staging.rmdir()  # nothing to resume from
             files = ", ".join(benchmark.split_files.values())
             raise DownloadFailed(
                 f"{error}. To use local copies instead, put {files} in DIR/{benchmark.name}/ and "

@@ -19,12 +19,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
 
+from harness.files import DatasetError
 from harness.plugin import Chunk, ChunkScores, LanguageModel, PluginError
+
+if TYPE_CHECKING:
+    from harness.datasets import Dataset
 
 #: Largest positive log-probability accepted (rounding in a model's log-softmax).
 MAX_LOG_PROB = 1e-6
@@ -166,6 +170,31 @@ class StreamGrid:
     targets: np.ndarray
     mask: np.ndarray
 
+    def chunks(self, bptt: int) -> list[tuple[int, Chunk]]:
+        """The grid cut into chunks of ``T = bptt`` columns, in order: each chunk's first column
+        and its inputs, targets and mask (views ``[B, T]`` of the grid's arrays; the last chunk
+        may be narrower; no ``distribution_mask``)."""
+        if bptt < 1:
+            raise ValueError(f"bptt must be >= 1, got {bptt}")
+        return [(begin, Chunk(self.inputs[:, begin:begin + bptt], self.targets[:, begin:begin + bptt],
+                              self.mask[:, begin:begin + bptt]))
+                for begin in range(0, self.mask.shape[1], bptt)]
+
+
+def split_ids(dataset: Dataset, split: str) -> np.ndarray:
+    """The token ids of ``dataset``'s ``split`` (int32 ``[N]``), to score with :func:`evaluate`
+    or any other pass laid out by :func:`stream_grid`.
+
+    Raises:
+        DatasetError: the split is empty, so there is nothing to score (the message names its
+            file).
+    """
+    ids = dataset.tokens(split).ids
+    if len(ids) == 0:
+        raise DatasetError(f"{dataset.path(split)}: the {split} split is empty (no tokens): "
+                           "nothing to score")
+    return ids
+
 
 def stream_grid(ids: np.ndarray, *, eos_id: int, batch_size: int) -> StreamGrid:
     """Lay out the predictions of ``ids`` (int64 ``[N]``, inputs ``<eos>, x_1 .. x_{N-1}``)."""
@@ -233,8 +262,7 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
                                     points=causality_points, tolerance=causality_tolerance,
                                     name=name)
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
-    starts, inputs, targets, mask = grid.starts, grid.inputs, grid.targets, grid.mask
-    width = mask.shape[1]
+    starts, mask = grid.starts, grid.mask
 
     audit_mask = np.zeros_like(mask)
     if audit_positions > 0:
@@ -252,13 +280,13 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
     began = time.perf_counter()
     with tqdm(total=num_tokens, unit="tok", unit_scale=True, desc=name, leave=False,
               disable=None if progress else True) as bar:
-        for begin in range(0, width, bptt):
-            end = min(begin + bptt, width)
-            chunk_mask = mask[:, begin:end]
+        for begin, view in grid.chunks(bptt):
+            end = begin + view.mask.shape[1]
+            chunk_mask = view.mask
             wanted = audit_mask[:, begin:end]
             # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
-            chunk = Chunk(inputs[:, begin:end].copy(), targets[:, begin:end].copy(),
-                          chunk_mask.copy(), wanted.copy() if wanted.any() else None)
+            chunk = Chunk(view.inputs.copy(), view.targets.copy(), chunk_mask.copy(),
+                          wanted.copy() if wanted.any() else None)
             scores = model.score(chunk)
             if not isinstance(scores, ChunkScores):
                 raise PluginError(f"{name}: score() returned {type(scores).__name__}, "
@@ -278,7 +306,7 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
                     audit_mask[:] = False  # the model gives no distributions: stop asking
                 else:
                     sum_error, target_error = _audit(scores.distributions, wanted, log_probs,
-                                                     targets[:, begin:end], vocab_size, name)
+                                                     view.targets, vocab_size, name)
                     checked += int(wanted.sum())
                     max_sum_error = max(max_sum_error, sum_error)
                     max_target_error = max(max_target_error, target_error)

@@ -124,7 +124,8 @@ def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
             known = ", ".join(sorted(entries)) or "none"
             raise PluginError(f"no plugin {name!r}: not an importable module nor a registered "
                               f"plugin (registered: {known})") from None
-        raise PluginError(f"plugin {name!r} failed to import: {error}") from None
+        hint = " (pip install 'wikitext-toolkit[torch]')" if error.name == "torch" else ""
+        raise PluginError(f"plugin {name!r} failed to import: {error}{hint}") from None
     factory: Any = module
     for part in (attribute or FACTORY_NAME).split("."):
         factory = getattr(factory, part, None)

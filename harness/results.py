@@ -1,4 +1,9 @@
-"""The result record of one evaluation, written as JSON by ``harness eval --output``."""
+"""The result-file schema: what ``harness eval --output/--output-dir`` writes and ``leaderboard``
+reads. This module owns it: the keys and their types (:data:`REQUIRED_KEYS`,
+:data:`KEYS_ADDED_IN_2`), the version (:data:`SCHEMA_VERSION`), the name of the per-token
+log-probability file beside a result (:func:`token_log_probs_name`) and the rule that says which
+audits a result needs (:func:`unaudited_reasons`, with the subword exemption).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import importlib.metadata
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +24,44 @@ from harness.evaluate import Evaluation
 #: ``train_sha256`` (the train file's, which fixes the vocabulary) added;
 #: ``model`` is ``module`` or, for a factory other than ``load_model``, ``module:attribute``.
 SCHEMA_VERSION = 2
+#: Versions a reader understands; version 1 predates the causality audit: such results are read
+#: but count as unaudited.
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+
+#: Keys every result file carries, with the JSON types they must have (None allowed where listed).
+REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,),
+    "model": (str,),
+    "model_args": (dict,),
+    "checkpoint": (str, type(None)),
+    "dataset": (str,),
+    "split": (str,),
+    "dataset_sha256": (str,),
+    "vocab_size": (int,),
+    "vocab_sha256": (str,),
+    "tokens": (int,),
+    "nll": (int, float),
+    "perplexity": (int, float),
+    "protocol": (dict,),
+}
+#: Keys a version-2 result adds, with their JSON types.
+KEYS_ADDED_IN_2: dict[str, tuple[type, ...]] = {
+    "audit": (dict,),
+    "causality_audit": (dict,),
+    "audited": (bool,),
+    "unaudited_reasons": (list,),
+    "train_sha256": (str,),
+}
+
+#: What the per-token log-probabilities file (float64 ``[tokens]``, ``.npy``) of the result
+#: ``STEM.json`` is called when it is written beside it.
+TOKEN_LOG_PROBS_SUFFIX = ".logprobs.npy"
+
+
+def token_log_probs_name(result_name: str) -> str:
+    """The name of the per-token file beside the result file ``result_name``: ``STEM.json`` ->
+    ``STEM.logprobs.npy``."""
+    return Path(result_name).stem + TOKEN_LOG_PROBS_SUFFIX
 
 
 def git_commit() -> str | None:
@@ -60,18 +104,33 @@ def describe_device(device: str) -> str:
 SCORINGS = ("word", "subword")
 
 
-def unaudited_reasons(evaluation: Evaluation, scoring: str = "word") -> list[str]:
-    """Why an evaluation's figure is not fully audited under the audits that apply to its
-    ``scoring`` (empty when they all passed)."""
+def unaudited_reasons(record: Mapping[str, Any]) -> list[str]:
+    """Why a result record's figure is not fully audited, one line each (empty when every audit
+    that applies passed): the rule the harness applies when it writes a record and the
+    leaderboard when it reads one.
+
+    The probability audit must have checked distributions, except for ``subword`` scoring (see
+    :data:`SCORINGS`), to which it does not apply; the causality audit must have passed (a
+    version-1 record predates it). ``record`` needs ``schema_version``, ``audit``,
+    ``causality_audit`` and, when not ``word``, ``scoring``.
+    """
     reasons = []
-    if scoring == "subword":
+    audit = record.get("audit")
+    if record.get("scoring", "word") == "subword":
         pass  # no distribution over the word vocabulary: the probability audit does not apply
-    elif evaluation.audit.requested == 0:
+    elif not isinstance(audit, dict):
+        reasons.append("no probability audit recorded")
+    elif not audit.get("requested"):
         reasons.append("probability audit off (--audit 0)")
-    elif not evaluation.audit.passed:
+    elif audit.get("passed", audit.get("checked", 0) > 0) is not True:  # version 1: no "passed"
         reasons.append("the plugin gives no full distributions: normalization not audited")
-    if not evaluation.causality.passed:
+    causality = record.get("causality_audit")
+    if record["schema_version"] < 2:
+        reasons.append("written before the causality audit (schema 1): rerun harness eval")
+    elif not isinstance(causality, dict) or not causality.get("points"):
         reasons.append("causality audit off (--causality-audit 0)")
+    elif causality.get("passed") is not True:
+        reasons.append("causality audit not passed")
     return reasons
 
 
@@ -86,7 +145,9 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
     scoring = (plugin_metadata or {}).get("scoring", "word")
     if scoring not in SCORINGS:
         raise ValueError(f"plugin metadata: scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
-    reasons = unaudited_reasons(evaluation, scoring)
+    audits = {"schema_version": SCHEMA_VERSION, "scoring": scoring,
+              "audit": evaluation.audit.to_json(), "causality_audit": evaluation.causality.to_json()}
+    reasons = unaudited_reasons(audits)
     return {
         "schema_version": SCHEMA_VERSION,
         "model": plugin,
@@ -106,8 +167,8 @@ def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | 
         "perplexity": evaluation.perplexity,
         "bits_per_token": evaluation.bits_per_token,
         "protocol": {"batch_size": batch_size, "bptt": bptt},
-        "audit": evaluation.audit.to_json(),
-        "causality_audit": evaluation.causality.to_json(),
+        "audit": audits["audit"],
+        "causality_audit": audits["causality_audit"],
         "scoring": scoring,
         "audited": not reasons,
         "unaudited_reasons": reasons,

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from harness.files import write_atomically
 
 #: Layout version: entries of another version are never read.
 VERSION = 1
@@ -43,20 +44,8 @@ def _entry(cache_root: Path, train_sha256: str) -> Path:
     return cache_root / "tokens" / f"v{VERSION}" / train_sha256
 
 
-def _write_atomically(path: Path, write: Callable[[Any], None]) -> None:
-    """Create ``path`` through ``write(binary file)`` under a temporary name, then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
-        with temporary.open("wb") as handle:
-            write(handle)
-        temporary.replace(path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def _write_json(path: Path, record: dict[str, Any]) -> None:
-    _write_atomically(path, lambda handle: handle.write(json.dumps(record).encode("utf-8")))
+    write_atomically(path, json.dumps(record))
 
 
 def _read_json(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
@@ -113,7 +102,7 @@ def store_vocabulary(cache_root: Path, train_sha256: str, tokens: Sequence[str])
     """Cache a vocabulary (raises OSError when the cache cannot be written)."""
     entry = _entry(cache_root, train_sha256)
     data = "\n".join(tokens).encode("utf-8")
-    _write_atomically(entry / "vocab.txt", lambda handle: handle.write(data))
+    write_atomically(entry / "vocab.txt", data)
     _write_json(entry / "vocab.json", {"version": VERSION, "train_sha256": train_sha256,
                                        "vocab_sha256": hashlib.sha256(data).hexdigest(),
                                        "types": len(tokens)})
@@ -164,11 +153,11 @@ def store_ids(cache_root: Path, train_sha256: str, split_sha256: str, vocab_sha2
             "shape": (total,)})
         for block in blocks:
             data = np.ascontiguousarray(block if remap is None else remap[block], dtype=IDS_DTYPE)
-            view = memoryview(data).cast("B")
+            view = data.data.cast("B")
             crc = zlib.crc32(view, crc)
             handle.write(view)
 
-    _write_atomically(ids_path, write)
+    write_atomically(ids_path, write)
     _write_json(meta, {"version": VERSION, "train_sha256": train_sha256,
                        "split_sha256": split_sha256, "vocab_sha256": vocab_sha256,
                        "tokens": total, "oov_tokens": oov_tokens, "crc32": crc})

@@ -1,10 +1,10 @@
 """Leaderboards from harness result files, the papers' numbers beside ours.
 
-- ``python -m leaderboard build RESULTS --out DIR [--format csv markdown html]``: one table per
-  dataset (``ptb``, ``wikitext-2``, ``wikitext-103`` and every builder corpus with results), our
-  runs (``kind = reproduced``) merged with the published figures of :data:`table.REPORTED_CSV`
-  (``kind = reported``), ranked by test perplexity. Malformed or incompatible files are named
-  on stderr and skipped.
+- ``python -m leaderboard build RESULTS --output-dir DIR [--format csv markdown html]``: one
+  table per dataset (``ptb``, ``wikitext-2``, ``wikitext-103`` and every builder corpus with
+  results), our runs (``kind = reproduced``) merged with the published figures of
+  :data:`table.REPORTED_CSV` (``kind = reported``), ranked by test perplexity. Malformed or
+  incompatible files are named on stderr and skipped.
 - ``python -m leaderboard regenerate``: the project's committed tables from ``results/``.
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
   difference over the saved per-token log-probabilities.

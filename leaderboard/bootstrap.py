@@ -48,6 +48,13 @@ class Comparison:
         return 2.0 / (self.samples + 1)
 
 
+def minimum_samples(confidence: float) -> int:
+    """The fewest resamples for a percentile interval at ``confidence``: 5 beyond each end, i.e.
+    ``10 / (1 - confidence)`` (200 for 95%, 1,000 for 99%). With fewer, an end of the interval is
+    an extreme resample or two, and may not even bracket the estimate."""
+    return math.ceil(round(10 / (1 - confidence), 6))
+
+
 def default_block_length(tokens: int) -> int:
     return max(1, math.ceil(math.sqrt(tokens)))
 
@@ -68,7 +75,7 @@ def paired_bootstrap(log_probs_a: np.ndarray, log_probs_b: np.ndarray, *, sample
     Args:
         log_probs_a, log_probs_b: per-token natural-log probabilities of the same ``N`` targets,
             in the same order.
-        samples: bootstrap resamples.
+        samples: bootstrap resamples, at least :func:`minimum_samples` for ``confidence``.
         seed: for the random generator (``numpy.random.default_rng``); None for fresh entropy.
         block_length: tokens per resampled block; None for ``ceil(sqrt(N))``; 1 for i.i.d.
         confidence: of the percentile intervals.
@@ -87,10 +94,11 @@ def paired_bootstrap(log_probs_a: np.ndarray, log_probs_b: np.ndarray, *, sample
     n = len(a)
     if n == 0:
         raise ValueError("no tokens to compare")
-    if samples < 1:
-        raise ValueError("samples must be at least 1")
     if not 0 < confidence < 1:
         raise ValueError("confidence must be between 0 and 1")
+    if samples < minimum_samples(confidence):
+        raise ValueError(f"{samples} samples are too few for a {100 * confidence:g}% interval "
+                         f"(at least {minimum_samples(confidence)})")
     length = default_block_length(n) if block_length is None else int(block_length)
     if not 1 <= length <= n:
         raise ValueError(f"block length must be between 1 and the number of tokens ({n})")

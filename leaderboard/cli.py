@@ -1,4 +1,4 @@
-"""``python -m leaderboard {build,regenerate,compare,plot}``."""
+"""``python -m leaderboard {build,regenerate,compare,plot}`` (console script ``lm-leaderboard``)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import re
 import sys
 from pathlib import Path
 
+from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
+                                existing_dir, existing_file, positive_int, run)
+from harness.files import write_atomically
+from harness.format import SPLITS
 from leaderboard.records import Result, ResultError, collect, load_result, load_token_log_probs
 
 #: The project's committed results and the tables generated from them (``regenerate``).
@@ -16,10 +20,8 @@ README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
 README_END = "<!-- leaderboard:{dataset}:end -->"
 INCLUDE_UNAUDITED_HELP = ("also show results that do not show both harness audits passed (kind "
                           "'unaudited', never ranked); by default they are left out")
-
-
-class CommandError(Exception):
-    """A one-line user-facing error."""
+#: The error types of the leaderboard whose message is a one-line user error.
+USER_ERRORS = (ResultError,)
 
 
 def _describe(result: Result) -> str:
@@ -39,69 +41,97 @@ def _report(collection, warnings: list[str]) -> None:
 
 # ---- build / regenerate ------------------------------------------------------------------------
 
-def _build(sources: list[str], out: Path, formats: list[str], reported_path: str | None,
-           no_reported: bool, include_unaudited: bool) -> tuple[dict, list[Path], object]:
-    from leaderboard.table import REPORTED_CSV, build_tables, load_reported, write_tables
+def _load_reported(path: Path | None):
+    """The published figures (``path``, else the packaged ``reported.csv``)."""
+    from leaderboard.table import REPORTED_CSV, load_reported
+
+    try:
+        return load_reported(path or REPORTED_CSV)
+    except ValueError as error:  # a CSV without the expected columns
+        raise UsageError(f"--reported: {error}") from None
+
+
+def _build(sources: list[str], reported: object, include_unaudited: bool) -> tuple[dict, object]:
+    """One table per dataset from the result files under ``sources`` and the published figures
+    ``reported`` (None: none); the files rejected are named on stderr."""
+    from leaderboard.table import build_tables
 
     for source in sources:
         if not Path(source).exists():
-            raise CommandError(f"{source}: no such file or directory")
+            raise UsageError(f"{source}: no such file or directory")
     collection = collect(sources, include_unaudited)
-    reported = None if no_reported else load_reported(reported_path or REPORTED_CSV)
     warnings: list[str] = []
     roots = [Path(s) for s in sources if Path(s).is_dir()]
     tables = build_tables(collection, reported, roots=roots, warnings=warnings)
     _report(collection, warnings)
+    return tables, collection
+
+
+def _write_tables(tables: dict, out: Path, formats: list[str]) -> tuple[list[Path], list[Path]]:
+    """Write the tables; returns the files written and those of them whose content changed."""
+    from leaderboard.table import write_tables
+
+    before = {path: path.read_bytes() for path in out.iterdir() if path.is_file()} \
+        if out.is_dir() else {}
     written = write_tables(tables, out, formats)
-    return tables, written, collection
+    return written, [path for path in written if before.get(path) != path.read_bytes()]
 
 
 def command_build(args: argparse.Namespace) -> int:
+    out = check_output_dir(args.output_dir, "--output-dir")
     formats = list(dict.fromkeys(args.format))
-    tables, written, collection = _build(args.results, Path(args.out), formats, args.reported,
-                                         args.no_reported, args.include_unaudited)
+    reported = None if args.no_reported else _load_reported(args.reported)
+    tables, collection = _build(args.results, reported, args.include_unaudited)
     for dataset, frame in tables.items():
         kinds = frame["kind"].value_counts()
         counts = ", ".join(f"{kinds.get(kind, 0)} {kind}" for kind in ("reproduced", "reported")
                            + (("unaudited",) if args.include_unaudited else ()))
-        print(f"{dataset}: {len(frame)} rows ({counts})")
-    print(f"wrote {len(written)} file(s) to {args.out}; {len(collection.results)} result file(s) used, "
+        print(f"{dataset}: {len(frame)} rows ({counts})", flush=True)
+    written, _ = _write_tables(tables, out, formats)
+    print(f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
           f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out")
     return 1 if args.strict and collection.rejected else 0
 
 
-def _update_readme(readme: Path, tables: dict) -> list[str]:
+def _update_readme(readme: Path, tables: dict) -> tuple[list[str], list[str]]:
     """Replace the text between ``<!-- leaderboard:DATASET:begin -->`` and ``...:end -->``
-    markers with that dataset's markdown table; datasets without markers are left out."""
+    markers with that dataset's markdown table; datasets without markers are left out. Returns
+    the datasets whose table changed and those already up to date; the file is rewritten only
+    when something changed."""
     from leaderboard.table import to_markdown
 
-    text = readme.read_text(encoding="utf-8")
-    updated = []
+    text = original = readme.read_text(encoding="utf-8")
+    updated, unchanged = [], []
     for dataset, frame in tables.items():
         begin, end = README_BEGIN.format(dataset=dataset), README_END.format(dataset=dataset)
         pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
         if pattern.search(text):
-            text = pattern.sub(lambda _: f"{begin}\n{to_markdown(frame)}{end}", text, count=1)
-            updated.append(dataset)
-    readme.write_text(text, encoding="utf-8")
-    return updated
+            refreshed = pattern.sub(lambda _: f"{begin}\n{to_markdown(frame)}{end}", text, count=1)
+            (updated if refreshed != text else unchanged).append(dataset)
+            text = refreshed
+    if text != original:
+        write_atomically(readme, text)
+    return updated, unchanged
 
 
 def command_regenerate(args: argparse.Namespace) -> int:
     results = Path(args.results)
     if not results.is_dir():
-        raise CommandError(f"{results}: no results directory (put harness result JSON there)")
-    tables, written, collection = _build([str(results)], Path(args.out), ["csv", "markdown"],
-                                         None, False, args.include_unaudited)
-    print(f"wrote {len(written)} file(s) to {args.out} from {len(collection.results)} result file(s) "
+        raise UsageError(f"{results}: no results directory (put harness result JSON there)")
+    out = check_output_dir(args.output_dir, "--output-dir")
+    if args.readme is not None:
+        check_output_file(args.readme, "--readme")
+    tables, collection = _build([str(results)], _load_reported(None), args.include_unaudited)
+    written, changed = _write_tables(tables, out, ["csv", "markdown"])
+    state = f"{len(changed)} changed" if changed else "all unchanged"
+    print(f"{out}: {len(written)} file(s), {state}, from {len(collection.results)} result file(s) "
           f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out)")
-    if args.readme:
-        readme = Path(args.readme)
-        if not readme.is_file():
-            raise CommandError(f"{readme}: no such file")
-        updated = _update_readme(readme, tables)
-        print(f"{readme}: updated {', '.join(updated) if updated else 'nothing'} "
-              "(between <!-- leaderboard:DATASET:begin/end --> markers)")
+    if args.readme is not None:
+        updated, unchanged = _update_readme(args.readme, tables)
+        parts = [f"updated {', '.join(updated)}"] if updated else []
+        parts += [f"unchanged {', '.join(unchanged)}"] if unchanged else []
+        print(f"{args.readme}: " + ("; ".join(parts) or "no <!-- leaderboard:DATASET:begin/end "
+                                                        "--> markers"))
     return 1 if collection.rejected else 0
 
 
@@ -117,13 +147,35 @@ def check_comparable(a: Result, b: Result) -> None:
                               f"({a[field]} vs {b[field]})")
 
 
-def command_compare(args: argparse.Namespace) -> int:
-    from leaderboard.bootstrap import paired_bootstrap
+def _confidence(text: str) -> float:
+    """A confidence level strictly between 0 and 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (0.95 for 95%), got {text}")
+    return value
 
+
+def _block_length(text: str) -> int | None:
+    """``auto`` (None: the bootstrap's default) or a positive number of tokens."""
+    return None if text == "auto" else positive_int(text)
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    from leaderboard.bootstrap import minimum_samples, paired_bootstrap
+
+    needed = minimum_samples(args.confidence)
+    if args.samples < needed:
+        raise UsageError(f"--samples {args.samples} is too few for a {100 * args.confidence:g}% "
+                         f"interval: at least {needed:,} (5 resamples beyond each end)")
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
     log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
-    block = None if args.block_length == "auto" else int(args.block_length)
+    block = args.block_length
+    if block is not None and block > len(log_a):
+        raise UsageError(f"--block-length {block} is longer than the {len(log_a):,} tokens compared")
     result = paired_bootstrap(log_a, log_b, samples=args.samples, seed=args.seed,
                               block_length=block, confidence=args.confidence)
     level = f"{100 * args.confidence:g}%"
@@ -149,36 +201,45 @@ def command_compare(args: argparse.Namespace) -> int:
 
 def command_plot_bars(args: argparse.Namespace) -> int:
     from leaderboard.plots import plot_bars
-    from leaderboard.table import PAPER_DATASETS, build_tables, load_reported, read_table
+    from leaderboard.table import PAPER_DATASETS, build_tables, read_table
 
     source = Path(args.source)
+    check_output_file(args.output, "--output", inputs=[source])
     if source.is_file() and source.suffix == ".csv":
-        frame = read_table(source)
+        try:
+            frame = read_table(source)
+        except ValueError as error:  # not a leaderboard CSV
+            raise UsageError(str(error)) from None
         dataset = args.dataset or source.stem
     elif source.exists():
         collection = collect([source], args.include_unaudited)
         warnings: list[str] = []
-        tables = build_tables(collection, None if args.no_reported else load_reported(),
+        tables = build_tables(collection, None if args.no_reported else _load_reported(None),
                               roots=[source] if source.is_dir() else [], warnings=warnings)
         _report(collection, warnings)
         if args.dataset is None:
             found = [d for d in tables if d not in PAPER_DATASETS or
                      (tables[d]["kind"] == "reproduced").any()]
             if len(found) != 1:
-                raise CommandError(f"{source} holds results for {', '.join(found) or 'no dataset'}: "
+                raise UsageError(f"{source} holds results for {', '.join(found) or 'no dataset'}: "
                                    "pick one with --dataset")
             args.dataset = found[0]
         if args.dataset not in tables:
-            raise CommandError(f"no {args.dataset} rows in {source} (datasets: {', '.join(tables)})")
+            raise UsageError(f"no {args.dataset} rows in {source} (datasets: {', '.join(tables)})")
         dataset, frame = args.dataset, tables[args.dataset]
     else:
-        raise CommandError(f"{source}: no such file or directory")
-    path = plot_bars(frame, args.title or f"{dataset} leaderboard", args.out, log=args.log)
+        raise UsageError(f"{source}: no such file or directory")
+    try:
+        path = plot_bars(frame, args.title or f"{dataset} leaderboard", args.output, log=args.log)
+    except ValueError as error:  # no row with a perplexity
+        raise UsageError(str(error)) from None
     print(f"wrote {path}")
     return 0
 
 
 def _load_dataset_for(result: Result, override: str | None, data_dir: str | None):
+    """The dataset ``result`` was scored on (``override``: a benchmark name or directory), with
+    the vocabulary the result was scored with."""
     from harness.datasets import BENCHMARKS, DatasetError, load_dataset
 
     name = override or result["dataset"]
@@ -190,13 +251,14 @@ def _load_dataset_for(result: Result, override: str | None, data_dir: str | None
         else:
             recorded = result.get("dataset_path")
             if not recorded or not Path(recorded).is_dir():
-                raise CommandError(f"{result.path}: dataset {name!r} not found; pass --dataset DIR")
+                raise UsageError(f"{result.path}: dataset {name!r} not found; pass --dataset DIR")
             dataset = load_dataset(recorded, data_dir)
         vocab_sha = dataset.vocab.sha256()
     except DatasetError as error:
-        raise CommandError(f"{error} (pass --data-dir or --dataset)") from None
+        hint = "pass --dataset DIR" if data_dir else "pass --data-dir DIR or --dataset DIR"
+        raise UsageError(f"{error} ({hint})") from None
     if vocab_sha != result["vocab_sha256"]:
-        raise CommandError(f"{result.path}: the vocabulary of {dataset.directory} is not the one "
+        raise UsageError(f"{result.path}: the vocabulary of {dataset.directory} is not the one "
                            "the result was scored with (vocab_sha256 differs)")
     return dataset
 
@@ -204,23 +266,29 @@ def _load_dataset_for(result: Result, override: str | None, data_dir: str | None
 def command_plot_frequency(args: argparse.Namespace) -> int:
     from leaderboard.plots import bucket_difference, frequency_buckets, plot_frequency
 
+    check_output_file(args.output, "--output", inputs=[args.a, args.b])
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
     log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
     dataset = _load_dataset_for(a, args.dataset, args.data_dir)
+    inputs = [args.a, args.b, *(dataset.path(split) for split in dataset.split_files)]
+    check_output_file(args.output, "--output", inputs=inputs)
     targets = dataset.tokens(a["split"]).ids
     if len(targets) != len(log_a):
-        raise CommandError(f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results "
+        raise UsageError(f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results "
                            f"{len(log_a)}")
+    if args.buckets > len(dataset.vocab):
+        raise UsageError(f"--buckets {args.buckets}: more buckets than the {len(dataset.vocab):,} "
+                         "words of the vocabulary")
     buckets = frequency_buckets(dataset.tokens("train").ids, len(dataset.vocab), args.buckets,
                                 args.bucketing)
     result = bucket_difference(targets, log_a, log_b, buckets)
-    title = args.title or (f"{a['dataset']}/{a['split']}: mean difference in log perplexity "
-                           "by word frequency")
-    path = plot_frequency(result, _describe(a), _describe(b), title, args.out)
     for number, (mean, tokens, types) in enumerate(zip(result.mean, result.tokens, result.types), 1):
         print(f"bucket {number:>2}: {types:>6,} words, {tokens:>8,} tokens, mean NLL(A) - NLL(B) "
-              f"{mean:+.4f}")
+              f"{mean:+.4f}", flush=True)
+    title = args.title or (f"{a['dataset']}/{a['split']}: mean difference in log perplexity "
+                           "by word frequency")
+    path = plot_frequency(result, _describe(a), _describe(b), title, args.output)
     print(f"wrote {path}")
     return 0
 
@@ -230,10 +298,11 @@ def command_plot_gates(args: argparse.Namespace) -> int:
 
     from leaderboard.plots import load_gates, plot_gates
 
+    check_output_file(args.output, "--output", inputs=[args.gates])
     try:
         gates = load_gates(args.gates)
     except ValueError as error:
-        raise CommandError(str(error)) from None
+        raise UsageError(str(error)) from None
     title = args.title
     if title is None:
         title = f"pointer sentinel gate: {Path(args.gates).name}"
@@ -246,7 +315,7 @@ def command_plot_gates(args: argparse.Namespace) -> int:
                     title = "pointer sentinel gate: " + " ".join(parts)
             except (OSError, ValueError):
                 pass
-    path = plot_gates(gates, title, args.out, bins=args.bins)
+    path = plot_gates(gates, title, args.output, bins=args.bins)
     print(f"wrote {path}")
     return 0
 
@@ -254,16 +323,18 @@ def command_plot_gates(args: argparse.Namespace) -> int:
 def command_plot_curves(args: argparse.Namespace) -> int:
     from leaderboard.plots import load_training_log, plot_curves
 
+    logs = [spec.partition("=")[0] for spec in args.logs]
+    check_output_file(args.output, "--output", inputs=logs)
     curves = []
     for spec in args.logs:
         path, _, label = spec.partition("=")
         try:
             curves.append((label or Path(path).parent.name, load_training_log(path)))
         except OSError as error:
-            raise CommandError(f"{path}: cannot read ({error.strerror})") from None
+            raise UsageError(f"{path}: cannot read ({error.strerror})") from None
         except ValueError as error:
-            raise CommandError(str(error)) from None
-    path = plot_curves(curves, args.title or "validation perplexity during training", args.out)
+            raise UsageError(str(error)) from None
+    path = plot_curves(curves, args.title or "validation perplexity during training", args.output)
     print(f"wrote {path}")
     return 0
 
@@ -273,19 +344,23 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 
     from leaderboard.plots import plot_zipf, rank_frequency
 
+    check_output_file(args.output, "--output")
     corpora = []
     for name in args.corpora:
         try:
             dataset = load_dataset(name, args.data_dir, download=False) if not Path(name).is_dir() \
                 else load_dataset(name)
+            check_output_file(args.output, "--output",
+                              inputs=[dataset.path(split) for split in dataset.split_files])
             ids = dataset.tokens(args.split).ids
         except DatasetError as error:
-            raise CommandError(f"{error} (pass --data-dir)") from None
+            hint = "" if args.data_dir else " (pass --data-dir DIR)"
+            raise UsageError(f"{error}{hint}") from None
         exclude = [] if args.include_eos else [dataset.vocab[EOS]]
         corpora.append((dataset.name, rank_frequency(ids, len(dataset.vocab), exclude)))
     title = args.title or (f"Zipf plot of the {args.split} split"
                            + ("" if args.include_eos else " (<eos> left out)"))
-    path = plot_zipf(corpora, title, args.out)
+    path = plot_zipf(corpora, title, args.output)
     print(f"wrote {path}")
     return 0
 
@@ -293,18 +368,19 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 # ---- parser --------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m leaderboard",
-                                     description="Leaderboards, significance tests and plots from "
-                                                 "harness result files.")
+    parser = ArgumentParser(prog="python -m leaderboard",
+                            description="Leaderboards, significance tests and plots from harness "
+                                        "result files.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("build", help="one table per dataset from result files",
                                 description="Read every harness result JSON under RESULTS and write "
                                             "one ranked table per dataset, published figures beside them.")
     build.add_argument("results", nargs="+", metavar="RESULTS", help="result directories or files")
-    build.add_argument("--out", required=True, metavar="DIR")
+    build.add_argument("--output-dir", required=True, metavar="DIR")
     build.add_argument("--format", nargs="+", choices=["csv", "markdown", "html"], default=["csv"])
-    build.add_argument("--reported", metavar="CSV", help="published figures (default: the packaged reported.csv)")
+    build.add_argument("--reported", type=existing_file, metavar="CSV",
+                       help="published figures (default: the packaged reported.csv)")
     build.add_argument("--no-reported", action="store_true", help="only reproduced rows")
     build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
     build.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
@@ -314,8 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Rebuild the committed leaderboard (csv and markdown) "
                                             f"from {DEFAULT_RESULTS}/; exit 1 when a file was rejected.")
     regen.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
-    regen.add_argument("--out", default=str(DEFAULT_TABLES), metavar="DIR")
-    regen.add_argument("--readme", metavar="README.md",
+    regen.add_argument("--output-dir", default=str(DEFAULT_TABLES), metavar="DIR")
+    regen.add_argument("--readme", type=existing_file, metavar="README.md",
                        help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers")
     regen.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     regen.set_defaults(handler=command_regenerate)
@@ -325,11 +401,13 @@ def build_parser() -> argparse.ArgumentParser:
                                               "of two results on the same dataset split.")
     compare.add_argument("a", metavar="A.json")
     compare.add_argument("b", metavar="B.json")
-    compare.add_argument("--samples", type=int, default=10_000)
+    compare.add_argument("--samples", type=positive_int, default=10_000,
+                         help="bootstrap resamples (default 10,000; at least 10 / (1 - confidence))")
     compare.add_argument("--seed", type=int, default=0)
-    compare.add_argument("--block-length", default="auto", metavar="N|auto",
+    compare.add_argument("--block-length", type=_block_length, default="auto", metavar="N|auto",
                          help="tokens per resampled block (default auto: ceil(sqrt(N)); 1: i.i.d. tokens)")
-    compare.add_argument("--confidence", type=float, default=0.95)
+    compare.add_argument("--confidence", type=_confidence, default=0.95,
+                         help="level of the intervals (default 0.95)")
     compare.set_defaults(handler=command_compare)
 
     plot = commands.add_parser("plot", help="figures (PNG)")
@@ -338,7 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     bars = plots.add_parser("bars", help="a leaderboard as a bar chart")
     bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv")
     bars.add_argument("--dataset", help="which dataset's table (for a results directory)")
-    bars.add_argument("--out", required=True, metavar="PNG")
+    bars.add_argument("--output", required=True, metavar="PNG")
     bars.add_argument("--no-reported", action="store_true")
     bars.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     scale = bars.add_mutually_exclusive_group()
@@ -350,36 +428,36 @@ def build_parser() -> argparse.ArgumentParser:
     frequency = plots.add_parser("frequency", help="the paper's Figure 4: difference by word frequency")
     frequency.add_argument("a", metavar="A.json", help="the reference model (e.g. the LSTM)")
     frequency.add_argument("b", metavar="B.json", help="the model compared with it; > 0 means B is better")
-    frequency.add_argument("--out", required=True, metavar="PNG")
-    frequency.add_argument("--buckets", type=int, default=10)
+    frequency.add_argument("--output", required=True, metavar="PNG")
+    frequency.add_argument("--buckets", type=positive_int, default=10)
     frequency.add_argument("--bucketing", choices=["types", "tokens", "heldout"], default="types",
                            help="what each bucket holds the same amount of: distinct words (default, "
                                 "our reading of the paper), train tokens, or evaluated tokens")
-    frequency.add_argument("--data-dir", metavar="DIR")
+    frequency.add_argument("--data-dir", type=existing_dir, metavar="DIR")
     frequency.add_argument("--dataset", metavar="NAME|DIR", help="where the corpus is, if not the result's")
     frequency.add_argument("--title")
     frequency.set_defaults(handler=command_plot_frequency)
 
     gates = plots.add_parser("gates", help="histogram of pointer-sentinel gate values")
     gates.add_argument("gates", metavar="GATES.npy", help="[N] floats in [0, 1], the softmax share g")
-    gates.add_argument("--out", required=True, metavar="PNG")
-    gates.add_argument("--bins", type=int, default=50)
+    gates.add_argument("--output", required=True, metavar="PNG")
+    gates.add_argument("--bins", type=positive_int, default=50)
     gates.add_argument("--title")
     gates.set_defaults(handler=command_plot_gates)
 
     curves = plots.add_parser("curves", help="learning curves from `baselines train` logs")
     curves.add_argument("logs", nargs="+", metavar="LOG.jsonl[=LABEL]",
                         help="training logs (log.jsonl of a run directory), each with a label")
-    curves.add_argument("--out", required=True, metavar="PNG")
+    curves.add_argument("--output", required=True, metavar="PNG")
     curves.add_argument("--title")
     curves.set_defaults(handler=command_plot_curves)
 
     zipf = plots.add_parser("zipf", help="rank-frequency plot of corpora")
     zipf.add_argument("corpora", nargs="+", metavar="NAME|DIR",
                       help="ptb, wikitext-2, ... or a builder output directory")
-    zipf.add_argument("--out", required=True, metavar="PNG")
-    zipf.add_argument("--split", default="train", choices=["train", "valid", "test"])
-    zipf.add_argument("--data-dir", metavar="DIR")
+    zipf.add_argument("--output", required=True, metavar="PNG")
+    zipf.add_argument("--split", default="train", choices=SPLITS)
+    zipf.add_argument("--data-dir", type=existing_dir, metavar="DIR")
     zipf.add_argument("--include-eos", action="store_true", help="count <eos> as a word")
     zipf.add_argument("--title")
     zipf.set_defaults(handler=command_plot_zipf)
@@ -387,20 +465,5 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "samples", 1) < 1:
-        print("error: --samples must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        return args.handler(args)
-    except (CommandError, ResultError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
-
+    """``lm-leaderboard`` / ``python -m leaderboard``; returns the exit status."""
+    return run(build_parser(), argv, errors=USER_ERRORS)

@@ -28,16 +28,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from harness.files import write_atomically  # noqa: E402
+
 REPORTED_COLOUR = "#9aa5b1"
 REPRODUCED_COLOUR = "#1f77b4"
 
 
 def _save(figure: plt.Figure, out: str | Path) -> Path:
+    """Write ``figure`` to ``out`` atomically, in the format its extension names (PNG when it
+    has none), and close it."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=130, bbox_inches="tight")
-    plt.close(figure)
-    return out
+    try:
+        return write_atomically(out, lambda handle: figure.savefig(
+            handle, format=out.suffix[1:] or None, dpi=130, bbox_inches="tight"))
+    finally:
+        plt.close(figure)
 
 
 # ---- leaderboard bars --------------------------------------------------------------------------
@@ -225,7 +230,7 @@ def plot_frequency(result: BucketDifference, label_a: str, label_b: str, title: 
 
 def load_gates(path: str | Path) -> np.ndarray:
     """A ``[N]`` float array of gate values in [0, 1] from a ``.npy`` file, such as the one
-    ``python -m baselines analyze ... --gates-out GATES.npy`` writes (float32, stream order)."""
+    ``python -m baselines analyze ... --save-gates GATES.npy`` writes (float32, stream order)."""
     path = Path(path)
     try:
         gates = np.load(path, allow_pickle=False)
@@ -245,7 +250,7 @@ def load_gates(path: str | Path) -> np.ndarray:
 
 def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -> Path:
     figure, axis = plt.subplots(figsize=(7, 4.2))
-    axis.hist(gates, bins=np.linspace(0, 1, bins + 1), color="#ff7f0e", edgecolor="black", linewidth=0.3)
+    axis.hist(gates, bins=np.linspace(0, 1, bins + 1).tolist(), color="#ff7f0e", edgecolor="black", linewidth=0.3)
     axis.set_yscale("log")
     axis.set_xlim(0, 1)
     axis.set_xlabel("gate g (share of probability to the vocabulary softmax; 1 - g to the pointer)")
@@ -293,8 +298,8 @@ def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str
     for label, frame in curves:
         line, = axis.plot(frame["minutes"], frame["valid_ppl"], marker="o", markersize=3,
                           label=f"{label} (best {frame['valid_ppl'].min():.1f})")
-        best = frame["valid_ppl"].idxmin()
-        axis.scatter([frame["minutes"][best]], [frame["valid_ppl"][best]], s=60,
+        best = int(frame["valid_ppl"].to_numpy().argmin())
+        axis.scatter([frame["minutes"].iloc[best]], [frame["valid_ppl"].iloc[best]], s=60,
                      facecolors="none", edgecolors=line.get_color(), zorder=3)
     axis.set_yscale("log")
     axis.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())

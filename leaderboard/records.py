@@ -1,9 +1,10 @@
 """Reading harness result files: validation, rejection of incompatible ones, and their runs.
 
-A *result file* is the JSON that ``python -m harness eval --output/--output-dir`` writes (schema in
-``harness/results.py``). One result is one (model, dataset, split) evaluation; a *run* is the set of
-results that share everything but the split (see :func:`run_key`), so that the valid and test
-figures of one trained model land on one leaderboard row.
+A *result file* is the JSON that ``python -m harness eval --output/--output-dir`` writes; its
+schema (keys, version, the per-token file's name, which audits apply) is :mod:`harness.results`'s.
+One result is one (model, dataset, split) evaluation; a *run* is the set of results that share
+everything but the split (see :func:`run_key`), so that the valid and test figures of one trained
+model land on one leaderboard row.
 """
 
 from __future__ import annotations
@@ -18,37 +19,12 @@ from typing import Any
 
 import numpy as np
 
-#: Result-file schema versions this package understands (``harness.results.SCHEMA_VERSION``).
-#: Version 1 predates the causality audit: such results are read but count as unaudited.
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)
-
-#: Keys a version-2 result adds, with their JSON types.
-AUDIT_KEYS: dict[str, tuple[type, ...]] = {
-    "audit": (dict,),
-    "causality_audit": (dict,),
-    "audited": (bool,),
-    "unaudited_reasons": (list,),
-}
+from harness.catalogue import BENCHMARKS
+from harness.results import (KEYS_ADDED_IN_2, REQUIRED_KEYS, SUPPORTED_SCHEMA_VERSIONS,
+                             token_log_probs_name, unaudited_reasons)
 
 #: Relative tolerance between a result's nll and the mean of its per-token log-probabilities.
 TOKEN_LOG_PROBS_RTOL = 1e-9
-
-#: Keys a result file must carry, with the JSON types they must have (None allowed where listed).
-REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
-    "schema_version": (int,),
-    "model": (str,),
-    "model_args": (dict,),
-    "checkpoint": (str, type(None)),
-    "dataset": (str,),
-    "split": (str,),
-    "dataset_sha256": (str,),
-    "vocab_size": (int,),
-    "vocab_sha256": (str,),
-    "tokens": (int,),
-    "nll": (int, float),
-    "perplexity": (int, float),
-    "protocol": (dict,),
-}
 
 #: Splits that go on a leaderboard; results for other splits (train) are skipped with a note.
 TABLE_SPLITS = ("valid", "test")
@@ -86,32 +62,11 @@ class Result:
 
     @property
     def unaudited_reasons(self) -> list[str]:
-        """Why this result's figure is not covered by both audits; empty when both passed."""
+        """Why this result's figure is not covered by the audits that apply; empty when they all
+        passed (:func:`harness.results.unaudited_reasons`)."""
         if self.data["schema_version"] >= 2:
             return list(self.data["unaudited_reasons"])  # validated against the audit records
-        return audit_gaps(self.data)
-
-
-def audit_gaps(data: dict[str, Any]) -> list[str]:
-    """What a (validated) result record does not show of its two audits, as one-line reasons:
-    the probability audit must have checked distributions and the causality audit must have
-    passed. Schema-1 records predate the causality audit."""
-    gaps = []
-    audit = data.get("audit")
-    if data.get("scoring") == "subword":
-        pass  # a subword model's scores: the probability audit does not apply
-    elif not isinstance(audit, dict):
-        gaps.append("no probability audit recorded")
-    elif audit.get("passed", audit.get("checked", 0) > 0) is not True:
-        gaps.append("probability audit not passed" if audit.get("requested")
-                    else "probability audit off")
-    causality = data.get("causality_audit")
-    if data["schema_version"] < 2:
-        gaps.append("written before the causality audit (schema 1): rerun harness eval")
-    elif causality.get("passed") is not True:
-        gaps.append("causality audit off" if not causality.get("points")
-                    else "causality audit not passed")
-    return gaps
+        return unaudited_reasons(self.data)
 
 
 def _canonical(value: Any) -> str:
@@ -154,12 +109,11 @@ def validate(data: Any, path: Path) -> Result:
         if not isinstance(data["protocol"].get(key), int):
             raise ResultError(f"{path}: protocol.{key} missing or not an integer")
     if version >= 2:
-        for key, types in AUDIT_KEYS.items():
+        for key, types in KEYS_ADDED_IN_2.items():
             if not isinstance(data.get(key), types):
                 raise ResultError(f"{path}: {key} missing or not a {types[0].__name__}")
-        if not isinstance(data.get("train_sha256"), str):
-            raise ResultError(f"{path}: train_sha256 missing or not a str")
-        if data["audited"] != (not audit_gaps(data)) or data["audited"] == bool(data["unaudited_reasons"]):
+        if data["audited"] != (not unaudited_reasons(data)) \
+                or data["audited"] == bool(data["unaudited_reasons"]):
             raise ResultError(f"{path}: audited is {str(data['audited']).lower()} but the audit "
                               "records say otherwise (file edited by hand?)")
     if data["tokens"] <= 0:
@@ -213,8 +167,6 @@ def _release_mismatch(result: Result) -> str | None:
     """Why a result that names a benchmark cannot be ranked under that name: its split file is
     not the release's (when the harness knows the release's checksum), or it was not verified
     against any checksum (when it does not); None when it can, or names no benchmark."""
-    from harness.datasets import BENCHMARKS
-
     name, split = result["dataset"], result.split
     benchmark = BENCHMARKS.get(name)
     if benchmark is None or split not in benchmark.split_files:
@@ -328,8 +280,9 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
 def find_token_log_probs(result: Result) -> Path | None:
     """Where the result's per-token log-probabilities are: ``token_log_probs_file`` as written
     (absolute, or relative to the JSON's folder), else a file of that name beside the JSON (a
-    results folder that was moved or copied), else ``STEM.logprobs.npy`` beside it; None when
-    none of these exists."""
+    results folder that was moved or copied), else the name
+    :func:`harness.results.token_log_probs_name` gives it beside the JSON; None when none of these
+    exists."""
     recorded = result.get("token_log_probs_file")
     folder = result.path.parent
     candidates: list[Path] = []
@@ -337,8 +290,7 @@ def find_token_log_probs(result: Result) -> Path | None:
         recorded_path = Path(recorded)
         candidates.append(recorded_path if recorded_path.is_absolute() else folder / recorded_path)
         candidates.append(folder / recorded_path.name)
-    stem = result.path.name[:-len(".json")] if result.path.name.endswith(".json") else result.path.stem
-    candidates.append(folder / f"{stem}.logprobs.npy")
+    candidates.append(folder / token_log_probs_name(result.path.name))
     return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
@@ -349,9 +301,9 @@ def token_log_probs_path(result: Result) -> Path:
         return path
     recorded = result.get("token_log_probs_file")
     if not recorded:
-        stem = result.path.name.removesuffix(".json")
-        raise ResultError(f"{result.path}: no token_log_probs_file recorded and no {stem}.logprobs.npy "
-                          "beside it (rerun harness eval with --output-dir or --save-token-logprobs)")
+        raise ResultError(f"{result.path}: no token_log_probs_file recorded and no "
+                          f"{token_log_probs_name(result.path.name)} beside it (rerun harness eval "
+                          "with --output-dir or --save-token-logprobs)")
     raise ResultError(f"{result.path}: token log-probabilities {recorded} not found "
                       f"(also looked in {result.path.parent})")
 

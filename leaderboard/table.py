@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.files import write_atomically
 from leaderboard.records import Collection, Result, run_key
 
 COLUMNS = ["rank", "model", "params_millions", "valid_ppl", "test_ppl", "kind", "source",
@@ -255,7 +256,7 @@ def build_tables(collection: Collection, reported: pd.DataFrame | None,
     runs = group_runs(collection.results, warnings)
     by_dataset: dict[str, list[dict]] = defaultdict(list)
     for run in runs:
-        first = run.test or run.valid
+        first = run.results[0]  # group_runs never yields a run without results
         by_dataset[first["dataset"]].append(_run_row(run, roots))
     datasets = list(PAPER_DATASETS) if reported is not None else []
     datasets += sorted(name for name in by_dataset if name not in datasets)
@@ -355,8 +356,7 @@ def write_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[s
                 text = to_markdown(frame)
             else:
                 text = to_html(frame, f"{dataset} leaderboard")
-            path.write_text(text, encoding="utf-8")
-            written.append(path)
+            written.append(write_atomically(path, text))
     return written
 
 

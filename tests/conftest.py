@@ -1,32 +1,39 @@
 """Shared fixtures.
 
-Tests that need the real benchmark files take them from ``--data-dir`` (default:
-``$HARNESS_DATA_DIR``, else ``../shared/data`` beside the checkout) and skip when absent.
-Every test runs with a private, empty user cache and no ``HARNESS_DATA_DIR``.
+The real PTB and WikiText-2 ship in the package (``harness/data/``), so the tests that need them
+run everywhere, a fresh clone included: every test runs with a private, empty user cache and no
+``HARNESS_DATA_DIR``, so ``load_dataset("ptb")`` finds the packaged copy, and
+:func:`real_data_dir` gives the same files decompressed, for tests that read them as files.
 """
 
 from __future__ import annotations
 
-import os
+import lzma
+import shutil
 from pathlib import Path
 
 import pytest
 
+from harness.catalogue import BENCHMARKS
+from harness.datasets import COMPRESSED_SUFFIX, PACKAGED_DATA
+
 REPO = Path(__file__).resolve().parent.parent
+#: The benchmarks shipped in the package.
+PACKAGED_BENCHMARKS = ("ptb", "wikitext-2")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    default = os.environ.get("HARNESS_DATA_DIR") or str(REPO.parent / "shared" / "data")
-    parser.addoption("--data-dir", default=default,
-                     help="directory holding the real ptb/ and wikitext-2/ (default: %(default)s)")
-
-
-@pytest.fixture
-def real_data_dir(request: pytest.FixtureRequest) -> Path:
-    path = Path(request.config.getoption("--data-dir"))
-    if not (path / "ptb").is_dir():
-        pytest.skip(f"real benchmark data not found at {path} (pass --data-dir or set HARNESS_DATA_DIR)")
-    return path
+@pytest.fixture(scope="session")
+def real_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory holding the real ``ptb/`` and ``wikitext-2/`` split files as plain text:
+    the packaged copies, decompressed once per test session."""
+    directory = tmp_path_factory.mktemp("real-data")
+    for name in PACKAGED_BENCHMARKS:
+        (directory / name).mkdir()
+        for filename in BENCHMARKS[name].split_files.values():
+            with lzma.open(PACKAGED_DATA / name / (filename + COMPRESSED_SUFFIX)) as source, \
+                    (directory / name / filename).open("wb") as target:
+                shutil.copyfileobj(source, target)
+    return directory
 
 
 @pytest.fixture(autouse=True)

@@ -10,10 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from baselines.neural_cache import NeuralCache
-from baselines.pointer_sentinel import PointerSentinelLSTM
-from baselines.recurrent import LSTMCore
-from baselines.zoneout_lstm import ZoneoutLSTM
+from baselines.models import LSTMCore, NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -8,11 +8,9 @@ import pytest
 import torch
 
 from harness.evaluate import evaluate, stream_bounds
-from baselines.neural_cache import NeuralCache
-from baselines.pointer_sentinel import PointerConfig, PointerSentinelLSTM
-from baselines.recurrent import CoreConfig, ZoneoutLSTMLayer
+from baselines.models import CoreConfig, NeuralCache, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
+from baselines.models.recurrent import ZoneoutLSTMLayer
 from baselines.scoring import TorchLanguageModel
-from baselines.zoneout_lstm import ZoneoutLSTM
 
 import reference_models
 
@@ -158,6 +156,32 @@ def test_zoneout_is_deterministic_at_evaluation_and_random_in_training():
     torch.testing.assert_close(trained[0], trained[1], rtol=0, atol=0)  # same seed, same masks
     assert not torch.allclose(trained[0], trained[2])
     assert not torch.allclose(trained[0], runs[0])
+
+
+@pytest.mark.parametrize("kind", ["lstm", "pointer", "cache"])
+def test_dropout_follows_train_and_eval_modes(kind):
+    """As with ``torch.nn``: ``eval()`` never drops out, whatever generator is passed; ``train()``
+    draws masks, chosen by the generator (torch's default one when none is passed)."""
+    model = make(kind)
+    ids = torch.from_numpy(_ids(21, seed=8)).view(1, -1)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+
+    def run(generator=None):
+        with torch.no_grad():
+            return model(inputs, targets, model.initial_state(1, "cpu"), generator).target_log_probs
+
+    model.eval()
+    plain = run()
+    for generator in (torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)):
+        torch.testing.assert_close(run(generator), plain, rtol=0, atol=0)
+    model.train()
+    assert torch.equal(run(torch.Generator().manual_seed(1)), run(torch.Generator().manual_seed(1)))
+    assert not torch.equal(run(torch.Generator().manual_seed(1)), run(torch.Generator().manual_seed(2)))
+    assert not torch.allclose(run(torch.Generator().manual_seed(1)), plain)
+    torch.manual_seed(3)
+    first = run()
+    torch.manual_seed(3)
+    assert torch.equal(run(), first) and not torch.allclose(first, plain)
 
 
 def test_zoneout_layer_without_zoneout_equals_torch_lstm():

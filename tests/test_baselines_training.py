@@ -17,9 +17,11 @@ from conftest import REPO, write_corpus
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
+from harness.plugin import ModelUnavailable
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
-from baselines.neural_cache import NeuralCache
+from baselines.models import NeuralCache
+from baselines.neural_cache import cache_from_checkpoint
 from baselines.scoring import TorchLanguageModel
 from baselines.training import Schedule, TrainOptions, learning_rate_schedule
 
@@ -40,7 +42,7 @@ def toy(tmp_path: Path) -> Path:
 
 def train(toy: Path, out: Path | None, *extra: str, kind: str = "zoneout_lstm") -> int:
     """``baselines train`` on the toy corpus; ``out`` None trains into the default directory."""
-    where = [] if out is None else ["--out", str(out)]
+    where = [] if out is None else ["--output-dir", str(out)]
     return baselines_main(["train", kind, "--dataset", str(toy), "--preset", "tiny",
                            "--model-args", TOY, "--batch-size", "2", "--bptt", "6",
                            "--device", "cpu", *where, *extra])
@@ -137,7 +139,8 @@ def test_plugins_load_the_default_checkpoint_or_say_how_to_train(toy, capsys):
     assert harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy)]) == 2
     message = capsys.readouterr().err
     assert "python -m baselines train pointer_sentinel --dataset toy" in message
-    assert train(toy, None, "--max-steps", "3", kind="pointer_sentinel") == 0  # default --out
+    # no --output-dir: the default run directory
+    assert train(toy, None, "--max-steps", "3", kind="pointer_sentinel") == 0
     capsys.readouterr()
     assert harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy),
                          "--split", "valid"]) == 0
@@ -175,7 +178,52 @@ def test_a_directory_as_checkpoint_is_a_one_line_error(toy, tmp_path, capsys):
 @pytest.mark.parametrize("option", ["--batch-size", "--bptt"])
 def test_train_refuses_a_zero_size(toy, tmp_path, capsys, option):
     assert train(toy, tmp_path / "run", option, "0") == 2
-    assert capsys.readouterr().err.strip() == f"error: {option} must be at least 1"
+    assert capsys.readouterr().err.strip() == f"error: argument {option}: must be at least 1, got 0"
+
+
+@pytest.mark.parametrize("model_args, message", [
+    ("dropout=1.5", "dropout must be in [0, 1), got 1.5"),
+    ("zoneout_cell=high", "zoneout_cell must be a number, got 'high'"),
+    ("hidden_size=0", "hidden_size must be at least 1, got 0"),
+    ("tie_weights=3", "tie_weights must be true or false, got 3"),
+    ("window=50", "zoneout_lstm has no field window (its fields: vocab_size, "),
+])
+def test_train_refuses_bad_model_args_in_one_line(toy, tmp_path, capsys, model_args, message):
+    assert train(toy, tmp_path / "run", "--model-args", model_args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --model-args: {message}") and err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_with_a_bad_config_is_a_one_line_error(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-steps", "1") == 0
+    payload = checkpoints.load(tmp_path / "run" / "best.pt")
+    payload["config"]["dropout"] = 2.0
+    torch.save(payload, tmp_path / "bad.pt")
+    capsys.readouterr()
+    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
+                         "--checkpoint", str(tmp_path / "bad.pt")]) == 2
+    assert capsys.readouterr().err == \
+        f"error: checkpoint {tmp_path / 'bad.pt'}: dropout must be in [0, 1), got 2.0\n"
+
+
+def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "run", "--max-steps", "1", kind="pointer_sentinel") == 0
+    assert train(toy, tmp_path / "lstm", "--max-steps", "1") == 0
+    (toy / "wiki.valid.tokens").write_text("", encoding="utf-8")
+    capsys.readouterr()
+    commands = [
+        ["tune", "--checkpoint", str(tmp_path / "lstm" / "best.pt"), "--output",
+         str(tmp_path / "tuning.json")],
+        ["analyze", "pointer_sentinel", "--checkpoint", str(tmp_path / "run" / "best.pt")],
+        ["analyze", "neural_cache", "--checkpoint", str(tmp_path / "lstm" / "best.pt"),
+         "--theta", "0.1", "--interpolation", "0.1"],
+    ]
+    for command in commands:
+        assert baselines_main([*command, "--dataset", str(toy), "--device", "cpu"]) == 2
+        assert capsys.readouterr().err == (f"error: {toy / 'wiki.valid.tokens'}: the valid split "
+                                           "is empty (no tokens): nothing to score\n")
+    assert not (tmp_path / "tuning.json").exists()
 
 
 @pytest.mark.parametrize("device, message", [
@@ -188,7 +236,7 @@ def test_devices_are_checked_before_any_work(toy, tmp_path, capsys, device, mess
     assert harness_main(["eval", "unigram", "--dataset", str(toy), "--device", device]) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"
     assert baselines_main(["train", "zoneout_lstm", "--dataset", str(toy), "--device", device,
-                           "--out", str(tmp_path / "run")]) == 2
+                           "--output-dir", str(tmp_path / "run")]) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"
 
 
@@ -231,12 +279,49 @@ def test_neural_cache_without_tuning_says_how_to_tune(toy, tmp_path, capsys):
     assert "python -m baselines tune" in capsys.readouterr().err
 
 
+def test_the_cache_plugin_and_analyze_resolve_theta_and_lambda_alike(toy, tmp_path, capsys):
+    """One resolution (``cache_from_checkpoint``): given values win, the tuning file fills the
+    others, out-of-range values are one-line errors."""
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    best = tmp_path / "run" / "best.pt"
+    (tmp_path / "run" / "neural_cache.json").write_text(json.dumps(
+        {"best": {"5": {"theta": 0.5, "interpolation": 0.2, "perplexity": 10.0}}}))
+    dataset = load_dataset(str(toy))
+    cache = cache_from_checkpoint(best, dataset, 5)
+    assert (cache.window, cache.theta, cache.interpolation) == (5, 0.5, 0.2)
+    assert cache_from_checkpoint(best, dataset, 5, interpolation=0.3).interpolation == 0.3
+    with pytest.raises(ModelUnavailable, match="python -m baselines tune"):
+        cache_from_checkpoint(best, dataset, 7, theta=0.5)
+    attention = tmp_path / "attention.json"
+    assert baselines_main(["analyze", "neural_cache", "--dataset", str(toy), "--checkpoint",
+                           str(best), "--window", "5", "--save-attention", str(attention),
+                           "--device", "cpu"]) == 0
+    capsys.readouterr()
+    for command in (["analyze", "neural_cache", "--window", "5", "--interpolation", "1.5",
+                     "--device", "cpu"], ["analyze", "neural_cache", "--window", "7", "--device", "cpu"]):
+        assert baselines_main([*command, "--dataset", str(toy), "--checkpoint", str(best)]) == 2
+        assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("model_args, message", [
+    ("window=abc", "window must be a positive integer, got 'abc'"),
+    ("window=2.5", "window must be a positive integer, got 2.5"),
+    ("theta=abc", "theta must be a number, got 'abc'"),
+    ("interpolation=true", "interpolation must be a number, got True"),
+])
+def test_the_cache_plugin_refuses_bad_arguments_in_one_line(toy, tmp_path, capsys, model_args,
+                                                            message):
+    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy), "--checkpoint",
+                         str(tmp_path / "best.pt"), "--model-args", model_args]) == 2
+    assert capsys.readouterr().err == f"error: neural_cache: {message}\n"
+
+
 def test_analyze_writes_gates_and_attention(toy, tmp_path):
     assert train(toy, tmp_path / "run", "--max-steps", "3", kind="pointer_sentinel") == 0
     gates, attention = tmp_path / "gates.npy", tmp_path / "attention.json"
     assert baselines_main(["analyze", "pointer_sentinel", "--dataset", str(toy),
                            "--checkpoint", str(tmp_path / "run" / "best.pt"), "--span", "2:6",
-                           "--gates-out", str(gates), "--attention-out", str(attention),
+                           "--save-gates", str(gates), "--save-attention", str(attention),
                            "--device", "cpu"]) == 0
     values = np.load(gates)
     assert values.shape == (load_dataset(str(toy)).tokens("valid").ids.shape[0],)
@@ -255,12 +340,12 @@ def test_distributed_training_matches_one_process(toy, tmp_path):
                 "--max-epochs", "1", "--lr", "1"]
     assert baselines_main(["train", "zoneout_lstm", "--dataset", str(toy), "--preset", "tiny",
                            "--batch-size", "2", "--bptt", "6", "--device", "cpu",
-                           "--out", str(tmp_path / "single"), *settings]) == 0
+                           "--output-dir", str(tmp_path / "single"), *settings]) == 0
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     completed = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "baselines", "train", "zoneout_lstm", "--dataset", str(toy),
          "--preset", "tiny", "--batch-size", "2", "--bptt", "6", "--device", "cpu",
-         "--out", str(tmp_path / "ddp"), *settings],
+         "--output-dir", str(tmp_path / "ddp"), *settings],
         capture_output=True, text=True, env=environment, timeout=300)
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "2 process(es)" in completed.stderr
@@ -278,7 +363,8 @@ def test_the_gpu_code_path_runs_on_cpu(toy, tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "baselines", "train", "pointer_sentinel", "--dataset", str(toy), "--preset", "tiny",
                "--model-args", TOY, "--batch-size", "2", "--bptt", "6", "--device", "cpu",
-               "--amp", "on", "--compile", "on", "--max-epochs", "2", "--out", str(tmp_path / "run")]
+               "--amp", "on", "--compile", "on", "--max-epochs", "2",
+               "--output-dir", str(tmp_path / "run")]
     outcomes = []
     for extra in (["--max-steps", "3"], []):
         completed = subprocess.run(command + extra, capture_output=True, text=True, env=environment,

@@ -167,6 +167,22 @@ def test_apostrophes_next_to_quote_markup() -> None:
     assert one(f"x {q4}Four{q4} and L{q3}arc{q3} d'x") == "x ' Four ' and Larc d 'x"
 
 
+def test_dropped_template_keeps_quote_runs_apart() -> None:
+    # MediaWiki's quote rule sees a template's output between the runs: ''{{x}}'' is an
+    # empty italic span, not four apostrophes (an apostrophe and bold)
+    assert one("Words like ''{{foo|3}}'' 'wood'.") == "Words like ' wood ' ."
+    assert one("Greeks called themselves '''''Hellenes''''' ('''''{{foo|x}}'''''), though.") == \
+        "Greeks called themselves Hellenes , though ."
+
+
+def test_only_a_matched_blockquote_breaks_the_paragraph() -> None:
+    # Charles-Valentin Alkan, dev pair: a closing tag with no open block quote is dropped
+    assert body('Lead.\n\nHe wrote: "No goal."<ref>x</ref></blockquote> This spirit led him.\n') == [
+        " Lead . ", ' He wrote : " No goal . " This spirit led him . ']
+    assert body("Lead.\n\nBefore.<blockquote>Quoted.</blockquote> After.\n") == [
+        " Lead . ", " Before . ", " Quoted . ", " After . "]
+
+
 def test_list_items_become_paragraph_lines() -> None:
     assert body("Intro:\n* first item\n** nested [[item]]\n# numbered\n; term\n: definition\nAfter.\n") == [
         " Intro : ", " first item ", " nested item ", " numbered ", " term ", " definition ", " After . "]
@@ -178,6 +194,39 @@ def test_wikilinks_and_external_links() -> None:
         "Oslo Metro Ring Line cats Foo trains the site"
 
 
+def test_unmatched_link_and_template_markup_never_leaks() -> None:
+    # issue 17: markup mwparserfromhell leaves as text (a link nested in a link target,
+    # unbalanced or 2,000-deep brackets) loses its brackets and pipes and keeps its text;
+    # WikiText-2 has no "[ [", "] ]", "{ {" or "} }" at all
+    assert one("Alpha [[a [[b]] c|d]] end.") == "Alpha a b c d end ."
+    assert one("Alpha [[a | b end.") == "Alpha a b end ."
+    assert one("Alpha ]] b]] end [[x|y {{z]].") == "Alpha b end y z ."
+    assert one("Alpha " + "[[" * 2000 + "a" + "]]" * 2000 + " end.") == "Alpha a end ."
+    assert one("Alpha " + "[[a |" * 2000 + " end.") == "Alpha " + "a " * 2000 + "end ."
+    assert body("== A [[b|c ==\nText.\n") == [" ", " = = A b c = = ", " ", " Text . "]
+    # a single bracket or a pipe outside such markup is text, as in MediaWiki
+    assert one("Alpha [[[b]]] and x | y.") == "Alpha [ b ] and x | y ."
+
+
+def test_stray_ref_closer_and_unusual_tables_leave_no_markup() -> None:
+    # a ref closed twice, a nested HTML table, a table a template opens and "|}" closes,
+    # a wiki table right after <onlyinclude>, and one never closed ("|}" not at the start of
+    # a line closes nothing), which runs to the next heading (all seen in the GA/FA pool)
+    wikitext = (
+        "Lead.<ref>a</ref> More.</ref>\n\n"
+        '== Summary ==\n<table width="95%">\n<tr>\n<td><br />\n<table border=1>\n<tr>\n'
+        "<td colspan=3>\n<div><strong>Summary<br />\nMay 18</strong></div>\n</td>\n</tr>\n"
+        "</table></td>\n</tr></table>\n\n"
+        "== Dukes ==\n{{Nobility table header|name=Duke}}\n| '''[[John]]'''<br>Earl || 1340\n|}\n\n"
+        '== Episodes ==\n<onlyinclude>{| class="wikitable"\n! No.\n|-\n| 1 || Pilot\n|}</onlyinclude>\n'
+        "After.\n\n"
+        '== Charts ==\n{| class="wikitable"\n!Chart\n|-\n{{singlechart|Canada|42}}|}\nEnd.\n\n'
+        "== Legacy ==\nText.\n")
+    assert body(wikitext) == [" Lead . More . ", " ", " = = Summary = = ", " ", " ", " = = Dukes = = ", " ",
+                              " ", " = = Episodes = = ", " ", " After . ", " ", " = = Charts = = ", " ",
+                              " ", " = = Legacy = = ", " ", " Text . "]
+
+
 def test_bold_italic_removed_and_entities_decoded() -> None:
     assert one("'''Bold''' and ''italic'' and '''''both''''' &amp; &nbsp;x&ndash;y &eacute; "
                "&#x3b1; &lt;tag&gt;") == "Bold and italic and both & x – y é α < tag >"
@@ -187,7 +236,7 @@ def test_magic_words_nowiki_and_inline_html() -> None:
     assert body("__NOTOC__\nText here . __TOC__\n{{DISPLAYTITLE:x}}{{DEFAULTSORT:y}}\n\n"
                 "More <nowiki>[[x]]</nowiki> <code>c</code> H<sub>2</sub>O "
                 "<span style=\"color:red\">red</span> a<br/>b.") == [
-        " Text here . ", " More [ [ x ] ] c H2O red a b . "]
+        " Text here . ", " More x c H2O red a b . "]
 
 
 def test_unbalanced_style_quotes_inside_templates_are_harmless() -> None:
@@ -279,6 +328,9 @@ def test_math_becomes_formula() -> None:
     ("{{HMS|Dreadnought|1906|3}}", "HMS Dreadnought"),
     ("{{color|red|Red text}} {{font|text=Font}}", "Red text Font"),
     ("then{{...}}", "then …"),
+    # script wrappers and year links print their text
+    ("{{polytonic|Ἕλληνες}} {{semxlit|ḥeth}}", "Ἕλληνες ḥeth"),
+    ("a {{vgy|1990}} game", "a 1990 game"),
 ])
 def test_text_templates_rendered(markup: str, expected: str) -> None:
     assert one(f"x {markup} y") == f"x {expected} y"
@@ -320,6 +372,14 @@ def test_markup_errors(wikitext: str, fragment: str) -> None:
     message = str(info.value)
     assert "Some Title" in message and fragment in message and "\n" not in message
     assert isinstance(info.value, ValueError)
+
+
+def test_entities_in_the_title_are_decoded() -> None:
+    # titles guessed from the page text ("State Route&nbsp;213", "Shuttle&ndash;Mir Program"
+    # in the GA/FA pool); a bare "&" is text
+    assert render_article("State Route&nbsp;213", "Text.").startswith(" \n = State Route 213 = \n")
+    assert render_article("Shuttle&ndash;Mir Program", "Text.").startswith(" \n = Shuttle – Mir Program = \n")
+    assert render_article("AT&T", "Text.").startswith(" \n = AT & T = \n")
 
 
 def test_render_is_deterministic_and_picklable() -> None:

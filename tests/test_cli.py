@@ -11,7 +11,7 @@ import pytest
 
 from harness import cli, datasets
 from harness.cli import main
-from harness.datasets import SPLITS, Benchmark
+from harness.datasets import PACKAGED_DATA, SPLITS, Benchmark
 
 from conftest import REPO, write_corpus
 
@@ -58,7 +58,7 @@ def test_output_dir_holds_one_record_per_evaluation(corpus: Path, tmp_path: Path
 @pytest.mark.parametrize("arguments, message", [
     (["--split", "valid", "test", "--output", "x.json"], "--output and --save-token-logprobs take one dataset"),
     (["--model-args", "order"], "'order' is not key=value"),
-    (["--bptt", "0"], "--bptt must be at least 1"),
+    (["--bptt", "0"], "argument --bptt: must be at least 1, got 0"),
 ])
 def test_usage_errors_are_one_line(corpus: Path, capsys: pytest.CaptureFixture,
                                    arguments: list[str], message: str) -> None:
@@ -111,12 +111,12 @@ def test_list_shows_datasets_and_plugins(capsys: pytest.CaptureFixture) -> None:
     assert "kneser_ney        baselines.kneser_ney" in out
 
 
-def test_must_show_command_kn5_on_ptb(real_data_dir: Path, tmp_path: Path) -> None:
-    """The issue's acceptance command, run as a user would."""
+def test_must_show_command_kn5_on_ptb(tmp_path: Path) -> None:
+    """The issue's acceptance command, run as a user would (on the packaged PTB)."""
     output = tmp_path / "kn5.json"
     completed = subprocess.run(
         [sys.executable, "-m", "harness", "eval", "baselines.kneser_ney", "--dataset", "ptb",
-         "--split", "test", "--data-dir", str(real_data_dir), "--output", str(output)],
+         "--split", "test", "--output", str(output)],
         capture_output=True, text=True, check=True, cwd=tmp_path)
     record = json.loads(output.read_text())
     assert record["tokens"] == 82_430 and record["dataset_verified"]
@@ -134,6 +134,7 @@ def test_download_command_verifies_present_benchmarks(tmp_path: Path, capsys: py
     assert "unknown benchmark 'nope'" in capsys.readouterr().err
 
 
-def test_download_command_on_the_real_files(real_data_dir: Path, capsys: pytest.CaptureFixture) -> None:
-    assert main(["download", "ptb", "wikitext-2", "--data-dir", str(real_data_dir)]) == 0
-    assert capsys.readouterr().out.count("(checksums verified)") == 2
+def test_download_command_verifies_the_packaged_benchmarks(capsys: pytest.CaptureFixture) -> None:
+    assert main(["download", "ptb", "wikitext-2"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{name}: {PACKAGED_DATA / name} (checksums verified)" for name in ("ptb", "wikitext-2")]

@@ -36,6 +36,14 @@ def test_unseen_tokens_map_to_unk_and_are_counted(tmp_path: Path) -> None:
     assert list(stream.ids).count(dataset.vocab.unk_id) == 2
 
 
+def test_an_empty_train_split_says_so(tmp_path: Path) -> None:
+    corpus = write_corpus(tmp_path / "c")
+    (corpus / "wiki.train.tokens").write_text("", encoding="utf-8")
+    dataset = load_dataset(str(corpus))
+    with pytest.raises(DatasetError, match=r"wiki\.train\.tokens: the train split is empty"):
+        dataset.vocab
+
+
 def test_line_splitting_is_on_newline_only(tmp_path: Path) -> None:
     dataset = load_dataset(str(write_corpus(tmp_path / "c", test=" a\u2028b \n")))
     assert len(dataset.tokens("test").ids) == 3  # "a", "b" (split on whitespace), <eos>
@@ -114,9 +122,10 @@ def test_a_data_dir_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
     ("ptb", (929_589, 73_760, 82_430), 10_000),
     ("wikitext-2", (2_088_628, 217_646, 245_569), 33_278),
 ])
-def test_real_benchmarks_match_the_papers_table_1(real_data_dir: Path, name: str,
-                                                  counts: tuple[int, ...], vocab_size: int) -> None:
-    dataset = load_dataset(name, data_dir=real_data_dir, download=False)
+def test_packaged_benchmarks_match_the_papers_table_1(name: str, counts: tuple[int, ...],
+                                                      vocab_size: int) -> None:
+    dataset = load_dataset(name, download=False)
+    assert dataset.directory == datasets.PACKAGED_DATA / name
     assert tuple(len(dataset.tokens(split).ids) for split in datasets.SPLITS) == counts
     assert len(dataset.vocab) == vocab_size
     assert all(dataset.is_verified(split) for split in datasets.SPLITS)

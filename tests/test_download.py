@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness import datasets, download
-from harness.datasets import SPLITS, Benchmark, DatasetError, RemoteFile, load_dataset
+from harness.catalogue import RemoteFile
+from harness.datasets import SPLITS, Benchmark, DatasetError, load_dataset
 
 from conftest import TEST, TRAIN, VALID
 
@@ -169,3 +170,43 @@ def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
     assert "\n" not in message
     assert "pass --data-dir DIR or set HARNESS_DATA_DIR=DIR" in message
     assert "DIR/toy/" in message
+
+
+def test_failed_download_leaves_no_empty_partial_files(monkeypatch: pytest.MonkeyPatch,
+                                                       isolated_cache: Path) -> None:
+    def dropped(url: str, part: Path) -> None:  # the connection drops before the first byte
+        part.touch()
+        raise download._TransferError("ConnectionError", retriable=True)
+
+    monkeypatch.setattr(download, "_transfer", dropped)
+    register(monkeypatch, ["http://127.0.0.1:9/toy-v1.zip"], b"unused")
+    with pytest.raises(DatasetError, match="could not download toy-v1.zip"):
+        load_dataset("toy")
+    assert not (isolated_cache / "data" / ".toy.partial").exists()
+    assert list((isolated_cache / "data").iterdir()) == []
+
+
+def test_partial_bytes_are_kept_for_the_next_attempt(server: Server, monkeypatch: pytest.MonkeyPatch,
+                                                     isolated_cache: Path) -> None:
+    archive = build_zip(FILES)
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive)
+    server.failures["/toy-v1.zip"] = [404]
+    staging = isolated_cache / "data" / ".toy.partial"
+    staging.mkdir(parents=True)
+    (staging / "toy-v1.zip.part").write_bytes(archive[:100])
+    with pytest.raises(DatasetError):
+        load_dataset("toy")
+    assert (staging / "toy-v1.zip.part").read_bytes() == archive[:100]
+    server.routes["/toy-v1.zip"] = archive
+    load_dataset("toy").tokens("test")
+    assert server.requests[-1] == ("/toy-v1.zip", "bytes=100-")
+
+
+def test_unwritable_download_cache_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    cache = tmp_path / "a-file"
+    cache.write_text("")
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
+    register(monkeypatch, ["http://127.0.0.1:9/never-asked.zip"], b"unused")
+    with pytest.raises(DatasetError, match=r"cannot write the download cache .*a-file/data "
+                                           r"\(Not a directory\): set HARNESS_CACHE_DIR"):
+        load_dataset("toy")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.datasets import load_dataset
-from harness.evaluate import evaluate, stream_bounds
+from harness.evaluate import evaluate, stream_bounds, stream_grid
 from harness.plugin import Chunk, ChunkScores, PluginError
 from harness.plugins import unigram
 
@@ -82,6 +82,21 @@ def test_stream_bounds_are_balanced() -> None:
     starts, lengths = stream_bounds(10, 4)
     assert lengths.tolist() == [3, 3, 2, 2] and starts.tolist() == [0, 3, 6, 8]
     assert stream_bounds(2, 3)[1].tolist() == [1, 1, 0]
+
+
+def test_grid_chunks_cover_the_grid_once_in_order() -> None:
+    """The one chunk loop (evaluation, cache tuning, analysis): ``T`` columns at a time, the last
+    chunk narrower, together exactly the grid."""
+    grid = stream_grid(np.arange(1, 24), eos_id=0, batch_size=3)  # 3 streams of 8 positions
+    chunks = grid.chunks(3)
+    assert [begin for begin, _ in chunks] == [0, 3, 6]
+    assert [chunk.mask.shape for _, chunk in chunks] == [(3, 3), (3, 3), (3, 2)]
+    for name in ("inputs", "targets", "mask"):
+        joined = np.concatenate([getattr(chunk, name) for _, chunk in chunks], axis=1)
+        np.testing.assert_array_equal(joined, getattr(grid, name))
+    assert all(chunk.distribution_mask is None for _, chunk in chunks)
+    with pytest.raises(ValueError, match="bptt"):
+        grid.chunks(0)
 
 
 class Faulty:

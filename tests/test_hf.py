@@ -1,8 +1,8 @@
 """The ``hf`` plugin, offline, with tiny models built from configs and saved with save_pretrained.
 
 The tokenizer is a byte-level BPE trained with the ``tokenizers`` library on the first lines of
-WikiText-2 train (the real file when ``--data-dir`` has it, else the small fixture corpus), and
-the models are loaded through the plugin exactly as a user's model would be.
+WikiText-2 train (the copy shipped in the package), and the models are loaded through the plugin
+exactly as a user's model would be.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ pytest.importorskip("tokenizers", reason=f"the hf plugin needs tokenizers: {INST
 
 import torch  # noqa: E402
 
-from conftest import TEST, TRAIN, write_corpus  # noqa: E402
 from harness.cli import main  # noqa: E402
 from harness.datasets import load_dataset  # noqa: E402
 from harness.detokenize import detokenize, detokenize_line  # noqa: E402
@@ -33,15 +32,15 @@ from harness.plugins import hf, hf_tiny  # noqa: E402
 MAX_POSITIONS = 1024
 
 
-def _wikitext_lines(request: pytest.FixtureRequest, split: str, count: int) -> list[str] | None:
-    path = Path(request.config.getoption("--data-dir")) / "wikitext-2" / f"wiki.{split}.tokens"
-    return path.read_text(encoding="utf-8").split("\n")[:count] if path.is_file() else None
+def _wikitext_lines(data_dir: Path, split: str, count: int) -> list[str]:
+    path = data_dir / "wikitext-2" / f"wiki.{split}.tokens"
+    return path.read_text(encoding="utf-8").split("\n")[:count]
 
 
 @pytest.fixture(scope="module")
-def tokenizer_lines(request: pytest.FixtureRequest) -> list[str]:
-    lines = _wikitext_lines(request, "train", 2000) or (TRAIN + TEST).split("\n") * 20
-    return [detokenize_line(line, "wikitext") + "\n" for line in lines]
+def tokenizer_lines(real_data_dir: Path) -> list[str]:
+    return [detokenize_line(line, "wikitext") + "\n"
+            for line in _wikitext_lines(real_data_dir, "train", 2000)]
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
@@ -59,16 +58,14 @@ def gpt2_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer_lines: list[str
 
 
 @pytest.fixture
-def dataset(request: pytest.FixtureRequest, tmp_path: Path):
+def dataset(real_data_dir: Path, tmp_path: Path):
     """The first four lines of WikiText-2 test (heading, paragraph) as every split, so that the
-    vocabulary covers them; the toy corpus when the real file is absent."""
+    vocabulary covers them."""
     directory = tmp_path / "corpus"
-    real = _wikitext_lines(request, "test", 4)
-    if real is None:
-        return load_dataset(str(write_corpus(directory)))
     directory.mkdir()
+    text = "\n".join(_wikitext_lines(real_data_dir, "test", 4)) + "\n"
     for split in ("train", "valid", "test"):
-        (directory / f"wiki.{split}.tokens").write_text("\n".join(real) + "\n", encoding="utf-8")
+        (directory / f"wiki.{split}.tokens").write_text(text, encoding="utf-8")
     return load_dataset(str(directory))
 
 
@@ -205,8 +202,7 @@ def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(
                                                                                   gpt2_dir):
     tokens = ("the", "<unk>", ",", "the", "<eos>")
     natural = _load(dataset, gpt2_dir, max_context=64, stride=64, segmentation="natural")
-    if ">," not in natural.tokenizer.get_vocab():
-        pytest.skip("the fixture's BPE did not merge '>,' (trained without WikiText-2 train)")
+    assert ">," in natural.tokenizer.get_vocab()  # a merge of the BPE trained on WikiText-2
     ids = np.array([dataset.vocab[t] for t in tokens])
     scores = natural.score_tokens(ids)
     assert detokenize(tokens, "wikitext").text == "the <unk>, the\n"
@@ -275,6 +271,17 @@ def test_bad_window_arguments(dataset, gpt2_dir):
         _load(dataset, gpt2_dir, max_context=16, stride=32)
     with pytest.raises(PluginError, match="exceeds the 1024 positions"):
         _load(dataset, gpt2_dir, max_context=2048, stride=512)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ("max_context=true", "hf: max_context must be a positive integer, got True"),
+    ("stride=0", "hf: stride must be a positive integer, got 0"),
+    ("trust_remote_code=maybe", "hf: trust_remote_code must be true or false, got 'maybe'"),
+])
+def test_bad_arguments_are_one_line_errors_before_loading(dataset, capsys, arguments, message):
+    err = _error(capsys, "--dataset", str(dataset.directory), "--model-args",
+                 f"model=no/such/model,{arguments}")
+    assert err == f"error: {message}"
 
 
 def test_a_tokenizer_that_prefixes_each_input_needs_natural_segmentation(dataset, gpt2_dir,

@@ -88,8 +88,6 @@ def test_ptb_round_trips_on_the_real_files(real_data_dir):
 def test_wikitext2_round_trips_on_the_real_files_but_for_listed_ambiguities(real_data_dir):
     """The exceptions are WikiText's own ambiguities (``c .`` vs ``c.``, ``Jr .`` vs ``Jr.``,
     ``1,000th`` left unsplit); run with ``-s`` to list them. Fewer than 1.1% of lines."""
-    if not (real_data_dir / "wikitext-2").is_dir():
-        pytest.skip(f"no wikitext-2 in {real_data_dir}")
     counts = _real_round_trip(real_data_dir / "wikitext-2", "wiki.{}.tokens", "wikitext")
     for name, lines, exceptions in counts:
         assert exceptions < 0.011 * lines, (name, exceptions, lines)

@@ -236,7 +236,7 @@ def test_cli_build_writes_every_format_and_names_rejects(tmp_path: Path,
     make_result(tmp_path / "results", "m.test", ppl=100.0)
     (tmp_path / "results" / "broken.json").write_text("{", encoding="utf-8")
     out = tmp_path / "tables"
-    assert main(["build", str(tmp_path / "results"), "--out", str(out),
+    assert main(["build", str(tmp_path / "results"), "--output-dir", str(out),
                  "--format", "csv", "markdown", "html"]) == 0
     captured = capsys.readouterr()
     assert "broken.json" in captured.err and "rejected" in captured.err
@@ -249,7 +249,7 @@ def test_cli_build_writes_every_format_and_names_rejects(tmp_path: Path,
     markdown = (out / "ptb.md").read_text()
     assert markdown.startswith("| rank | model |") and "| 100.0 | reproduced |" in markdown
     assert "<table>" in (out / "ptb.html").read_text()
-    assert main(["build", str(tmp_path / "results"), "--out", str(out), "--strict"]) == 1
+    assert main(["build", str(tmp_path / "results"), "--output-dir", str(out), "--strict"]) == 1
 
 
 def test_regenerate_refreshes_tables_and_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness import results
 from harness.cli import main as harness_main
 from leaderboard.cli import main as leaderboard_main
-from leaderboard.records import collect
+from leaderboard.records import collect, load_result
 from leaderboard.table import build_tables
 
 TWO_FACTORIES = textwrap.dedent('''
@@ -117,6 +118,22 @@ def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Pa
     assert record["audited"] is True and record["unaudited_reasons"] == []
 
 
+@pytest.mark.parametrize("options", [[], ["--audit", "0"], ["--causality-audit", "0"]])
+def test_what_the_harness_writes_is_the_schema_the_leaderboard_reads(
+        plugins: str, corpus: Path, tmp_path: Path, options: list[str]) -> None:
+    """One schema (``harness.results``): the keys and their types, the per-token file's name and
+    the audit rule, for the writer and the reader alike."""
+    out = tmp_path / "results"
+    assert _eval(f"{plugins}:targets_only", corpus, out, *options) == 0
+    for name, record in _records(out).items():
+        assert record["schema_version"] == results.SCHEMA_VERSION
+        for key, types in {**results.REQUIRED_KEYS, **results.KEYS_ADDED_IN_2}.items():
+            assert isinstance(record[key], types), key
+        assert record["unaudited_reasons"] == results.unaudited_reasons(record)
+        assert (out / results.token_log_probs_name(name)).is_file()
+        assert load_result(out / name).unaudited_reasons == record["unaudited_reasons"]
+
+
 def test_a_leaking_plugin_is_refused_by_the_cli_in_one_line(
         plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert _eval(f"{plugins}:reads_targets", corpus, tmp_path / "out") == 2
@@ -142,7 +159,7 @@ def test_unaudited_results_are_flagged_and_kept_out_of_the_ranking_unless_asked(
     assert len(unaudited) == 2 and all(r["unaudited_reasons"] == [reason] for r in unaudited)
 
     tables = tmp_path / "tables"
-    assert leaderboard_main(["build", str(out), "--out", str(tables), "--no-reported",
+    assert leaderboard_main(["build", str(out), "--output-dir", str(tables), "--no-reported",
                              "--format", "markdown", "--strict"]) == 0
     captured = capsys.readouterr()
     assert captured.err.count("kept out of the ranking") == 2 and reason in captured.err
@@ -150,7 +167,7 @@ def test_unaudited_results_are_flagged_and_kept_out_of_the_ranking_unless_asked(
     markdown = (tables / "toy.md").read_text()
     assert markdown.count("| reproduced |") == 1 and "unaudited" not in markdown
 
-    assert leaderboard_main(["build", str(out), "--out", str(tables), "--no-reported",
+    assert leaderboard_main(["build", str(out), "--output-dir", str(tables), "--no-reported",
                              "--format", "markdown", "--include-unaudited"]) == 0
     rows = (tables / "toy.md").read_text().splitlines()[2:]
     assert rows[0].startswith("| 1 | two_factories:add_ten |")
@@ -176,7 +193,8 @@ def test_a_hand_edited_result_is_rejected_naming_the_log_prob_file(
     record["tokens"] += 1
     (out / f"{plugins}.toy.valid.json").write_text(json.dumps(record))
     assert any("log-probabilities for a result of" in line for line in collect([out]).rejected)
-    assert leaderboard_main(["build", str(out), "--out", str(tmp_path / "t"), "--strict"]) == 1
+    assert leaderboard_main(["build", str(out), "--output-dir", str(tmp_path / "t"),
+                             "--strict"]) == 1
 
 
 def test_a_modified_benchmark_is_not_ranked_under_its_name(

@@ -154,11 +154,11 @@ def test_invalid_utf8_is_named_with_its_byte_offset(tmp_path: Path, monkeypatch:
         load_dataset(str(directory)).vocab
 
 
-def test_real_benchmarks_are_cached_and_identical_on_reload(real_data_dir: Path) -> None:
-    first = load_dataset("wikitext-2", real_data_dir)
+def test_real_benchmarks_are_cached_and_identical_on_reload() -> None:
+    first = load_dataset("wikitext-2")
     counts = {split: len(first.tokens(split).ids) for split in SPLITS}
     assert counts == {"train": 2_088_628, "valid": 217_646, "test": 245_569}
-    again = load_dataset("wikitext-2", real_data_dir)
+    again = load_dataset("wikitext-2")
     assert isinstance(again.tokens("train").ids, np.memmap)
     assert again.vocab.sha256() == first.vocab.sha256() and len(again.vocab) == 33_278
     np.testing.assert_array_equal(again.tokens("test").ids, first.tokens("test").ids)

@@ -19,7 +19,7 @@ from tqdm import tqdm
 from wikitext_builder.cache import FETCHED, MISSING, PENDING, Cache, CacheError, Entry
 from wikitext_builder.corpus import (BuildReport, article_order, merged_articles, shard_of,
                                      write_corpus)
-from wikitext_builder.sources import ARTICLE_KINDS, BATCH_SIZE, Article, MediaWikiClient
+from wikitext_builder.sources import ARTICLE_KINDS, BATCH_SIZE, Article, MediaWikiClient, Skipped
 
 PRESETS = {"wikitext-2": (600, 60, 60), "wikitext-103": (28_475, 60, 60)}
 COMMIT_EVERY = 50  # streamed articles per committed transaction
@@ -108,21 +108,25 @@ def _list_category(cache: Cache, client: MediaWikiClient, kind: str) -> None:
         cache.add_listing(titles, key, json.dumps(continuation) if continuation else "done")
 
 
-def fill_from_stream(cache: Cache, articles: Iterable[Article], shard: tuple[int, int] | None,
+def fill_from_stream(cache: Cache, articles: Iterable[Article | Skipped], shard: tuple[int, int] | None,
                      progress: bool = True) -> None:
     """Store a streamed source's articles (this shard's content, every title listed), committing
     every 50; a rerun after an interruption reads the source again but stores only what is new.
-    A title seen twice keeps its first article; the others are recorded as duplicates."""
+    A title seen twice keeps its first article; the later ones are recorded as skipped, with the
+    records the source itself skipped (a record without a title)."""
     if cache.list_complete:
         return
     known = cache.entries()
     seen: set[str] = set()
-    duplicates: list[str] = []
+    skipped: list[Skipped] = []
     found: dict[str, Article] = {}
     elsewhere: list[str] = []
     for article in tqdm(articles, unit="article", desc="read", disable=not progress or None):
+        if isinstance(article, Skipped):
+            skipped.append(article)
+            continue
         if article.title in seen:
-            duplicates.append(article.title)
+            skipped.append(Skipped("duplicate title", title=article.title))
             continue
         seen.add(article.title)
         if article.title in known:
@@ -137,7 +141,7 @@ def fill_from_stream(cache: Cache, articles: Iterable[Article], shard: tuple[int
             found, elsewhere = {}, []
     cache.commit_batch(found, {})
     cache.add_listed(elsewhere)
-    cache.set_meta("duplicates", json.dumps(duplicates, ensure_ascii=False))
+    cache.set_meta("skipped", json.dumps([skip.to_json() for skip in skipped], ensure_ascii=False))
     cache.set_meta("list_complete", "1")
 
 
@@ -145,7 +149,10 @@ def fill_from_stream(cache: Cache, articles: Iterable[Article], shard: tuple[int
 
 def _cache_shard(cache: Cache) -> tuple[int, int] | None:
     shard = cache.source.get("shard")
-    return tuple(shard) if shard else None  # type: ignore[return-value]
+    if not isinstance(shard, (list, tuple)):
+        return None
+    index, count = shard
+    return int(index), int(count)
 
 
 def check_shards(caches: Sequence[Cache]) -> None:
@@ -180,22 +187,21 @@ def build_corpus(out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: in
                 owners[title] = entry
     order: list[str] = []
     wanted: set[str] = set()
-    missing: dict[str, str] = {}
+    skipped = {skip for cache in caches for skip in cache.skipped()}  # each shard saw the whole stream
     for title in plan.listed_order(owners):
-        entry = owners.get(title)
-        if entry is None or entry.status == PENDING:
+        owner = owners.get(title)
+        if owner is None or owner.status == PENDING:
             raise CacheError(f"{title!r} was never fetched: rerun the build (or its shard) to complete the cache")
-        if entry.status == MISSING:
-            missing[title] = entry.reason or "missing"
-        elif entry.status == FETCHED and entry.stored_as not in wanted:
-            order.append(entry.stored_as)  # type: ignore[arg-type]
-            wanted.add(entry.stored_as)  # type: ignore[arg-type]
+        if owner.status == MISSING:
+            skipped.add(Skipped(owner.reason or "missing page", title=title))
+        elif owner.status == FETCHED and owner.stored_as is not None and owner.stored_as not in wanted:
+            order.append(owner.stored_as)
+            wanted.add(owner.stored_as)
     articles = merged_articles([cache.iter_articles(wanted) for cache in caches])
     fixed = {title: split for title, _, split in plan.manifest} if plan.manifest is not None else None
-    duplicates = sorted({title for cache in caches for title in cache.duplicates()})
     return write_corpus(out_dir, articles, order, valid_articles=plan.valid_articles,
                         test_articles=plan.test_articles, min_count=plan.min_count, workers=workers,
-                        missing=missing, duplicates=duplicates, fixed_splits=fixed,
+                        skipped=skipped, fixed_splits=fixed,
                         settings={"seed": plan.seed, "limit": plan.limit,
                                   "valid_articles": plan.valid_articles,
                                   "test_articles": plan.test_articles,

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from wikitext_builder.sources import Article
+from wikitext_builder.sources import Article, Skipped
 
 PENDING, FETCHED, MISSING = "pending", "fetched", "missing"
+CONTENT_KEY = "content_sha256"  # the source-signature field that records a local source's content
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -84,15 +85,27 @@ class Cache:
         with self._transaction():
             self.connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def bind_source(self, source: dict[str, object]) -> None:
-        """Record which source (and shard) fills this cache; refuse a cache filled by another."""
-        text = json.dumps(source, sort_keys=True)
+    def bind_source(self, source: dict[str, object]) -> bool:
+        """Record which source (and shard) fills this cache; refuse a cache filled by another.
+
+        A local source's signature holds the sha256 of its content (``CONTENT_KEY``): a cache
+        filled from other content of the same source is emptied, so that the build reads the
+        source again and reflects it exactly. Returns whether it was emptied.
+        """
         recorded = self.get_meta("source")
-        if recorded is None:
-            self.set_meta("source", text)
-        elif recorded != text:
-            raise CacheError(f"{self.path} was filled from {recorded}, not {text}; "
-                             "use another --cache or delete it")
+        if recorded is not None:
+            before = json.loads(recorded)
+            if _identity(before) != _identity(source):
+                raise CacheError(f"{self.path} was filled from {json.dumps(_identity(before), sort_keys=True)}, "
+                                 f"not {json.dumps(_identity(source), sort_keys=True)}; "
+                                 "use another --cache or delete it")
+            if before.get(CONTENT_KEY) == source.get(CONTENT_KEY):
+                return False
+        with self._transaction():
+            for table in ("meta", "articles", "revisions"):
+                self.connection.execute(f"DELETE FROM {table}")
+            self.connection.execute("INSERT INTO meta VALUES ('source', ?)", (json.dumps(source, sort_keys=True),))
+        return recorded is not None
 
     @property
     def source(self) -> dict[str, object]:
@@ -171,12 +184,18 @@ class Cache:
         finally:
             connection.close()
 
-    def duplicates(self) -> list[str]:
-        """Titles a streamed source held more than once (their first article is kept)."""
-        return json.loads(self.get_meta("duplicates") or "[]")
+    def skipped(self) -> list[Skipped]:
+        """What a streamed source held but the cache does not: records without a title, and the
+        later records of a title seen twice (its first is kept)."""
+        return [Skipped(**fields) for fields in json.loads(self.get_meta("skipped") or "[]")]
 
     def _transaction(self) -> "_Transaction":
         return _Transaction(self.connection)
+
+
+def _identity(source: dict[str, object]) -> dict[str, object]:
+    """A source signature without its content digest: which source, not which version of it."""
+    return {key: value for key, value in source.items() if key != CONTENT_KEY}
 
 
 class _Transaction:

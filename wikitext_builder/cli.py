@@ -9,19 +9,21 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
+from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
+                                positive_int, run)
 from wikitext_builder.build import (PRESETS, Plan, build_corpus, check_shards, fill_from_api,
                                     fill_from_stream)
-from wikitext_builder.cache import Cache, CacheError
-from wikitext_builder.corpus import (BuildReport, corpus_statistics, format_statistics, parse_shard,
-                                     read_manifest)
+from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
+from wikitext_builder.corpus import (STATS_FILE, BuildReport, CorpusError, corpus_statistics,
+                                     format_statistics, parse_shard, read_manifest, written_paths)
 from wikitext_builder.sources import (BATCH_SIZE, DEFAULT_API_URL, USER_AGENT, Article, MediaWikiClient,
-                                      SourceError, iter_dump, iter_folder, iter_jsonl, parse_kinds)
+                                      SourceError, Skipped, file_sha256, folder_sha256, iter_dump,
+                                      iter_folder, iter_jsonl, parse_kinds)
 
 COMMANDS = ("build", "render", "validate", "stats", "merge")
 
-
-class UsageError(Exception):
-    """Options that do not fit together (one-line message)."""
+#: The error types of the builder whose message is a one-line user error.
+USER_ERRORS = (SourceError, CacheError, CorpusError)
 
 
 def _plan_from_args(args: argparse.Namespace) -> Plan:
@@ -51,13 +53,15 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
 
 def _source_signature(args: argparse.Namespace, kinds: tuple[str, ...],
                       shard: tuple[int, int] | None) -> dict[str, object]:
-    """What fills the cache: a build with another signature must not reuse it."""
+    """What fills the cache: a build with another signature must not reuse it. A local source's
+    signature holds the sha256 of its content (read here), so an edited source is read again."""
     shard_field = list(shard) if shard else None
     if args.dump or args.folder or args.jsonl:
         kind, path = next((k, p) for k, p in (("dump", args.dump), ("folder", args.folder),
                                                ("jsonl", args.jsonl)) if p)
         return {"kind": kind, "path": str(Path(path).resolve()), "articles": list(kinds),
-                "shard": shard_field}
+                "shard": shard_field,
+                CONTENT_KEY: folder_sha256(Path(path)) if kind == "folder" else file_sha256(Path(path))}
     signature: dict[str, object] = {"kind": "api", "url": args.api_url, "articles": list(kinds),
                                     "shard": shard_field}
     if args.from_manifest:
@@ -65,7 +69,7 @@ def _source_signature(args: argparse.Namespace, kinds: tuple[str, ...],
     return signature
 
 
-def _stream(args: argparse.Namespace, kinds: tuple[str, ...]) -> Iterator[Article]:
+def _stream(args: argparse.Namespace, kinds: tuple[str, ...]) -> Iterator[Article | Skipped]:
     if args.dump:
         return iter_dump(Path(args.dump), kinds)
     if args.folder:
@@ -78,21 +82,28 @@ def _print_report(out_dir: Path, report: BuildReport) -> None:
     print(f"{out_dir}: " + ", ".join(f"{split} {report.articles[split]:,} articles / "
                                      f"{stats['tokens'][split]:,} tokens" for split in report.articles)
           + f"; vocabulary {stats['vocabulary_size']:,}")
-    articles = sum(report.articles.values()) + len(report.skipped)
     tokens = sum(stats["tokens"].values())
     seconds = max(report.render_seconds, 1e-9)
-    print(f"rendered {articles:,} articles in {report.render_seconds:.1f} s "
-          f"({articles / seconds:,.1f} articles/s, {tokens / seconds:,.0f} tokens/s)")
-    if not report.articles["train"]:
-        print("warning: the train split is empty (no more articles than --valid-articles plus "
-              "--test-articles), so every token of valid and test is <unk>", file=sys.stderr)
-    for title, reason in report.missing.items():
-        print(f"missing: {title}: {reason}")
-    for title, reason in report.skipped.items():
-        print(f"skipped: {title}: {reason}")
-    if report.duplicates:
-        print(f"duplicates: {len(report.duplicates)} titles the source holds more than once (the first "
-              f"of each kept; listed in {out_dir / 'stats.json'})")
+    print(f"rendered {report.rendered:,} articles in {report.render_seconds:.1f} s "
+          f"({report.rendered / seconds:,.1f} articles/s, {tokens / seconds:,.0f} tokens/s)")
+    if report.skipped:
+        counts = report.statistics["builder"]["skipped_counts"]
+        print(f"skipped {len(report.skipped):,} article{'s' * (len(report.skipped) != 1)} ("
+              + ", ".join(f"{count:,} {reason}" for reason, count in counts.items())
+              + f"); each named in {out_dir / STATS_FILE}", file=sys.stderr)
+
+
+def _refuse_overwriting_inputs(out_dir: Path, inputs: list[Path]) -> None:
+    """Refuse, before any work, an output directory that is an input or whose corpus files
+    would overwrite one."""
+    written = {path.resolve() for path in written_paths(out_dir)}
+    for source in inputs:
+        if source.resolve() == out_dir.resolve():
+            raise UsageError(f"--output-dir {out_dir}: is {source}, an input of this command; "
+                             "choose another directory")
+        if source.resolve() in written:
+            raise UsageError(f"--output-dir {out_dir}: the corpus would overwrite {source}, an input "
+                             "of this command; choose another directory")
 
 
 def command_build(args: argparse.Namespace) -> int:
@@ -106,11 +117,17 @@ def command_build(args: argparse.Namespace) -> int:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as error:
         raise UsageError(str(error)) from None
-    out_dir = Path(args.out)
+    out_dir = check_output_dir(args.output_dir, "--output-dir")
     default_cache = f"cache.shard-{shard[0]}-of-{shard[1]}.sqlite" if shard else "cache.sqlite"
     cache_path = Path(args.cache) if args.cache else out_dir / default_cache
+    inputs = [Path(path) for path in (args.dump, args.folder, args.jsonl, args.from_manifest) if path]
+    check_output_file(cache_path, "--cache", inputs=inputs)
+    _refuse_overwriting_inputs(out_dir, inputs)
+    signature = _source_signature(args, kinds, shard)
     with Cache(cache_path) as cache:
-        cache.bind_source(_source_signature(args, kinds, shard))
+        if cache.bind_source(signature):
+            print(f"note: {signature['path']} changed since {cache_path} was filled from it; "
+                  "reading it again", file=sys.stderr)
         cache.set_meta("plan", plan.to_json())
         if offline:
             fill_from_stream(cache, _stream(args, kinds), shard, progress=not args.quiet)
@@ -125,7 +142,7 @@ def command_build(args: argparse.Namespace) -> int:
                 client.close()
         if shard is not None:
             print(f"shard {shard[0]}/{shard[1]}: cache {cache_path} complete; build the corpus with "
-                  f"`python -m wikitext_builder merge --out DIR` and the {shard[1]} shard caches")
+                  f"`python -m wikitext_builder merge --output-dir DIR` and the {shard[1]} shard caches")
             return 0
         report = build_corpus(out_dir, [cache], plan, args.workers, progress=not args.quiet)
     _print_report(out_dir, report)
@@ -133,6 +150,8 @@ def command_build(args: argparse.Namespace) -> int:
 
 
 def command_merge(args: argparse.Namespace) -> int:
+    out_dir = check_output_dir(args.output_dir, "--output-dir")
+    _refuse_overwriting_inputs(out_dir, [Path(path) for path in args.caches])
     caches = []
     try:
         for path in args.caches:
@@ -144,11 +163,11 @@ def command_merge(args: argparse.Namespace) -> int:
         if recorded is None:
             raise CacheError(f"{caches[0].path}: no build has used this cache")
         plan = Plan.from_json(recorded)
-        report = build_corpus(Path(args.out), caches, plan, args.workers, progress=not args.quiet)
+        report = build_corpus(out_dir, caches, plan, args.workers, progress=not args.quiet)
     finally:
         for cache in caches:
             cache.close()
-    _print_report(Path(args.out), report)
+    _print_report(out_dir, report)
     return 0
 
 
@@ -205,13 +224,6 @@ def command_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def _batch_size(text: str) -> int:
     value = int(text)
     if not 1 <= value <= BATCH_SIZE:
@@ -220,16 +232,16 @@ def _batch_size(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m wikitext_builder",
         description="Build WikiText-style corpora from Wikipedia Good and Featured articles "
                     "(the build command is the default).")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    corpus = argparse.ArgumentParser(add_help=False)
-    corpus.add_argument("--out", default="wikitext-corpus", metavar="DIR",
+    corpus = ArgumentParser(add_help=False)
+    corpus.add_argument("--output-dir", default="wikitext-corpus", metavar="DIR",
                         help="output directory (default: %(default)s)")
-    corpus.add_argument("--workers", type=_positive, default=1, metavar="N",
+    corpus.add_argument("--workers", type=positive_int, default=1, metavar="N",
                         help="processes that render articles (default 1; output identical for any N)")
     corpus.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -246,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="refetch the exact revisions of a manifest.jsonl, with its split")
     build.add_argument("--api-url", default=DEFAULT_API_URL, metavar="URL", help="default: %(default)s")
     build.add_argument("--cache", metavar="FILE.sqlite",
-                       help="cache file (default: OUT/cache.sqlite, OUT/cache.shard-K-of-N.sqlite)")
+                       help="cache file (default: DIR/cache.sqlite, DIR/cache.shard-K-of-N.sqlite)")
     build.add_argument("--limit", type=int, metavar="N", help="use N articles (a seeded sample)")
     build.add_argument("--preset", choices=sorted(PRESETS),
                        help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes")
@@ -258,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--shard", metavar="K/N", help="fetch only shard K of N into its cache (see merge)")
     build.add_argument("--batch-size", type=_batch_size, default=BATCH_SIZE, metavar="N",
                        help=f"titles per content request (1..{BATCH_SIZE}, default {BATCH_SIZE})")
-    build.add_argument("--max-attempts", type=_positive, default=8, metavar="N",
+    build.add_argument("--max-attempts", type=positive_int, default=8, metavar="N",
                        help="attempts per API request (default 8)")
     build.add_argument("--retry-backoff", type=float, default=1.0, metavar="SECONDS",
                        help="first retry wait, doubled per attempt up to 60 s (default 1)")
@@ -300,13 +312,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "build")
-    args = build_parser().parse_args(argv)
-    try:
-        return args.handler(args)
-    except (SourceError, CacheError, UsageError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: every committed batch is in the cache; rerun the same command to resume",
-              file=sys.stderr)
-        return 130
+    return run(build_parser(), argv, errors=USER_ERRORS,
+               interrupted="interrupted: every committed batch is in the cache; rerun the same "
+                           "command to resume")

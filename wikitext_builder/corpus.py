@@ -10,6 +10,7 @@ each atomically (temporary file, then rename).
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import heapq
 import json
@@ -21,16 +22,22 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Sequence
+from typing import IO, Any, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
-from wikitext_builder.sources import Article
+from harness.format import EOS, SPLITS, UNK
+from wikitext_builder.sources import Article, Skipped
 
-SPLITS = ("train", "valid", "test")
-UNK, EOS = "<unk>", "<eos>"
 TEXT_FILES = tuple(f"wiki.{split}.{kind}" for split in SPLITS for kind in ("tokens", "raw"))
 CHECKSUM_FILE, STATS_FILE, MANIFEST_FILE = "SHA256SUMS", "stats.json", "manifest.jsonl"
+OUTPUT_FILES = (*TEXT_FILES, STATS_FILE, MANIFEST_FILE, CHECKSUM_FILE)
+SPOOL_FILE = ".render.spool"
+#: Articles of more UTF-8 bytes of wikitext are skipped ("too large") before they are parsed: the
+#: parser takes about 1 s and 28 bytes of memory per byte (a 50 MB article: 57 s and 1.4 GB).
+#: 2 MiB is MediaWiki's own limit on a revision ($wgMaxArticleSize on Wikipedia), so no real
+#: article reaches it; the largest of the shared 1,500-article pool has 261,072 bytes.
+MAX_ARTICLE_BYTES = 2 * 1024 * 1024
 _TITLE_LINE = re.compile(r"^ = (?!= ).* = \n$")
 
 
@@ -60,25 +67,30 @@ def shard_of(title: str, shards: int) -> int:
 
 @dataclass(frozen=True)
 class Rendered:
-    """One article after ``render_article``: its text or the reason it was skipped."""
+    """One article after ``render_article``: its text, or why it was skipped."""
 
     article: Article
     text: str | None
-    error: str | None
+    skipped: Skipped | None
 
 
 def render_one(article: Article) -> Rendered:
-    """Render one article; malformed markup (or a renderer failure) becomes a reported skip."""
+    """Render one article; an article over ``MAX_ARTICLE_BYTES`` (never parsed), malformed markup
+    or a renderer failure becomes a reported skip."""
     from wikitext_builder.render import MarkupError, render_article
 
+    size = len(article.wikitext.encode("utf-8"))
+    if size > MAX_ARTICLE_BYTES:
+        return Rendered(article, None, Skipped("too large", title=article.title, detail=(
+            f"{size:,} bytes of wikitext, over the limit of {MAX_ARTICLE_BYTES:,} bytes")))
     try:
         return Rendered(article, render_article(article.title, article.wikitext), None)
     except MarkupError as error:
-        message = (str(error).splitlines() or ["malformed markup"])[0]
-        return Rendered(article, None, message.removeprefix(f"{article.title}: "))
+        message = (str(error).splitlines() or [""])[0].removeprefix(f"{article.title}: ")
+        return Rendered(article, None, Skipped("malformed markup", title=article.title, detail=message))
     except Exception as error:  # a renderer bug must cost one article, not a day-long build
-        return Rendered(article, None, f"render failed ({type(error).__name__}: {str(error)[:200]})"
-                        .replace("\n", " "))
+        detail = f"{type(error).__name__}: {str(error)[:200]}".replace("\n", " ")
+        return Rendered(article, None, Skipped("render failed", title=article.title, detail=detail))
 
 
 def render_all(articles: Iterable[Article], workers: int, chunksize: int = 2) -> Iterator[Rendered]:
@@ -130,78 +142,112 @@ class ArticleRecord:
     split: str = ""
 
 
+class CorpusError(Exception):
+    """A corpus that cannot be written as asked (one-line message)."""
+
+
 @dataclass
 class BuildReport:
     """What a corpus build did: articles per split, and what it had to leave out and why."""
 
     articles: dict[str, int]
-    skipped: dict[str, str]  # title -> markup error
-    missing: dict[str, str]  # title -> reason (missing page, revision not found, ...)
-    duplicates: list[str]  # titles a streamed source held twice (the first kept)
-    statistics: dict[str, object]
-    render_seconds: float  # wall time of the parse-and-tokenize stage
+    skipped: list[Skipped]  # every article left out, sorted by reason, then name
+    statistics: dict[str, Any]
+    rendered: int  # articles through the parse-and-tokenize stage (written, or skipped there)
+    render_seconds: float  # its wall time
 
 
 def write_corpus(out_dir: Path, articles: Iterator[Article], order: Sequence[str], *,
                  valid_articles: int, test_articles: int, min_count: int, workers: int,
-                 missing: dict[str, str] | None = None, duplicates: Sequence[str] = (),
-                 fixed_splits: dict[str, str] | None = None, settings: dict[str, object] | None = None,
-                 progress: bool = True) -> BuildReport:
+                 skipped: Iterable[Skipped] = (), fixed_splits: dict[str, str] | None = None,
+                 settings: dict[str, object] | None = None, progress: bool = True) -> BuildReport:
     """Render ``articles`` (title order) and write the corpus in ``out_dir``.
 
     Args:
         articles: the articles to use, in title order.
         order: their titles in corpus order (the seeded shuffle); ``valid_articles`` and then
             ``test_articles`` renderable articles are taken from its start, the rest is train.
+            Sizes that leave no article for train are a :class:`CorpusError`, raised before
+            rendering when ``order`` is too short and before writing when too few render.
         fixed_splits: title -> split, replacing that rule (a rebuild from a manifest, whose
             ``order`` is the manifest's).
-        missing: titles listed but not obtainable, reported in ``stats.json``.
-        duplicates: titles the source held twice, reported in ``stats.json``.
+        skipped: the articles left out before rendering (no title, duplicate, missing page);
+            reported in ``stats.json`` with those left out here (too large, malformed markup).
         settings: how the articles were chosen (seed, limit, ...), recorded in ``stats.json``.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    spool_path = out_dir / ".render.spool"
+    if fixed_splits is None:
+        _check_train(f"{len(order):,} articles", len(order), valid_articles, test_articles)
+    spool_path = out_dir / SPOOL_FILE
     try:
+        out_dir.mkdir(parents=True, exist_ok=True)
         with spool_path.open("w+b") as spool:
             started = time.perf_counter()
-            records, skipped = _render_to_spool(articles, spool, workers, len(order), progress)
+            records, rendering_skipped = _render_to_spool(articles, spool, workers, len(order), progress)
             render_seconds = time.perf_counter() - started
             ordered = [records[title] for title in order if title in records]
+            if fixed_splits is None:
+                _check_train(f"{len(ordered):,} articles rendered", len(ordered), valid_articles,
+                             test_articles)
             _assign_splits(ordered, valid_articles, test_articles, fixed_splits)
+            if fixed_splits is not None and not any(record.split == "train" for record in ordered):
+                raise CorpusError("no article of the manifest's train split could be fetched and rendered")
             vocabulary = _train_vocabulary(spool, ordered, min_count)
             for split in SPLITS:
                 _write_split(out_dir, split, spool, [r for r in ordered if r.split == split], vocabulary)
+        left_out = sorted({*skipped, *rendering_skipped}, key=_skip_order)
+        counts = collections.Counter(record.split for record in ordered)
+        articles_per_split = {split: counts[split] for split in SPLITS}
+        statistics: dict[str, Any] = {**corpus_statistics(out_dir), "articles": articles_per_split}
+        recorded_settings: dict[str, object] = {**(settings or {}), "min_count": min_count,
+                                                 "max_article_bytes": MAX_ARTICLE_BYTES}
+        statistics["builder"] = {
+            "settings": recorded_settings,
+            "skipped": [skip.to_json() for skip in left_out],
+            "skipped_counts": dict(sorted(collections.Counter(skip.reason for skip in left_out).items()))}
+        _atomic_write_text(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
+        _atomic_write_text(out_dir / MANIFEST_FILE, "".join(
+            json.dumps({"title": r.title, "page_id": r.page_id, "revision_id": r.revision_id,
+                        "timestamp": r.timestamp, "split": r.split, "sha256": r.sha256},
+                       ensure_ascii=False) + "\n"
+            for split in SPLITS for r in ordered if r.split == split))
+        _atomic_write_text(out_dir / CHECKSUM_FILE, "".join(
+            f"{_file_sha256(out_dir / name)}  {name}\n" for name in TEXT_FILES))
+    except OSError as error:
+        raise CorpusError(f"{error.filename or out_dir}: cannot write the corpus ({error.strerror})") from None
     finally:
         spool_path.unlink(missing_ok=True)
-    counts = collections.Counter(record.split for record in ordered)
-    statistics = {**corpus_statistics(out_dir), "articles": {split: counts[split] for split in SPLITS}}
-    statistics["builder"] = {"settings": {**(settings or {}), "min_count": min_count},
-                             "skipped": skipped, "missing": missing or {}, "duplicates": list(duplicates)}
-    _atomic_write_text(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
-    _atomic_write_text(out_dir / MANIFEST_FILE, "".join(
-        json.dumps({"title": r.title, "page_id": r.page_id, "revision_id": r.revision_id,
-                    "timestamp": r.timestamp, "split": r.split, "sha256": r.sha256},
-                   ensure_ascii=False) + "\n"
-        for split in SPLITS for r in ordered if r.split == split))
-    _atomic_write_text(out_dir / CHECKSUM_FILE, "".join(
-        f"{_file_sha256(out_dir / name)}  {name}\n" for name in TEXT_FILES))
-    return BuildReport(statistics["articles"], skipped, missing or {}, list(duplicates), statistics,
-                       render_seconds)
+    return BuildReport(articles_per_split, left_out, statistics, len(order), render_seconds)
+
+
+def _check_train(counted: str, count: int, valid_articles: int, test_articles: int) -> None:
+    """Refuse split sizes that leave no article for train (its vocabulary would be empty, and
+    every token of valid and test ``<unk>``); suggest sizes that fit, a tenth each."""
+    if count > valid_articles + test_articles:
+        return
+    fitting = max(1, count // 10)
+    hint = (f"; use e.g. --valid-articles {fitting} --test-articles {fitting}" if count >= 3
+            else "; a corpus needs at least 3")
+    raise CorpusError(f"{counted}, and --valid-articles {valid_articles} plus --test-articles "
+                      f"{test_articles} leave no article for train{hint}")
+
+
+def _skip_order(skip: Skipped) -> tuple[str, str, str]:
+    return skip.reason, skip.title or "", skip.record or ""
 
 
 def _render_to_spool(articles: Iterator[Article], spool: IO[bytes], workers: int, total: int,
-                     progress: bool) -> tuple[dict[str, ArticleRecord], dict[str, str]]:
-    """Render every article into ``spool``; where each landed, and the skipped ones' reasons."""
+                     progress: bool) -> tuple[dict[str, ArticleRecord], list[Skipped]]:
+    """Render every article into ``spool``; where each landed, and the skipped ones."""
     records: dict[str, ArticleRecord] = {}
-    skipped: dict[str, str] = {}
+    skipped: list[Skipped] = []
     bar = tqdm(render_all(articles, workers), total=total, unit="article", desc="render",
                disable=not progress or None)
     for rendered in bar:
         article = rendered.article
-        if rendered.text is None:
-            skipped[article.title] = rendered.error or "malformed markup"
+        if rendered.skipped is not None:
+            skipped.append(rendered.skipped)
             continue
-        data = rendered.text.encode("utf-8")
+        data = rendered.text.encode("utf-8")  # type: ignore[union-attr]
         records[article.title] = ArticleRecord(
             article.title, article.page_id, article.revision_id, article.timestamp,
             hashlib.sha256(data).hexdigest(), spool.tell(), len(data))
@@ -253,21 +299,19 @@ def _map_line(line: str, vocabulary: set[str]) -> str:
 def _write_split(out_dir: Path, split: str, spool: IO[bytes], records: list[ArticleRecord],
                  vocabulary: set[str]) -> None:
     """``wiki.SPLIT.raw`` (articles as rendered) and ``wiki.SPLIT.tokens`` (``<unk>``-mapped)."""
-    raw_path, tokens_path = out_dir / f"wiki.{split}.raw", out_dir / f"wiki.{split}.tokens"
-    raw_tmp, tokens_tmp = _tmp(raw_path), _tmp(tokens_path)
-    with raw_tmp.open("w", encoding="utf-8", newline="") as raw, \
-            tokens_tmp.open("w", encoding="utf-8", newline="") as tokens:
+    with (_atomic_path(out_dir / f"wiki.{split}.raw") as raw_tmp,
+          _atomic_path(out_dir / f"wiki.{split}.tokens") as tokens_tmp,
+          raw_tmp.open("w", encoding="utf-8", newline="") as raw,
+          tokens_tmp.open("w", encoding="utf-8", newline="") as tokens):
         for record in records:
             text = _article_text(spool, record)
             raw.write(text)
             tokens.writelines(_map_line(line, vocabulary) for line in text.splitlines(keepends=True))
-    os.replace(raw_tmp, raw_path)
-    os.replace(tokens_tmp, tokens_path)
 
 
 # --- statistics ----------------------------------------------------------------------------------
 
-def corpus_statistics(directory: Path) -> dict[str, object]:
+def corpus_statistics(directory: Path) -> dict[str, Any]:
     """The paper's Table 1 quantities of a WikiText-layout directory, from its ``.tokens`` files
     (its ``.raw`` files when it has no ``.tokens``).
 
@@ -306,7 +350,7 @@ def corpus_statistics(directory: Path) -> dict[str, object]:
     return {**result, "vocabulary_size": len(vocabulary | {UNK, EOS})}
 
 
-def format_statistics(statistics: dict[str, object]) -> str:
+def format_statistics(statistics: dict[str, Any]) -> str:
     """A Table 1 style text table."""
     rows = [f"{'':<18}{'train':>14}{'valid':>12}{'test':>12}"]
     for key, label in (("articles", "articles"), ("tokens", "tokens"), ("characters", "characters"),
@@ -324,10 +368,28 @@ def _tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp")
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+@contextlib.contextmanager
+def _atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` for the block to write, renamed to ``path`` when the
+    block succeeds and removed either way: a failure leaves the previous file and no temporary."""
     tmp = _tmp(path)
-    tmp.write_text(text, encoding="utf-8", newline="")
-    os.replace(tmp, path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    with _atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="")
+
+
+def written_paths(out_dir: Path) -> list[Path]:
+    """Every path :func:`write_corpus` writes in ``out_dir``: its outputs, their temporary files
+    and the render spool (a build must not read any of them)."""
+    return [out_dir / SPOOL_FILE, *(path for name in OUTPUT_FILES
+                                     for path in (out_dir / name, _tmp(out_dir / name)))]
 
 
 def _file_sha256(path: Path) -> str:
@@ -338,7 +400,7 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def read_manifest(path: Path) -> list[dict[str, object]]:
+def read_manifest(path: Path) -> list[dict[str, Any]]:
     """The records of a ``manifest.jsonl`` (each with title, revision_id, split)."""
     records = []
     try:

@@ -1,24 +1,29 @@
 """Where articles come from: the MediaWiki API, an XML dump, a folder, or a JSON-lines pool.
 
-Every source yields :class:`Article` records. The API is a *listed* source: the article list
-comes first (category members) and the content is then fetched in batches of titles or revision
-ids, so that a build can commit batch after batch and resume. The offline sources are *streamed*:
-they are read once, in order, and never held whole in memory.
+Every source yields :class:`Article` records (a JSON-lines pool also a :class:`Skipped` for each
+record without a title, so that none is dropped silently). The API is a *listed* source: the
+article list comes first (category members) and the content is then fetched in batches of titles
+or revision ids, so that a build can commit batch after batch and resume. The offline sources are
+*streamed*: they are read once, in order, and never held whole in memory; :func:`file_sha256` and
+:func:`folder_sha256` key a cache to their content.
 """
 
 from __future__ import annotations
 
 import bz2
 import gzip
+import hashlib
 import importlib.metadata
 import io
 import json
 import re
+import sys
 import time
 import xml.etree.ElementTree as ElementTree
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence, cast
 
 import requests
 
@@ -36,6 +41,10 @@ POOL_CLASSES = {"good": "GA", "featured": "FA"}
 _MARKER = re.compile(r"\{\{\s*(good|featured)[ _]article\s*(?:\||\}\})", re.IGNORECASE)
 _REDIRECT = re.compile(r"\s*#redirect", re.IGNORECASE)
 _RETRYABLE_STATUS = {429, 500, 502, 503, 504}
+_OS_REASON = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+# what reading a damaged file raises: a truncated .gz/.bz2 (EOFError), a corrupt one (OSError,
+# zlib.error), an unreadable one (OSError)
+_READ_ERRORS = (EOFError, OSError, zlib.error)
 
 
 class SourceError(Exception):
@@ -59,6 +68,23 @@ class Article:
     page_id: int | None = None
     revision_id: int | None = None
     timestamp: str | None = None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An article left out of the corpus, named by its ``title`` or, for a source record without
+    one, by ``record`` (``FILE:LINE``); ``reason`` is one of a few fixed phrases (``"no title"``,
+    ``"duplicate title"``, ``"missing page"``, ``"too large"``, ``"malformed markup"``, ...), by
+    which ``stats.json`` counts them, and ``detail`` says more where there is more to say."""
+
+    reason: str
+    title: str | None = None
+    record: str | None = None
+    detail: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        fields = {"title": self.title, "record": self.record, "reason": self.reason, "detail": self.detail}
+        return {key: value for key, value in fields.items() if value}
 
 
 @dataclass
@@ -94,29 +120,37 @@ class MediaWikiClient:
         timeout: seconds to connect and between bytes of the response.
         user_agent: sent with every request (Wikimedia requires a contact address).
         sleep: the waiting function (tests replace it to record the waits).
+        notify: receives one line at a request's first failure, saying that it is retried and
+            for how long (default: printed on stderr).
     """
 
     def __init__(self, api_url: str = DEFAULT_API_URL, *, max_attempts: int = 8,
                  backoff_base: float = 1.0, backoff_cap: float = 60.0, timeout: float = 60.0,
-                 user_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep) -> None:
+                 user_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep,
+                 notify: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
         self.api_url = api_url
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.timeout = timeout
         self.sleep = sleep
+        self.notify = notify
         self.session = requests.Session()
         self.session.headers.update({"User-Agent": user_agent, "Accept-Encoding": "gzip"})
 
     def close(self) -> None:
         self.session.close()
 
+    def _backoff(self, attempt: int) -> float:
+        """The wait after failed attempt ``attempt`` (1-based) when no Retry-After is given."""
+        return min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
+
     def query(self, params: dict[str, str]) -> dict[str, Any]:
         """One ``action=query`` request, retried on transient failures; the decoded JSON."""
         full = {"action": "query", "format": "json", "formatversion": "2", "maxlag": "5", **params}
         reason = ""
         for attempt in range(1, self.max_attempts + 1):
-            wait = min(self.backoff_base * 2 ** (attempt - 1), self.backoff_cap)
+            wait = self._backoff(attempt)
             try:
                 response = self.session.get(self.api_url, params=full, timeout=self.timeout)
                 if response.status_code in _RETRYABLE_STATUS:
@@ -135,11 +169,22 @@ class MediaWikiClient:
                     wait = _retry_after(response, wait)
             except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                     requests.exceptions.ContentDecodingError, ValueError) as error:
-                reason = f"{type(error).__name__}: {_first_line(error)}"
+                reason = f"{type(error).__name__}: {_network_reason(error)}"
             if attempt < self.max_attempts:
+                if attempt == 1:
+                    self._announce_retries(reason)
                 self.sleep(wait)
         raise ApiUnreachable(f"MediaWiki API at {self.api_url} unreachable after {self.max_attempts} "
                              f"attempts: {reason}")
+
+    def _announce_retries(self, reason: str) -> None:
+        """Say, at a request's first failure, how many more attempts it gets and how long their
+        backoff adds up to (Retry-After, when the server sends one, replaces a wait)."""
+        total = sum(self._backoff(attempt) for attempt in range(1, self.max_attempts))
+        seconds = f"{total:.2g}" if total < 10 else f"{total:.0f}"
+        more = self.max_attempts - 1
+        self.notify(f"retrying: MediaWiki API at {self.api_url}: {reason}; up to {more} more "
+                    f"attempt{'s' * (more != 1)} over about {seconds} s (--max-attempts, --retry-backoff)")
 
     def query_continued(self, params: dict[str, str],
                         continuation: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
@@ -218,6 +263,13 @@ def _retry_after(response: requests.Response, default: float) -> float:
         return default
 
 
+def _network_reason(error: BaseException) -> str:
+    """The operating system's reason inside a requests error (``[Errno 111] Connection refused``),
+    which its message otherwise buries after the whole request URL; else the first line."""
+    match = _OS_REASON.search(str(error))
+    return match.group(0) if match else _first_line(error)
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0][:200]
@@ -284,7 +336,7 @@ def iter_dump(path: Path, kinds: Iterable[str]) -> Iterator[Article]:
                 root.clear()
                 if article is not None and has_marker(article.wikitext, kinds):
                     yield article
-    except (ElementTree.ParseError, EOFError, OSError) as error:
+    except (ElementTree.ParseError, *_READ_ERRORS) as error:
         raise SourceError(f"{path}: not a readable MediaWiki XML dump ({_first_line(error)})") from None
 
 
@@ -351,38 +403,89 @@ def _single_rooted(raw: io.BufferedIOBase) -> io.BufferedReader:
     return io.BufferedReader(_Chain(parts), buffer_size=1 << 16)
 
 
-def iter_folder(directory: Path) -> Iterator[Article]:
-    """Every ``*.wikitext`` file of a folder, in name order; the title is the file name with
-    underscores read as spaces."""
+def _folder_files(directory: Path) -> list[Path]:
+    """The ``*.wikitext`` files of a folder source, in name order."""
     if not directory.is_dir():
         raise SourceError(f"{directory}: not a directory")
     paths = sorted(directory.glob("*.wikitext"))
     if not paths:
         raise SourceError(f"{directory}: no .wikitext files")
-    for path in paths:
+    return paths
+
+
+def iter_folder(directory: Path) -> Iterator[Article]:
+    """Every ``*.wikitext`` file of a folder, in name order; the title is the file name with
+    underscores read as spaces."""
+    for path in _folder_files(directory):
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as error:
             raise SourceError(f"{path}: not valid UTF-8 at byte {error.start}") from None
+        except OSError as error:
+            raise SourceError(f"{path}: cannot read ({error.strerror})") from None
         yield Article(title=path.stem.replace("_", " "), wikitext=text)
 
 
-def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article]:
+def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
     """Articles of a JSON-lines pool (``title_guess`` or ``title``, ``class`` GA/FA, ``wikitext``),
-    optionally gzip- or bz2-compressed; records of unwanted classes or without a title are skipped,
-    and a title's first letter is capitalized as MediaWiki does."""
+    optionally gzip- or bz2-compressed, and a :class:`Skipped` for each record without a title
+    (named ``FILE:LINE``, with its ``source_index`` when it has one). Records of other classes are
+    not selected; a title's first letter is capitalized as MediaWiki does."""
     classes = {POOL_CLASSES[kind] for kind in kinds}
-    with open_text(path) as raw:
-        for number, line in enumerate(io.TextIOWrapper(raw, encoding="utf-8"), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                title = (record.get("title") or record.get("title_guess") or "").strip()
-                wikitext = record["wikitext"]
-            except (ValueError, KeyError, AttributeError) as error:
-                raise SourceError(f"{path}:{number}: not a pool record ({_first_line(error)})") from None
-            title = title[:1].upper() + title[1:]  # MediaWiki titles start with a capital
-            if title and record.get("class", "") in classes | {""}:
-                yield Article(title=title, wikitext=wikitext, page_id=record.get("page_id"),
-                              revision_id=record.get("revision_id"), timestamp=record.get("timestamp"))
+    for number, line in _numbered_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            title = (record.get("title") or record.get("title_guess") or "").strip()
+            wikitext = record["wikitext"]
+        except (ValueError, KeyError, AttributeError) as error:
+            raise SourceError(f"{path}:{number}: not a pool record ({_first_line(error)})") from None
+        if record.get("class", "") not in classes | {""}:
+            continue
+        if not title:
+            index = record.get("source_index")
+            yield Skipped("no title", record=f"{path.name}:{number}",
+                          detail=f"source_index {index}" if index is not None else "")
+            continue
+        yield Article(title=title[:1].upper() + title[1:], wikitext=wikitext,  # MediaWiki's capital
+                      page_id=record.get("page_id"), revision_id=record.get("revision_id"),
+                      timestamp=record.get("timestamp"))
+
+
+def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The 1-based lines of a text file, decompressed; a damaged file is a one-line SourceError."""
+    number = 0
+    try:
+        with open_text(path) as raw:
+            for number, line in enumerate(io.TextIOWrapper(cast(BinaryIO, raw), encoding="utf-8"), start=1):
+                yield number, line
+    except UnicodeDecodeError:
+        raise SourceError(f"{path}: not valid UTF-8 after line {number}") from None
+    except _READ_ERRORS as error:
+        raise SourceError(f"{path}: truncated or corrupt after line {number} "
+                          f"({_first_line(error)})") from None
+
+
+def folder_sha256(directory: Path) -> str:
+    """The sha256 of a folder source's content: the name and sha256 of each ``*.wikitext`` file.
+    A cache records it (or :func:`file_sha256` of a file source), so that a build from an edited
+    source reads it again instead of reusing what it read before."""
+    digest = hashlib.sha256()
+    for file in _folder_files(directory):
+        digest.update(file.name.encode("utf-8") + b"\0" + bytes.fromhex(file_sha256(file)))
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes; a missing or unreadable file is a SourceError."""
+    if not path.is_file():
+        raise SourceError(f"{path}: no such file")
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as error:
+        raise SourceError(f"{path}: cannot read ({error.strerror})") from None
+    return digest.hexdigest()

@@ -1,6 +1,6 @@
 """WikiText tokenization: sacremoses (Moses) plus WikiText's number splitting.
 
-See ``docs/wikitext-format.md`` (shared) for the measured rules:
+See ``docs/wikitext-format.md`` for the measured rules:
 
 * ``MosesTokenizer("en").tokenize(text, aggressive_dash_splits=True, escape=False)``:
   no XML escaping, Moses contractions (``Don 't``), no punctuation normalization,

@@ -9,7 +9,7 @@ A finding has one of two severities:
 * ``ERROR``: a break of the line format or article grammar that no real WikiText file has.
 * ``IRREGULARITY``: one of the known quirks of the 2016 release, which the real files have
   and the spec (``docs/wikitext-format.md``) documents without making them part of the
-  format ("do not copy that"). The real WikiText-2 files have irregularities only
+  format (the builder does not reproduce them). The real WikiText-2 files have irregularities only
   (``validate`` passes); a corpus the builder writes has none (``validate --strict`` passes).
 
 Errors:
@@ -27,6 +27,13 @@ Errors:
   article title before it.
 * tokens: ``<unk>`` only in ``.tokens`` files (never in ``.raw``); no ASCII hyphen
   between two letters/digits inside a token (``red-tipped``: should be ``red @-@ tipped``).
+* markup residue: no wikitext markup that rendering should have removed, whole or as Moses
+  tokenized it: links ``[[``/``]]`` (``[ [ a | b ] ]``), templates ``{{``/``}}``, table
+  delimiters ``{ |``/``| }``, bold ``'''`` (``' ' '``), ``<ref>``, ``</ref>``,
+  ``<references``, comments ``<!--``, HTML entities (``& nbsp ;``, ``& # 8211 ;``) and magic
+  words (``_ _ NOTOC _ _``). The real WikiText-2 files have none of these; they do have
+  single brackets (``[ sic ]``), two apostrophes as quotes (``' '``), ``|`` as absolute value
+  and an HTML tag named in prose (``the < pre > tag``), none of which is flagged.
 
 Irregularities:
 
@@ -46,6 +53,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from harness.format import UNK
+
 __all__ = ["Violation", "ERROR", "IRREGULARITY", "heading_level", "validate_lines",
            "validate_file", "validate_corpus", "CORPUS_FILES"]
 
@@ -61,6 +70,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # all but \t, \n and
 _UNDECODABLE = re.compile(r"[\udc80-\udcff]")  # bytes that were not UTF-8 (surrogateescape)
 _DIGIT_SEP = re.compile(r"\d[,.]\d")
 _UNSPLIT_HYPHEN = re.compile(r"[^\W_]-[^\W_]")
+_ENTITIES = "nbsp|amp|lt|gt|quot|apos|ndash|mdash|minus|times|hellip|thinsp|ensp|emsp|shy|zwj|zwnj|lrm|rlm"
+_RESIDUE = re.compile(
+    r"\[\[|\]\]|\{\{|\}\}|'''"                                  # whole: links, templates, bold
+    r"|(?<= )(?:\[ \[|\] \]|\{ \{|\} \}|\{ \||\| \}|' ' ')(?= )"  # tokenized; table delimiters
+    r"|< ?/? ?ref(?:erences)?\b|< ?! ?--"                       # <ref>, </ref>, <references/>, <!--
+    rf"|& ?(?:{_ENTITIES}|# ?\d+) ?;"                            # &nbsp;, &#8211;
+    r"|_ ?_ ?[A-Z]+ ?_ ?_")                                      # __NOTOC__
 
 
 @dataclass(frozen=True)
@@ -128,7 +144,7 @@ def _check_line(number: int, line: str, allow_unk: bool) -> list[Violation]:
         if not heading_level(" " + text + " \n"):
             found.append(_error(number, f"malformed heading {text[:60]!r} (unbalanced '=' or empty title)"))
     tokens = text.split(" ")
-    if not allow_unk and "<unk>" in tokens:
+    if not allow_unk and UNK in tokens:
         found.append(_error(number, "<unk> in a .raw file"))
     for token in tokens:
         if ("," in token or "." in token) and _DIGIT_SEP.search(token):
@@ -136,6 +152,10 @@ def _check_line(number: int, line: str, allow_unk: bool) -> list[Violation]:
                                                "(expected @,@ / @.@ between digits)"))
         if "-" in token and _UNSPLIT_HYPHEN.search(token):
             found.append(_error(number, f"unsplit hyphen {token!r} (expected @-@ between letters/digits)"))
+    residue = _RESIDUE.search(body)
+    if residue:
+        found.append(_error(number, f"wikitext markup residue {residue.group(0)!r} (markup that "
+                                    "rendering should have removed)"))
     return found
 
 
@@ -176,6 +196,7 @@ class _Grammar:
 
     def _check(self) -> list[Violation]:
         before3, before2, before, current, after, _, _ = self.window
+        assert current is not None, "_check runs only with a line at the window's centre"
         number, line, level = current
         found: list[Violation] = []
         is_blank = line == BLANK

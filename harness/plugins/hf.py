@@ -199,9 +199,8 @@ class HFCausalLM:
             begin = len(stream.fed)
             stream.fed.extend(int(token) for token in new)
             end = len(stream.fed)
-            matches = (stream.reference is not None
-                       and np.array_equal(stream.reference_ids[begin:end], new))
-            if matches:
+            if (stream.reference is not None and stream.reference_ids is not None
+                    and np.array_equal(stream.reference_ids[begin:end], new)):
                 scores = stream.reference
             else:
                 stream.reference = None
@@ -430,8 +429,10 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, model: 
     name = str(model if model is not None else checkpoint)
     for option, value in (("max_context", max_context), ("stride", stride),
                           ("window_batch", window_batch)):
-        if not isinstance(value, int) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise PluginError(f"hf: {option} must be a positive integer, got {value!r}")
+    if not isinstance(trust_remote_code, bool):
+        raise PluginError(f"hf: trust_remote_code must be true or false, got {trust_remote_code!r}")
     if stride > max_context:
         raise PluginError(f"hf: stride ({stride}) must not exceed max_context ({max_context})")
     if detokenizer == "auto":
@@ -471,7 +472,7 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, model: 
             name, dtype=torch_dtype, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as error:
         raise _load_error(name, error) from None
-    network.to(device).eval()
+    network.to(device).eval()  # type: ignore[arg-type]  # transformers' decorated .to() hides its signature
     return HFCausalLM(network, tokenizer, dataset=dataset, detokenizer=detokenizer,
                       segmentation=segmentation, max_context=max_context, stride=stride,
                       window_batch=window_batch, bos_id=bos_id, device=device, checkpoint=name)

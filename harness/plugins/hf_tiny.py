@@ -13,13 +13,17 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.detokenize import STYLES, detokenize_line
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 BOS = "<|endoftext|>"
 
 
-def train_tokenizer(lines: Iterable[str], vocab_size: int) -> object:
+def train_tokenizer(lines: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """A GPT-2-style byte-level BPE ``PreTrainedTokenizerFast`` trained on ``lines``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast

@@ -30,7 +30,8 @@ Modules, by concern (each imports only modules listed before it):
 * :mod:`.registry` -- the merged template registry (a key registered twice is an error);
 * :mod:`.walker` -- node walking (links, tags, entities, templates through the registry);
 * :mod:`.prestrip` -- textual removal of comments, refs, tables and layout before parsing;
-* :mod:`.layout` -- bold/italic quote markup, paragraphs, brackets, WikiText lines;
+* :mod:`.layout` -- bold/italic quote markup, unmatched link and template markup, paragraphs,
+  brackets, WikiText lines;
 * :mod:`.article` -- sections, headings and the whole article.
 """
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import mwparserfromhell
@@ -9,7 +10,7 @@ from mwparserfromhell.nodes import Heading, Text
 from mwparserfromhell.wikicode import Wikicode
 
 from ..tokenize import format_heading, tokenize_text
-from .layout import paragraph_line, paragraphs, strip_quotes
+from .layout import drop_markup_residue, paragraph_line, paragraphs, strip_quotes
 from .markers import BLOCK_FORMULA, CONTROL_CHARS, FORMULA, INDENT, INVISIBLE, LIST_ITEM, WHITESPACE
 from .prestrip import prestrip
 from .walker import NodeWalker
@@ -99,7 +100,7 @@ def render_text(title: str, wikitext: str) -> list[tuple[int, str]]:
         if heading is not None:
             heading_text = WHITESPACE.sub(" ", INVISIBLE.sub("", walker.render(heading))).strip()
             heading_text = heading_text.replace(LIST_ITEM, " ").replace(INDENT, " ")
-            heading_text = strip_quotes(heading_text).strip()
+            heading_text = strip_quotes(drop_markup_residue(heading_text)).strip()
             if is_reference_section(heading_text):
                 # WikiText removed the section's own text but kept its sub-sections
                 # (e.g. "Video" under "Further reading"), often with empty bodies.
@@ -112,7 +113,8 @@ def render_text(title: str, wikitext: str) -> list[tuple[int, str]]:
 
 def render_article(title: str, wikitext: str) -> str:
     """The article in WikiText form (no ``<unk>`` mapping); raises :class:`MarkupError`."""
-    title = CONTROL_CHARS.sub("", title or "").replace("\n", " ").strip()
+    # a page title holds no entity references: "State Route&nbsp;213" is "State Route 213"
+    title = WHITESPACE.sub(" ", html.unescape(CONTROL_CHARS.sub("", title or "")).replace("\n", " ")).strip()
     title_tokens = tokenize_text(title)
     if not title_tokens:
         raise MarkupError(f"{title!r}: empty title")

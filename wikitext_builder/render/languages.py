@@ -184,6 +184,8 @@ TEMPLATES: RendererTable = [
     *entries("korean", _labelled(_KOREAN_LABELS)),
     *entries("zh", _labelled(_ZH_LABELS)),
     *entries("native name|lang-rtl|script|tlit", second),
+    # script and transliteration wrappers: a span holding their text
+    *entries("polytonic|semxlit|hebrew|coptic", first),
 ]
 
 # Families of templates sharing a prefix (``lang-fr``, ``IPA-de``): the factory gets the

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 from ..tokenize import format_paragraph, tokenize_text
-from .markers import APOSTROPHE, BLOCK_FORMULA, FORMULA, INDENT, INVISIBLE, LIST_ITEM, WHITESPACE
+from .markers import (APOSTROPHE, BLOCK_FORMULA, FORMULA, INDENT, INVISIBLE, LIST_ITEM, TEMPLATE_GAP,
+                      WHITESPACE)
 
 _QUOTE_RUN = re.compile(r"('{2,})")
 _LONE_PUNCTUATION = frozenset({".", ",", ";", ":", "(", ")", "-", "–", "—", "*", "/"})
@@ -17,15 +18,17 @@ _FORMULA_ONLY = re.compile(r"[\s.,;:]+")
 _EMPTY_BRACKETS = re.compile(r"\s*\(\s*(?:[,;:]\s*)*\)")
 _BRACKET_OPEN_PUNCT = re.compile(r"\(\s*[,;:]+\s*")
 _BRACKET_CLOSE_PUNCT = re.compile(r"\s*[,;:]+\s*\)")
+_MARKUP_RESIDUE = re.compile(r"\[\[|\]\]|\{\{|\}\}|\|")
 
 
 def strip_quotes(text: str) -> str:
     """Remove ''italic'' and '''bold''' markup line by line; apostrophes protected as
-    :data:`APOSTROPHE` (from ``{{'}}``, ``<nowiki>'</nowiki>``, link edges) are text."""
+    :data:`APOSTROPHE` (from ``{{'}}``, ``<nowiki>'</nowiki>``, link edges) are text and
+    :data:`TEMPLATE_GAP` (a dropped template) keeps the quote runs on either side apart."""
     if "''" in text:
         text = "\n".join(_strip_line_quotes(line) if "''" in line else line
                          for line in text.split("\n"))
-    return text.replace(APOSTROPHE, "'")
+    return text.replace(APOSTROPHE, "'").replace(TEMPLATE_GAP, "")
 
 
 def _strip_line_quotes(line: str) -> str:
@@ -67,6 +70,35 @@ def _strip_line_quotes(line: str) -> str:
     return "".join(parts[0::2])
 
 
+def drop_markup_residue(text: str) -> str:
+    """Remove the link and template markup the parser left as text, keeping the text.
+
+    Every ``[[``, ``]]``, ``{{`` and ``}}`` still in the rendered text is markup that
+    mwparserfromhell could not match (a link nested in a link target, unbalanced or deeply
+    nested brackets, ``<nowiki>``): it is dropped, and a ``|`` inside such an unmatched
+    span (to the matching closer or the end of the line) becomes a space, so
+    ``[[a [[b]] c|d]]`` reads "a b c d". WikiText-2 has no ``[ [``, ``] ]``, ``{ {`` or
+    ``} }`` in its 2 million tokens; a ``|`` outside such a span is text and is kept.
+    """
+    if "[[" not in text and "]]" not in text and "{{" not in text and "}}" not in text:
+        return text
+    return "\n".join(_drop_line_residue(line) for line in text.split("\n"))
+
+
+def _drop_line_residue(line: str) -> str:
+    depth = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal depth
+        mark = match.group(0)
+        if mark == "|":
+            return " " if depth else mark
+        depth = depth + 1 if mark in ("[[", "{{") else max(depth - 1, 0)
+        return ""
+
+    return _MARKUP_RESIDUE.sub(replace, line)
+
+
 def tidy_brackets(text: str) -> str:
     """Brackets emptied by removed templates: ``( )`` goes, ``( ; born`` becomes
     ``(born`` (WikiText has almost none of either)."""
@@ -77,7 +109,7 @@ def tidy_brackets(text: str) -> str:
 
 def paragraphs(text: str) -> list[str]:
     """Split rendered section text into paragraph strings (block formulas kept apart)."""
-    text = strip_quotes(INVISIBLE.sub("", text))
+    text = strip_quotes(drop_markup_residue(INVISIBLE.sub("", text)))
     found: list[str] = []
     current: list[str] = []
 

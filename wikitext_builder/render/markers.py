@@ -13,6 +13,10 @@ FORMULA = "\x03"        # a <formula>
 BLOCK_FORMULA = "\x04"  # display math: a line of its own
 APOSTROPHE = "\x05"     # an apostrophe that is text, never part of '' / ''' quote markup
 INDENT = "\x06"         # start of an indented (":") line
+# where a dropped template was: MediaWiki's quote rule saw the template's output there, so
+# the quote markup on either side stays apart (''{{polytonic|...}}'' is an empty italic
+# span, not a run of four apostrophes); removed with the quote markup
+TEMPLATE_GAP = "\x07"
 PARA_BREAK = "\n\n"
 
 WHITESPACE = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")

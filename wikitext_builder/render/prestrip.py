@@ -5,23 +5,27 @@ template-built tables, multi-column blocks, and the formatting tags whose conten
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 _BEHAVIOR_SWITCH = re.compile(r"__[A-Z]{2,}__")  # __NOTOC__, __TOC__, __NOEDITSECTION__ ...
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 # comments alone on their line(s) go with the line's newline, as in MediaWiki's preprocessor
 # (the text around stays one paragraph)
 _COMMENT_LINE = re.compile(r"^[ \t]*(?:<!--(?:(?!-->).)*-->[ \t]*)+\n", re.M | re.S)
+# refs, and a stray </ref> left by a ref closed twice ("<ref>a</ref> b.</ref>")
 _REF = re.compile(r"<ref\b[^>]*?/\s*>|<ref\b[^>]*>.*?</ref\s*>|<references\b[^>]*?/\s*>"
-                  r"|<references\b[^>]*>.*?</references\s*>", re.S | re.I)
+                  r"|<references\b[^>]*>.*?</references\s*>|</ref\s*>", re.S | re.I)
 _TABLE_OPEN = re.compile(r"^[ \t:]*\{\|")
 _TABLE_CLOSE = re.compile(r"^[ \t]*(?:\|\}|\{\{\s*(?:jctbtm|jcttbtm|end|s-end|end box|col-end|"
                           r"table end|election box end|football box end)\s*(?:\|[^{}]*)?\}\})", re.I)
+_NEXT_HEADING = re.compile(r"^(=+)[^=\n][^\n]*\1[ \t]*$", re.M)  # a heading line: == x ==
 
 
 def _strip_tables(text: str) -> str:
     """Remove ``{| ... |}`` wiki tables (nested ones too) line by line, before parsing:
     mwparserfromhell gives up on some real tables and leaves their markup as text.
-    An unclosed table is left to the parser."""
+    An unclosed table (MediaWiki closes it at the end of the page; mwparserfromhell leaves
+    its markup as text) runs to the next heading, like an unclosed column block."""
     if "{|" not in text:
         return text
     lines = text.split("\n")
@@ -43,8 +47,11 @@ def _strip_tables(text: str) -> str:
             continue
         if depth == 0:
             out.append(line)
-    if depth:  # unclosed: keep the rest as it was
-        out.extend(lines[start:])
+    if depth:  # unclosed: dropped up to the next heading
+        rest = "\n".join(lines[start + 1:])
+        heading = _NEXT_HEADING.search(rest)
+        if heading is not None:
+            out.append(_strip_tables(rest[heading.start():]))
     return "\n".join(out)
 
 
@@ -54,7 +61,7 @@ def _strip_tables(text: str) -> str:
 _INLINE_TAGS = re.compile(r"</?(?:span|small|big|font|u|s|strike|del|ins|abbr|tt|cite|sup|sub|"
                           r"em|strong|b|i|var|bdi|bdo|mark|q|dfn|kbd|samp|wbr)\b[^<>]*>", re.I)
 _BLOCK_TAGS = re.compile(r"</?(?:div|center|li|ul|ol|p|dl|dt|dd)\b[^<>]*>", re.I)
-_QUOTE_TAGS = re.compile(r"</?(?:blockquote)\b[^<>]*>", re.I)
+_QUOTE_TAG = re.compile(r"<(/?)blockquote\b[^<>]*>", re.I)
 _TRANSCLUSION_TAGS = re.compile(r"</?(?:noinclude|onlyinclude)\s*/?>|<includeonly>.*?</includeonly>",
                                 re.I | re.S)
 
@@ -66,7 +73,6 @@ _COLUMNS_OPEN = re.compile(r"\{\{\s*(?:div col|div col start|col-begin|col begin
                            r"multicol|columns-start|refbegin|ref begin|refstart)\s*(?:\|[^{}]*)?\}\}", re.I)
 _COLUMNS_CLOSE = re.compile(r"\{\{\s*(?:div col end|end div col|col-end|col end|colend|"
                             r"multicol-end|columns-end|refend|ref end)\s*(?:\|[^{}]*)?\}\}", re.I)
-_NEXT_HEADING = re.compile(r"^(=+)[^=\n][^\n]*\1[ \t]*$", re.M)  # a heading line: == x ==
 
 
 # The same layouts written as an HTML <div> (``<div style="column-count:2">``,
@@ -77,6 +83,7 @@ _NEXT_HEADING = re.compile(r"^(=+)[^=\n][^\n]*\1[ \t]*$", re.M)  # a heading lin
 _COLUMN_DIV_MARKERS = ("column-count", "column-width", "columns:", "div-col", "multicol")
 _REFERENCE_DIV_CLASS = re.compile(r"\bclass\s*=\s*[\"']?[^\"'>]*\bref", re.I)
 _DIV_TAG = re.compile(r"<(/?)div\b[^<>]*?(/?)>", re.I)
+_HTML_TABLE_TAG = re.compile(r"<(/?)table\b[^<>]*?(/?)>", re.I)
 
 
 def _is_dropped_div(tag: str) -> bool:
@@ -84,24 +91,25 @@ def _is_dropped_div(tag: str) -> bool:
     return any(marker in compact for marker in _COLUMN_DIV_MARKERS) or bool(_REFERENCE_DIV_CLASS.search(tag))
 
 
-def _strip_dropped_divs(text: str) -> str:
-    """Remove ``<div>`` blocks laid out in columns or holding reference lists (nested divs
-    counted); an unclosed one runs to the next heading."""
+def _strip_tag_blocks(text: str, tags: re.Pattern[str], is_dropped: Callable[[str], bool]) -> str:
+    """Remove the blocks opened by a tag of ``tags`` (groups: the closing slash, the
+    self-closing slash) for which ``is_dropped(opening tag)``, up to the matching closing
+    tag (nested ones counted); an unclosed block runs to the next heading."""
     out: list[str] = []
     position = 0
     search_from = 0
     while True:
-        opening = _DIV_TAG.search(text, search_from)
+        opening = tags.search(text, search_from)
         if opening is None:
             break
-        if opening.group(1) or opening.group(2) or not _is_dropped_div(opening.group(0)):
+        if opening.group(1) or opening.group(2) or not is_dropped(opening.group(0)):
             search_from = opening.end()
             continue
         out.append(text[position:opening.start()])
         heading = _NEXT_HEADING.search(text, opening.end())
         limit = heading.start() if heading is not None else len(text)
         depth, end = 1, limit
-        for tag in _DIV_TAG.finditer(text, opening.end(), limit):
+        for tag in tags.finditer(text, opening.end(), limit):
             if tag.group(2):
                 continue
             depth += -1 if tag.group(1) else 1
@@ -132,15 +140,16 @@ def _strip_columns(text: str) -> str:
     return "".join(out)
 
 
-_TABLE_ROW = re.compile(r"^[ \t]*\|-")
+# a row separator, or the closer of a table a template opened ({{Nobility table header}})
+_TABLE_ROW = re.compile(r"^[ \t]*\|(?:-|\}(?!\}))")
 _TABLE_LINE = re.compile(r"^[ \t]*[|!]")
 
 
 def _strip_template_tables(text: str) -> str:
-    """Remove the rows of tables opened and closed by templates (``{{awards table}}``,
-    ``{{jcttop}}`` ... ``|-`` rows ... ``{{end}}``): runs of ``|``/``!`` lines around a
-    ``|-`` row separator, when the run's braces balance (so a template is never cut)."""
-    if "|-" not in text:
+    """Remove the rows of tables opened by templates (``{{awards table}}``, ``{{jcttop}}``
+    ... ``|-`` rows ... ``{{end}}`` or ``|}``): runs of ``|``/``!`` lines around a ``|-`` row
+    separator or a ``|}`` closer, when the run's braces balance (so a template is never cut)."""
+    if "|-" not in text and "|}" not in text:
         return text
     lines = text.split("\n")
     keep = [True] * len(lines)
@@ -164,6 +173,26 @@ def _strip_template_tables(text: str) -> str:
     return "\n".join(line for line, kept in zip(lines, keep) if kept)
 
 
+def _break_block_quotes(text: str) -> str:
+    """A ``<blockquote>`` and its closing tag become paragraph breaks; a closing tag with
+    no open block quote is dropped and the text around it stays one paragraph (Charles-
+    Valentin Alkan, dev pair: 'the point or goal."</blockquote> This spirit of' is one line
+    of WikiText-2)."""
+    depth = 0
+
+    def replace(match: re.Match[str]) -> str:
+        nonlocal depth
+        if not match.group(1):
+            depth += 1
+            return "\n\n"
+        if depth:
+            depth -= 1
+            return "\n\n"
+        return ""
+
+    return _QUOTE_TAG.sub(replace, text)
+
+
 def prestrip(wikitext: str) -> str:
     """Cheap textual removal of comments, refs and tables before parsing (faster and
     more robust than leaving them to mwparserfromhell)."""
@@ -178,14 +207,21 @@ def prestrip(wikitext: str) -> str:
         wikitext = _BEHAVIOR_SWITCH.sub("", wikitext)
     if "<ref" in wikitext or "<REF" in wikitext or "<Ref" in wikitext:
         wikitext = _REF.sub("", wikitext)
+    if "include" in wikitext:
+        # before the tables: "<onlyinclude>{| ..." opens a table at the start of its line
+        wikitext = _TRANSCLUSION_TAGS.sub("", wikitext)
     wikitext = _strip_template_tables(_strip_tables(wikitext))
     if "{{" in wikitext and _COLUMNS_OPEN.search(wikitext):
         wikitext = _strip_columns(wikitext)
     if "<" in wikitext:
         if "<div" in wikitext or "<DIV" in wikitext:
-            wikitext = _strip_dropped_divs(wikitext)
+            wikitext = _strip_tag_blocks(wikitext, _DIV_TAG, _is_dropped_div)
+        if "<table" in wikitext or "<TABLE" in wikitext:
+            # HTML tables, like wiki tables, are dropped whole (a malformed one would leak
+            # its tags as text)
+            wikitext = _strip_tag_blocks(wikitext, _HTML_TABLE_TAG, lambda tag: True)
         wikitext = _INLINE_TAGS.sub("", wikitext)
         wikitext = _BLOCK_TAGS.sub("\n", wikitext)
-        wikitext = _QUOTE_TAGS.sub("\n\n", wikitext)
-        wikitext = _TRANSCLUSION_TAGS.sub("", wikitext)
+        if "blockquote" in wikitext or "BLOCKQUOTE" in wikitext:
+            wikitext = _break_block_quotes(wikitext)
     return wikitext

@@ -257,14 +257,15 @@ TEMPLATES: RendererTable = [
     *entries("€|euro", _currency("€")), *entries("inr|inrconvert", _currency("₹")),
     *entries("a$|aud", _currency("A$")), *entries("ca$|cad", _currency("CA$")),
     *entries("nzd", _currency("NZ$")), *entries("yen|jpy", _currency("¥")),
-    # formatting wrappers: their text is kept
+    # formatting wrappers: their text is kept (year links too: "is a {{vgy|1990}} point-and-
+    # click" reads "is a 1990 point @-@ and @-@ click", The Secret of Monkey Island, dev pair)
     *entries("abbr|abbrlink|nowrap|nobr|nobreak|no break|no wrap|avoid wrap|j|nowr|wrap|nowraplinks|"
              "longitem|center|centre|large|huge|midsize|highlight|underline|del|var|code|tt|"
              "mono|kbd|samp|smallsup|su|small|smaller|"
              "big|larger|smallcaps|sc|small caps|em|strong|nobold|noitalic|sup|sub|"
              "visible anchor|vanchor|keypress|unicode|flag|flagcountry|flagu|tooltip|"
              "ill|interlanguage link|interlanguage link multi|date|oldstyledate|"
-             "birth year and age|death year and age|mlby|mlb year|by|year|chem2|ce|sclass2|"
+             "birth year and age|death year and age|mlby|mlb year|by|year|vgy|chem2|ce|sclass2|"
              "not a typo|notatypo|proper name|as written|iast", first),
     *entries("resize|color|colour|font color", last),
     *entries("font", lambda tpl, r: r.param(tpl, "text") or first(tpl, r)),

@@ -9,8 +9,8 @@ from mwparserfromhell.nodes import (Argument, Comment, ExternalLink, Heading, HT
                                     Template, Text, Wikilink)
 from mwparserfromhell.wikicode import Wikicode
 
-from .markers import (APOSTROPHE, BLOCK_FORMULA, FORMULA, INDENT, LIST_ITEM, PARA_BREAK, WHITESPACE,
-                      protect_apostrophes)
+from .markers import (APOSTROPHE, BLOCK_FORMULA, FORMULA, INDENT, LIST_ITEM, PARA_BREAK, TEMPLATE_GAP,
+                      WHITESPACE, protect_apostrophes)
 from .registry import PARSER_FUNCTIONS, lookup
 from .template_api import template_key
 
@@ -94,7 +94,7 @@ class NodeWalker:
     def _link_text(self, link: Wikilink, target: str) -> str:
         if link.text is not None:
             text = self.render(link.text)
-            if text.strip():
+            if text.replace(TEMPLATE_GAP, "").strip():
                 return text
             # the pipe trick [[Foo (bar)|]] shows "Foo"
             target = re.sub(r"\s*\([^)]*\)\s*$", "", target)
@@ -110,8 +110,9 @@ class NodeWalker:
             function = PARSER_FUNCTIONS.get(key.split(":", 1)[0].strip())
             if function is not None:
                 # {{formatnum:12000}}: the argument is the rest of the name (may hold templates)
-                return function(self.render(tpl.name).split(":", 1)[1].strip(), tpl, self)
-        return renderer(tpl, self) if renderer is not None else ""
+                argument = self.render(tpl.name).replace(TEMPLATE_GAP, "").split(":", 1)[1].strip()
+                return function(argument, tpl, self)
+        return renderer(tpl, self) if renderer is not None else TEMPLATE_GAP
 
     def tag(self, tag: Tag) -> str:
         name = str(tag.tag).strip().lower()
@@ -140,8 +141,12 @@ class NodeWalker:
         key = str(name)
         if not tpl.has(key):
             return default
-        return WHITESPACE.sub(" ", self.render(tpl.get(key).value)).strip()
+        return self._value(tpl.get(key).value)
 
     def positional(self, tpl: Template) -> list[str]:
         """The rendered, stripped positional parameters, in order."""
-        return [WHITESPACE.sub(" ", self.render(p.value)).strip() for p in tpl.params if not p.showkey]
+        return [self._value(p.value) for p in tpl.params if not p.showkey]
+
+    def _value(self, value: Wikicode) -> str:
+        """A parameter value's rendered text, whitespace collapsed (template gaps dropped)."""
+        return WHITESPACE.sub(" ", self.render(value).replace(TEMPLATE_GAP, "")).strip()

@@ -1,14 +1,19 @@
 """The recurrent core shared by the baselines: an LSTM stack with zoneout and variational dropout.
 
 Shapes: ``B`` streams, ``T`` positions per chunk, ``E`` embedding size, ``H`` hidden size,
-``V`` vocabulary size. Every random mask is drawn from an explicit :class:`torch.Generator`
-that the training loop reseeds per step, so a resumed run draws exactly the masks of an
-uninterrupted one.
+``V`` vocabulary size.
+
+Dropout and zoneout follow the module's mode, as in ``torch.nn``: after ``module.train()`` every
+forward pass draws masks, after ``module.eval()`` none does (zoneout then uses its expectation).
+The optional ``generator`` of a forward pass only chooses *which* masks are drawn (None: torch's
+default generator); the training loop reseeds its own per step, so a resumed run draws exactly the
+masks of an uninterrupted one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -16,6 +21,20 @@ from torch import Tensor, nn
 
 #: Per-layer recurrent state: ``(h, c)``, each ``[B, H]``.
 LayerState = tuple[Tensor, Tensor]
+
+
+#: The types of the config fields: the values each accepts and how a message names them.
+_FIELD_TYPES = {"int": (numbers.Integral, "an integer"), "float": (numbers.Real, "a number"),
+                "bool": (bool, "true or false")}
+
+
+def _check_type(field: dataclasses.Field, value: object) -> None:
+    """Fail unless ``value`` suits a config field of type ``int``, ``float`` or ``bool`` (an
+    integer is a number; ``True`` is neither)."""
+    annotation = field.type if isinstance(field.type, str) else field.type.__name__
+    expected, wanted = _FIELD_TYPES[annotation]
+    if not isinstance(value, expected) or (isinstance(value, bool) and annotation != "bool"):
+        raise ValueError(f"{field.name} must be {wanted}, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +49,9 @@ class CoreConfig:
         dropout: variational (locked) dropout on each layer's input and the last layer's output.
         zoneout_hidden, zoneout_cell: zoneout probability of each unit of ``h`` and ``c``.
         tie_weights: share the embedding matrix with the output layer.
+
+    Raises:
+        ValueError: a value of the wrong type or out of range (the message names the field).
     """
 
     vocab_size: int
@@ -42,12 +64,15 @@ class CoreConfig:
     tie_weights: bool = True
 
     def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            _check_type(field, getattr(self, field.name))
         for name in ("dropout", "zoneout_hidden", "zoneout_cell"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {value}")
-        if min(self.vocab_size, self.embedding_size, self.hidden_size, self.num_layers) < 1:
-            raise ValueError(f"sizes must be positive: {self}")
+        for name in ("vocab_size", "embedding_size", "hidden_size", "num_layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
 
     @property
     def output_size(self) -> int:
@@ -60,14 +85,16 @@ def full_precision(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def locked_dropout(x: Tensor, p: float, generator: torch.Generator | None) -> Tensor:
+def locked_dropout(x: Tensor, p: float, training: bool,
+                   generator: torch.Generator | None = None) -> Tensor:
     """Variational dropout: one mask per stream, shared by all positions of the chunk.
 
     Args:
         x: ``[B, T, D]``.
-        p: drop probability; no-op when 0 or when ``generator`` is None (evaluation).
+        p: drop probability; no-op when 0 or when not ``training``.
+        generator: draws the mask (None: torch's default generator).
     """
-    if p == 0.0 or generator is None:
+    if p == 0.0 or not training:
         return x
     keep = torch.empty(x.shape[0], 1, x.shape[2], device=x.device, dtype=x.dtype)
     keep.bernoulli_(1.0 - p, generator=generator)
@@ -79,8 +106,8 @@ def lstm_pointwise(gates: Tensor, h: Tensor, c: Tensor, zone_h: Tensor | float,
     """One LSTM step after the matmuls, with zoneout.
 
     ``h_t = z_h * h_{t-1} + (1 - z_h) * o * tanh(c~_t)`` and ``c_t = z_c * c_{t-1} + (1 - z_c) * c~_t``
-    with ``c~_t = f * c_{t-1} + i * g``. During training ``z`` is a 0/1 mask (a unit is zoned
-    out, keeping its previous value); at evaluation it is the zoneout probability, the mask's
+    with ``c~_t = f * c_{t-1} + i * g``. In training mode ``z`` is a 0/1 mask (a unit is zoned
+    out, keeping its previous value); in evaluation mode it is the zoneout probability, the mask's
     expectation.
 
     Args:
@@ -112,14 +139,15 @@ class ZoneoutLSTMLayer(nn.Module):
             nn.init.uniform_(weight, -bound, bound)
 
     def forward(self, x: Tensor, state: LayerState, zoneout_hidden: float, zoneout_cell: float,
-                generator: torch.Generator | None,
+                generator: torch.Generator | None = None,
                 pointwise: Callable[..., LayerState] = lstm_pointwise) -> tuple[Tensor, LayerState]:
         """Run ``T`` steps.
 
         Args:
             x: ``[B, T, I]``.
             state: ``(h, c)``, each ``[B, H]``.
-            generator: draws the zoneout masks (training); None for evaluation (expectation).
+            generator: draws the zoneout masks in training mode (None: torch's default
+                generator); unused in evaluation mode, which applies the expectation.
             pointwise: the step function (``lstm_pointwise`` or a compiled copy of it).
 
         Returns:
@@ -128,7 +156,7 @@ class ZoneoutLSTMLayer(nn.Module):
         batch, length, _ = x.shape
         input_part = torch.nn.functional.linear(x, self.weight_ih, self.bias)  # [B, T, 4H]
         h, c = state
-        if generator is not None and (zoneout_hidden > 0 or zoneout_cell > 0):
+        if self.training and (zoneout_hidden > 0 or zoneout_cell > 0):
             shape = (length, batch, self.hidden_size)
             zone_h = torch.empty(shape, device=x.device, dtype=x.dtype).bernoulli_(
                 zoneout_hidden, generator=generator)
@@ -136,8 +164,7 @@ class ZoneoutLSTMLayer(nn.Module):
                 zoneout_cell, generator=generator)
             masks = list(zip(zone_h.unbind(0), zone_c.unbind(0)))
         else:
-            masks = [(zoneout_hidden if generator is None else 0.0,
-                      zoneout_cell if generator is None else 0.0)] * length
+            masks = [(0.0, 0.0) if self.training else (zoneout_hidden, zoneout_cell)] * length
         outputs = []
         # unbind once: indexing input_part per step would make backward zero-fill [B, T, 4H]
         # for every step (quadratic in T).
@@ -183,16 +210,17 @@ class LSTMCore(nn.Module):
 
     def forward(self, inputs: Tensor, state: list[LayerState],
                 generator: torch.Generator | None = None) -> tuple[Tensor, list[LayerState]]:
-        """Args: ``inputs`` int64 ``[B, T]``; ``generator`` draws dropout and zoneout masks (None
-        at evaluation). Returns features ``[B, T, D]`` and the new state."""
+        """Args: ``inputs`` int64 ``[B, T]``; ``generator`` draws the dropout and zoneout masks in
+        training mode (None: torch's default generator; unused in evaluation mode). Returns
+        features ``[B, T, D]`` and the new state."""
         config = self.config
-        x = locked_dropout(self.embedding(inputs), config.dropout, generator)
+        x = locked_dropout(self.embedding(inputs), config.dropout, self.training, generator)
         new_state = []
         for index, layer in enumerate(self.layers):
             x, layer_state = layer(x, state[index], config.zoneout_hidden, config.zoneout_cell,
                                    generator, self.pointwise)
             new_state.append(layer_state)
-            x = locked_dropout(x, config.dropout, generator)
+            x = locked_dropout(x, config.dropout, self.training, generator)
         return x, new_state
 
     def logits(self, features: Tensor) -> Tensor:

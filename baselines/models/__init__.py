@@ -1,0 +1,17 @@
+"""The baselines as plain ``torch.nn`` modules: no checkpoint I/O, no harness plugin protocol.
+
+Every model maps a chunk to an :class:`~baselines.models.common.LMOutput` with
+``forward(inputs, targets, state, generator=None, distribution_rows=None, analyze=False)`` and
+starts a stream with ``initial_state(batch_size, device)``. Checkpoints are
+:mod:`baselines.checkpoint`'s business; the harness plugins are ``baselines.zoneout_lstm``,
+``baselines.pointer_sentinel`` and ``baselines.neural_cache``.
+"""
+
+from baselines.models.common import LMOutput
+from baselines.models.neural_cache import CacheState, NeuralCache
+from baselines.models.pointer_sentinel import PointerConfig, PointerSentinelLSTM, PointerState
+from baselines.models.recurrent import CoreConfig, LSTMCore
+from baselines.models.zoneout_lstm import ZoneoutLSTM
+
+__all__ = ["CacheState", "CoreConfig", "LMOutput", "LSTMCore", "NeuralCache", "PointerConfig",
+           "PointerSentinelLSTM", "PointerState", "ZoneoutLSTM"]

@@ -1,0 +1,51 @@
+"""The zoneout + variational-dropout LSTM language model (Merity et al. 2016, Tables 2 and 3)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from baselines.models.common import LMOutput, select_rows
+from baselines.models.recurrent import CoreConfig, LayerState, LSTMCore, full_precision
+
+
+class ZoneoutLSTM(nn.Module):
+    """Multi-layer LSTM LM with zoneout on ``h`` and ``c`` and locked dropout.
+
+    State: a list with one ``(h, c)`` pair (each ``[B, H]``) per layer.
+    """
+
+    kind = "zoneout_lstm"
+
+    def __init__(self, config: CoreConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.core = LSTMCore(config)
+
+    def initial_state(self, batch_size: int, device: torch.device | str) -> list[LayerState]:
+        return self.core.initial_state(batch_size, device)
+
+    def restore_state(self, saved: list) -> list[LayerState]:
+        """The state from its checkpointed form (nested lists of tensors)."""
+        return [(h, c) for h, c in saved]
+
+    def forward(self, inputs: Tensor, targets: Tensor, state: list[LayerState],
+                generator: torch.Generator | None = None,
+                distribution_rows: Tensor | None = None, analyze: bool = False) -> LMOutput:
+        """Score one chunk.
+
+        Args:
+            inputs, targets: int64 ``[B, T]``.
+            state: the carried state (see the class docstring).
+            generator: draws the dropout and zoneout masks in training mode (None: torch's default
+                generator); evaluation mode (``model.eval()``) is deterministic and ignores it.
+            distribution_rows: bool ``[B, T]``; also return the full log-distribution there.
+            analyze: unused here (the plain LSTM has no gate or attention to report).
+        """
+        features, new_state = self.core(inputs, state, generator)
+        log_probs = torch.log_softmax(full_precision(self.core.logits(features)), dim=-1)  # [B, T, V]
+        return LMOutput(
+            target_log_probs=log_probs.gather(2, targets.unsqueeze(2)).squeeze(2),
+            state=new_state,
+            distributions=select_rows(log_probs, distribution_rows),
+        )

@@ -1,0 +1,173 @@
+"""The command-line plumbing shared by the toolkit's four tools.
+
+``wikitext-builder``, ``lm-harness``, ``lm-baselines`` and ``lm-leaderboard`` (also run as
+``python -m PACKAGE``) each build an :class:`ArgumentParser` whose subcommands set ``handler``
+(``parser.set_defaults(handler=command)``, ``command(args) -> exit status``) and hand it to
+:func:`run`, which gives every tool the same contract:
+
+- a user error, :class:`UsageError` or one of the tool's own error types (a missing file, a
+  checksum mismatch, a plugin that cannot load), is one line ``error: MESSAGE`` on stderr and
+  exit status 2; argparse's own errors (an unknown option, ``--bptt 0``) go the same way;
+- Ctrl-C is one line on stderr and exit status 130;
+- anything else is a bug and keeps its traceback.
+
+Output flags follow one convention: ``--output FILE`` for a command's result, ``--output-dir DIR``
+for a directory of results, ``--save-WHAT FILE`` for an optional by-product (per-token
+log-probabilities, gate values). Every output path is checked by :func:`check_output_file` or
+:func:`check_output_dir` before the command does any work, so a path that cannot be written
+never costs an evaluation or a training run; the files themselves are written with
+:func:`harness.files.write_atomically`.
+
+Standard library only, and importing it (with the ``harness`` package) imports no torch: the
+builder uses it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+#: Exit status of a user error (as argparse's own).
+EXIT_USAGE = 2
+#: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A user-facing error (options that do not fit, an unusable path): one line, exit 2."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are :class:`UsageError` (one line through :func:`run`,
+    and a return value of 2 rather than ``SystemExit`` when ``main`` is called from Python)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *,
+        errors: tuple[type[Exception], ...] = (),
+        interrupted: str = "interrupted") -> int:
+    """Parse ``argv`` and call the chosen subcommand's ``handler``; returns the exit status.
+
+    Args:
+        parser: the tool's parser (an :class:`ArgumentParser`); every subcommand sets ``handler``.
+        argv: the arguments (``None``: ``sys.argv[1:]``).
+        errors: the tool's own error types whose message is a one-line user error.
+        interrupted: the line printed on Ctrl-C (say how to resume, where a command can).
+    """
+    try:
+        args = parser.parse_args(argv)
+        return args.handler(args)
+    except (UsageError, *errors) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(interrupted, file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+# ---- argparse types ------------------------------------------------------------------------------
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer of at least 1 (``--batch-size``, ``--bptt``, ``--workers``, ...)."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer of at least 0 (``--audit N``, where 0 switches the audit off)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number of at least 0 (a tolerance)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
+    return value
+
+
+def existing_file(text: str) -> Path:
+    """A path to an existing file (not a directory)."""
+    path = Path(text)
+    if not path.is_file():
+        problem = "is a directory, not a file" if path.is_dir() else "no such file"
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
+    return path
+
+
+def existing_dir(text: str) -> Path:
+    """A path to an existing directory."""
+    path = Path(text)
+    if not path.is_dir():
+        problem = "is a file, not a directory" if path.exists() else "no such directory"
+        raise argparse.ArgumentTypeError(f"{text}: {problem}")
+    return path
+
+
+# ---- output paths --------------------------------------------------------------------------------
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` itself if it exists, else its nearest existing ancestor (what ``mkdir -p`` and
+    the write will need to be allowed to write in)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_writable_directory(path: Path, option: str, shown: Path) -> None:
+    """Fail unless directory ``path`` (``shown`` lies in it) exists and can be written in."""
+    if not path.is_dir():
+        raise UsageError(f"{option} {shown}: {path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        read_only = os.statvfs(path).f_flag & os.ST_RDONLY
+        reason = "read-only file system" if read_only else "permission denied"
+        raise UsageError(f"{option} {shown}: cannot write in {path} ({reason})")
+
+
+def check_output_file(path: str | os.PathLike, option: str, *,
+                      inputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """Refuse, before any work, an output file that cannot be written or would overwrite one of
+    the command's ``inputs``; returns the path. ``option`` names it in the message."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path}: is a directory; name a file")
+    for source in inputs:
+        if Path(source).exists() and path.exists() and os.path.samefile(path, source):
+            raise UsageError(f"{option} {path}: is an input of this command ({source}); refusing "
+                             "to overwrite it")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{option} {path}: the file is read-only")
+    _check_writable_directory(_nearest_existing(path.parent), option, path)
+    return path
+
+
+def check_output_dir(path: str | os.PathLike, option: str) -> Path:
+    """Refuse, before any work, an output directory that cannot be created or written in;
+    returns the path."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{option} {path}: is a file; name a directory")
+    _check_writable_directory(_nearest_existing(path), option, path)
+    return path
