@@ -10,17 +10,25 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm import tqdm
 
+from baselines.models import NeuralCache, PointerSentinelLSTM
 from harness.datasets import Vocabulary
 from harness.evaluate import stream_grid
 
 
 @torch.inference_mode()
-def analyze(module: nn.Module, ids: np.ndarray, vocab: Vocabulary, *, span: tuple[int, int],
-            bptt: int = 100, device: str | torch.device = "cpu", top: int = 10,
-            progress: bool = True) -> dict[str, Any]:
+def analyze(
+    module: PointerSentinelLSTM | NeuralCache,
+    ids: np.ndarray,
+    vocab: Vocabulary,
+    *,
+    span: tuple[int, int],
+    bptt: int = 100,
+    device: str | torch.device = "cpu",
+    top: int = 10,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Score ``ids`` as one stream (the papers' protocol) and collect what the model attends to.
 
     Args:
@@ -39,8 +47,9 @@ def analyze(module: nn.Module, ids: np.ndarray, vocab: Vocabulary, *, span: tupl
     grid = stream_grid(ids, eos_id=vocab.eos_id, batch_size=1)
     state = module.initial_state(1, device)
     gates, log_probs, records = [], [], []
-    for begin, chunk in tqdm(grid.chunks(bptt), desc="analyze", unit="chunk", leave=False,
-                             disable=None if progress else True):
+    for begin, chunk in tqdm(
+        grid.chunks(bptt), desc="analyze", unit="chunk", leave=False, disable=None if progress else True
+    ):
         inputs = torch.from_numpy(chunk.inputs).to(device)
         targets = torch.from_numpy(chunk.targets).to(device)
         output = module(inputs, targets, state, analyze=True)
@@ -52,15 +61,33 @@ def analyze(module: nn.Module, ids: np.ndarray, vocab: Vocabulary, *, span: tupl
         for offset in range(inputs.shape[1]):
             position = begin + offset
             if span[0] <= position < span[1]:
-                records.append(_record(analysis, offset, position, targets[0, offset].item(),
-                                       output.target_log_probs[0, offset].item(), vocab, top))
-    return {"gates": torch.cat(gates).numpy() if gates else None,
-            "log_probs": torch.cat(log_probs).numpy(),
-            "span": records}
+                records.append(
+                    _record(
+                        analysis,
+                        offset,
+                        position,
+                        int(targets[0, offset].item()),
+                        output.target_log_probs[0, offset].item(),
+                        vocab,
+                        top,
+                    )
+                )
+    return {
+        "gates": torch.cat(gates).numpy() if gates else None,
+        "log_probs": torch.cat(log_probs).numpy(),
+        "span": records,
+    }
 
 
-def _record(analysis: dict[str, torch.Tensor], offset: int, position: int, target: int,
-            log_prob: float, vocab: Vocabulary, top: int) -> dict[str, Any]:
+def _record(
+    analysis: dict[str, torch.Tensor],
+    offset: int,
+    position: int,
+    target: int,
+    log_prob: float,
+    vocab: Vocabulary,
+    top: int,
+) -> dict[str, Any]:
     if "window_ids" in analysis:  # the pointer: weights per window slot
         weights, words = analysis["attention"][0, offset], analysis["window_ids"][0, offset]
     else:  # the cache: weights per key, keyed by the word that followed it
@@ -70,9 +97,12 @@ def _record(analysis: dict[str, torch.Tensor], offset: int, position: int, targe
     for word, weight in zip(words[present].tolist(), weights[present].tolist()):
         mass[word] = mass.get(word, 0.0) + weight
     ranked = sorted(mass.items(), key=lambda item: -item[1])[:top]
-    record = {"position": position, "target": vocab.tokens[target],
-              "probability": float(np.exp(log_prob)),
-              "attended": [[vocab.tokens[word], weight] for word, weight in ranked]}
+    record = {
+        "position": position,
+        "target": vocab.tokens[target],
+        "probability": float(np.exp(log_prob)),
+        "attended": [[vocab.tokens[word], weight] for word, weight in ranked],
+    }
     if "gate" in analysis:
         record["gate"] = float(analysis["gate"][0, offset])
     return record

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
-from torch import nn
 
+from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 from harness.datasets import Vocabulary, user_cache_dir
 from harness.files import file_sha256, parse_checksum_file, write_atomically, write_checksum_file
 from harness.plugin import PluginError
-from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 
 FORMAT = "wikitext-toolkit/baseline-checkpoint/1"
 BEST = "best.pt"
@@ -38,7 +37,10 @@ LOG = "log.jsonl"
 #: Checkpoints shipped in the package, ``PACKAGED/DATASET/KIND.pt``, and their checksums.
 PACKAGED = Path(__file__).parent / "trained"
 PACKAGED_SUMS = PACKAGED / "SHA256SUMS"
-MODELS: dict[str, tuple[type[nn.Module], type[CoreConfig]]] = {
+#: A model that a checkpoint holds.
+CheckpointedModel: TypeAlias = ZoneoutLSTM | PointerSentinelLSTM
+#: kind -> (model class, its config class); each model class takes an instance of its own config class.
+MODELS: dict[str, tuple[Callable[[Any], CheckpointedModel], type[CoreConfig]]] = {
     ZoneoutLSTM.kind: (ZoneoutLSTM, CoreConfig),
     PointerSentinelLSTM.kind: (PointerSentinelLSTM, PointerConfig),
 }
@@ -66,16 +68,16 @@ def model_config(kind: str, config: Mapping[str, Any]) -> CoreConfig:
     known = [field.name for field in fields]
     unknown = sorted(set(config) - set(known))
     if unknown:
-        raise ValueError(f"{kind} has no field {', '.join(unknown)} "
-                         f"(its fields: {', '.join(known)})")
-    missing = [field.name for field in fields
-               if field.default is dataclasses.MISSING and field.name not in config]
+        raise ValueError(f"{kind} has no field {', '.join(unknown)} (its fields: {', '.join(known)})")
+    missing = [
+        field.name for field in fields if field.default is dataclasses.MISSING and field.name not in config
+    ]
     if missing:
         raise ValueError(f"{kind} config lacks {', '.join(missing)}")
     return MODELS[kind][1](**config)
 
 
-def build_model(kind: str, config: Mapping[str, Any]) -> nn.Module:
+def build_model(kind: str, config: Mapping[str, Any]) -> CheckpointedModel:
     """A fresh model of ``kind`` from its config dict (raises ValueError as :func:`model_config`)."""
     validated = model_config(kind, config)
     return MODELS[kind][0](validated)
@@ -100,8 +102,10 @@ def verify_packaged(path: Path) -> None:
         raise CheckpointError(f"packaged checkpoint {path} is not listed in {PACKAGED_SUMS}")
     digest = file_sha256(path)
     if digest != expected:
-        raise CheckpointError(f"packaged checkpoint {path}: sha256 mismatch (expected {expected}, "
-                              f"got {digest}): the installation is damaged; reinstall the package")
+        raise CheckpointError(
+            f"packaged checkpoint {path}: sha256 mismatch (expected {expected}, "
+            f"got {digest}): the installation is damaged; reinstall the package"
+        )
 
 
 def package(source: Path, dataset_name: str) -> Path:
@@ -109,16 +113,18 @@ def package(source: Path, dataset_name: str) -> Path:
     only, floating-point weights in float16; ``trained/SHA256SUMS`` is updated."""
     payload = load(source)
     if payload["dataset"] != dataset_name:
-        raise CheckpointError(f"checkpoint {source} was trained on {payload['dataset']}, "
-                              f"not {dataset_name}")
-    shipped = {key: payload[key] for key in ("format", "kind", "config", "vocab", "vocab_sha256",
-                                              "dataset")}
+        raise CheckpointError(f"checkpoint {source} was trained on {payload['dataset']}, not {dataset_name}")
+    shipped = {key: payload[key] for key in ("format", "kind", "config", "vocab", "vocab_sha256", "dataset")}
     halves: dict[tuple, torch.Tensor] = {}  # tied weights (embedding = decoder) stay one tensor
     shipped["model"] = {}
     for name, tensor in payload["model"].items():
         if tensor.is_floating_point():
-            key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
-                   tuple(tensor.shape), tensor.stride())
+            key = (
+                tensor.untyped_storage().data_ptr(),
+                tensor.storage_offset(),
+                tuple(tensor.shape),
+                tensor.stride(),
+            )
             tensor = halves.setdefault(key, tensor.half())
         shipped["model"][name] = tensor
     shipped["valid_perplexity_float32"] = payload.get("valid_perplexity")
@@ -147,15 +153,18 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
     except Exception as error:  # noqa: BLE001 - torch's parsers raise anything on garbage
         # (UnpicklingError, BadZipFile, EOFError, KeyError or IndexError for a text file read as
         # a legacy pickle, ...): whatever it is, the file is not a checkpoint
-        reason = ("it holds Python objects other than tensors and plain values"
-                  if "Unsupported global" in str(error) else type(error).__name__)
+        reason = (
+            "it holds Python objects other than tensors and plain values"
+            if "Unsupported global" in str(error)
+            else type(error).__name__
+        )
         raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint ({reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is not a wikitext-toolkit baseline checkpoint")
     return payload
 
 
-def model_payload(model: nn.Module, vocab: Vocabulary, dataset_name: str) -> dict[str, Any]:
+def model_payload(model: CheckpointedModel, vocab: Vocabulary, dataset_name: str) -> dict[str, Any]:
     """The part of a checkpoint that defines a trained model."""
     return {
         "format": FORMAT,
@@ -174,11 +183,13 @@ def check_vocabulary(payload: dict[str, Any], vocab: Vocabulary, path: str | os.
         raise CheckpointError(
             f"checkpoint {path} was trained on {payload['dataset']} with a different vocabulary "
             f"({len(payload['vocab'])} types, sha256 {payload['vocab_sha256'][:12]}) than this "
-            f"dataset's ({len(vocab)} types, sha256 {vocab.sha256()[:12]})")
+            f"dataset's ({len(vocab)} types, sha256 {vocab.sha256()[:12]})"
+        )
 
 
-def load_model(path: str | os.PathLike, vocab: Vocabulary | None = None,
-               kind: str | None = None) -> tuple[nn.Module, dict[str, Any]]:
+def load_model(
+    path: str | os.PathLike, vocab: Vocabulary | None = None, kind: str | None = None
+) -> tuple[CheckpointedModel, dict[str, Any]]:
     """The model stored in a checkpoint, checked against ``vocab`` and ``kind`` when given."""
     payload = load(path)
     if kind is not None and payload["kind"] != kind:
@@ -192,6 +203,7 @@ def load_model(path: str | os.PathLike, vocab: Vocabulary | None = None,
     try:
         model.load_state_dict(payload["model"])
     except RuntimeError as error:
-        raise CheckpointError(f"checkpoint {path} does not match its config: "
-                              f"{str(error).splitlines()[0]}") from None
+        raise CheckpointError(
+            f"checkpoint {path} does not match its config: {str(error).splitlines()[0]}"
+        ) from None
     return model, payload

@@ -12,21 +12,29 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
-                                existing_dir, existing_file, positive_int, run)
+from baselines import checkpoint as checkpoints
+from baselines.analysis import analyze
+from baselines.models import NeuralCache, PointerSentinelLSTM
+from baselines.neural_cache import cache_from_checkpoint, tune, tuning_path
+from baselines.scoring import resolve_checkpoint
+from baselines.training import PRESETS, Session, Trainer, TrainingError, TrainOptions, distributed
+from baselines.zoneout_lstm import ZoneoutLSTM
+from harness.cli_common import (
+    ArgumentParser,
+    UsageError,
+    check_output_dir,
+    check_output_file,
+    existing_dir,
+    existing_file,
+    positive_int,
+    run,
+)
 from harness.datasets import DatasetError, load_dataset
 from harness.devices import resolve_device
 from harness.evaluate import split_ids
 from harness.files import write_atomically
 from harness.format import SPLITS
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
-from baselines import checkpoint as checkpoints
-from baselines.analysis import analyze
-from baselines.neural_cache import cache_from_checkpoint, tune, tuning_path
-from baselines.scoring import resolve_checkpoint
-from baselines.training import (PRESETS, Session, Trainer, TrainingError, TrainOptions,
-                                distributed)
-from baselines.zoneout_lstm import ZoneoutLSTM
 
 DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
 DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
@@ -51,13 +59,16 @@ def _span(text: str) -> tuple[int, int]:
     return span
 
 
-def _model_config(kind: str, preset: str, overrides: dict[str, Any],
-                  vocab_size: int) -> dict[str, Any]:
+def _model_config(kind: str, preset: str, overrides: dict[str, Any], vocab_size: int) -> dict[str, Any]:
     """The hyper-parameters of the model to train: the preset's (and for the pointer a window of
     100), ``--model-args`` over them, the vocabulary size; checked, so that a bad value is a
     one-line error naming ``--model-args``."""
-    config = {**PRESETS[preset], **({"window": 100} if kind == "pointer_sentinel" else {}),
-              **overrides, "vocab_size": vocab_size}
+    config = {
+        **PRESETS[preset],
+        **({"window": 100} if kind == "pointer_sentinel" else {}),
+        **overrides,
+        "vocab_size": vocab_size,
+    }
     try:
         checkpoints.model_config(kind, config)
     except ValueError as error:
@@ -74,27 +85,54 @@ def command_train(args: argparse.Namespace) -> int:
     with distributed(resolve_device(args.device)) as device:
         dataset = load_dataset(args.dataset, data_dir=args.data_dir)
         model_config = _model_config(args.kind, args.preset, overrides, len(dataset.vocab))
-        options = TrainOptions(kind=args.kind, model_config=model_config,
-                               batch_size=args.batch_size, bptt=args.bptt,
-                               learning_rate=args.lr, clip=args.clip, loss=args.loss,
-                               pointer_lr_scale=args.pointer_lr_scale, patience=args.patience,
-                               max_epochs=args.max_epochs, seed=args.seed)
-        session = Session(device=device, amp=_switch(args.amp, device),
-                          compile=_switch(args.compile, device), max_minutes=args.max_minutes,
-                          max_steps=args.max_steps, checkpoint_minutes=args.checkpoint_minutes)
-        run_dir = Path(args.output_dir) if args.output_dir else \
-            check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), "the run directory")
+        options = TrainOptions(
+            kind=args.kind,
+            model_config=model_config,
+            batch_size=args.batch_size,
+            bptt=args.bptt,
+            learning_rate=args.lr,
+            clip=args.clip,
+            loss=args.loss,
+            pointer_lr_scale=args.pointer_lr_scale,
+            patience=args.patience,
+            max_epochs=args.max_epochs,
+            seed=args.seed,
+        )
+        session = Session(
+            device=device,
+            amp=_switch(args.amp, device),
+            compile=_switch(args.compile, device),
+            max_minutes=args.max_minutes,
+            max_steps=args.max_steps,
+            checkpoint_minutes=args.checkpoint_minutes,
+        )
+        run_dir = (
+            Path(args.output_dir)
+            if args.output_dir
+            else check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), "the run directory")
+        )
         trainer = Trainer(options, session, dataset, run_dir)
         resumed = trainer.resume()
         if trainer.rank == 0:
-            write_atomically(run_dir / "config.json", json.dumps(
-                {"options": trainer.identity(), "dataset": dataset.name,
-                 "command": " ".join(sys.argv)}, indent=2) + "\n")
-            where = f"resuming epoch {trainer.progress.epoch} step {trainer.progress.next_chunk}" \
-                if resumed else "starting"
-            print(f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
-                  f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
-                  f"{trainer.world} process(es), device {device}]", file=sys.stderr)
+            write_atomically(
+                run_dir / "config.json",
+                json.dumps(
+                    {"options": trainer.identity(), "dataset": dataset.name, "command": " ".join(sys.argv)},
+                    indent=2,
+                )
+                + "\n",
+            )
+            where = (
+                f"resuming epoch {trainer.progress.epoch} step {trainer.progress.next_chunk}"
+                if resumed
+                else "starting"
+            )
+            print(
+                f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
+                f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
+                f"{trainer.world} process(es), device {device}]",
+                file=sys.stderr,
+            )
         if trainer.schedule.finished:
             outcome = "already finished; nothing to do"
         else:
@@ -111,16 +149,32 @@ def command_tune(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
     inputs = [path, *(dataset.path(split) for split in dataset.split_files)]
-    output = check_output_file(args.output or tuning_path(path),
-                               "--output" if args.output else "the tuning file", inputs=inputs)
+    output = check_output_file(
+        args.output or tuning_path(path), "--output" if args.output else "the tuning file", inputs=inputs
+    )
     ids = split_ids(dataset, args.split)
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
+    assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
     began = time.perf_counter()
-    results = tune(lstm, ids, eos_id=dataset.vocab.eos_id,
-                   windows=args.windows, thetas=args.thetas, interpolations=args.interpolations,
-                   batch_size=args.batch_size, bptt=args.bptt, device=device)
-    results.update({"checkpoint": str(path), "dataset": dataset.name, "split": args.split,
-                    "seconds": time.perf_counter() - began})
+    results = tune(
+        lstm,
+        ids,
+        eos_id=dataset.vocab.eos_id,
+        windows=args.windows,
+        thetas=args.thetas,
+        interpolations=args.interpolations,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        device=device,
+    )
+    results.update(
+        {
+            "checkpoint": str(path),
+            "dataset": dataset.name,
+            "split": args.split,
+            "seconds": time.perf_counter() - began,
+        }
+    )
     if output.exists() and args.output is None:  # keep other windows tuned earlier
         previous = json.loads(output.read_text(encoding="utf-8"))
         results["best"] = {**previous.get("best", {}), **results["best"]}
@@ -130,8 +184,11 @@ def command_tune(args: argparse.Namespace) -> int:
         if 0.0 in args.interpolations:
             plain = results["grid"][str(window)][0][args.interpolations.index(0.0)]
             baseline = f" (without the cache: {plain:.2f})"
-        print(f"window {window}: theta {best['theta']:g}, lambda {best['interpolation']:g} -> "
-              f"{args.split} perplexity {best['perplexity']:.2f}{baseline}", flush=True)
+        print(
+            f"window {window}: theta {best['theta']:g}, lambda {best['interpolation']:g} -> "
+            f"{args.split} perplexity {best['perplexity']:.2f}{baseline}",
+            flush=True,
+        )
     write_atomically(output, json.dumps(results, indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
     return 0
@@ -147,13 +204,17 @@ def command_analyze(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     ids = split_ids(dataset, args.split)
+    module: PointerSentinelLSTM | NeuralCache
     if args.kind == "neural_cache":
         path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
-        module = cache_from_checkpoint(path, dataset, args.window, theta=args.theta,
-                                       interpolation=args.interpolation)
+        module = cache_from_checkpoint(
+            path, dataset, args.window, theta=args.theta, interpolation=args.interpolation
+        )
     else:
         path = resolve_checkpoint(args.kind, dataset, args.checkpoint)
-        module, _ = checkpoints.load_model(path, dataset.vocab, kind=args.kind)
+        pointer, _ = checkpoints.load_model(path, dataset.vocab, kind=args.kind)
+        assert isinstance(pointer, PointerSentinelLSTM)  # the other kind analyze accepts
+        module = pointer
     inputs = [path, *(dataset.path(split) for split in dataset.split_files)]
     for option, output in outputs.items():
         check_output_file(output, option, inputs=inputs)
@@ -164,12 +225,22 @@ def command_analyze(args: argparse.Namespace) -> int:
         write_atomically(args.save_gates, lambda handle: np.save(handle, gates))
         print(f"wrote {args.save_gates}", file=sys.stderr)
     if args.save_attention:
-        write_atomically(args.save_attention, json.dumps(
-            {"model": args.kind, "checkpoint": str(path), "dataset": dataset.name,
-             "split": args.split, "span": list(args.span), "positions": found["span"]},
-            indent=1) + "\n")
-        print(f"wrote attention for {len(found['span'])} positions to {args.save_attention}",
-              file=sys.stderr)
+        write_atomically(
+            args.save_attention,
+            json.dumps(
+                {
+                    "model": args.kind,
+                    "checkpoint": str(path),
+                    "dataset": dataset.name,
+                    "split": args.split,
+                    "span": list(args.span),
+                    "positions": found["span"],
+                },
+                indent=1,
+            )
+            + "\n",
+        )
+        print(f"wrote attention for {len(found['span'])} positions to {args.save_attention}", file=sys.stderr)
     return 0
 
 
@@ -177,69 +248,98 @@ def command_package(args: argparse.Namespace) -> int:
     check_output_dir(checkpoints.PACKAGED / args.dataset, "the package's trained/ directory")
     check_output_file(checkpoints.PACKAGED_SUMS, "the package's checksum file")
     target = checkpoints.package(args.checkpoint, args.dataset)
-    print(f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB, float16 weights) and updated "
-          f"{checkpoints.PACKAGED_SUMS}", file=sys.stderr)
+    print(
+        f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB, float16 weights) and updated "
+        f"{checkpoints.PACKAGED_SUMS}",
+        file=sys.stderr,
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="python -m baselines",
-                            description="Train, tune and inspect the baseline models.")
+    parser = ArgumentParser(
+        prog="python -m baselines", description="Train, tune and inspect the baseline models."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    train = commands.add_parser("train", help="train a model with the papers' recipe "
-                                "(resumable: rerun the same command to continue)")
+    train = commands.add_parser(
+        "train", help="train a model with the papers' recipe (resumable: rerun the same command to continue)"
+    )
     train.add_argument("kind", choices=sorted(checkpoints.MODELS))
     train.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
-    train.add_argument("--data-dir", type=existing_dir, metavar="DIR",
-                       help="where benchmarks live (default: $HARNESS_DATA_DIR, cache)")
+    train.add_argument(
+        "--data-dir",
+        type=existing_dir,
+        metavar="DIR",
+        help="where benchmarks live (default: $HARNESS_DATA_DIR, cache)",
+    )
     train.add_argument("--preset", choices=sorted(PRESETS), default="medium")
     train.add_argument("--model-args", help="override preset fields, e.g. dropout=0.4,window=50")
-    train.add_argument("--output-dir", metavar="DIR", help="run directory (default: "
-                       "<cache>/runs/KIND/DATASET, where the harness plugins look)")
+    train.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="run directory (default: <cache>/runs/KIND/DATASET, where the harness plugins look)",
+    )
     train.add_argument("--device", default="auto")
     train.add_argument("--batch-size", type=positive_int, default=32)
     train.add_argument("--bptt", type=positive_int, default=100)
     train.add_argument("--lr", type=float, default=20.0, help="initial learning rate (default: 20)")
-    train.add_argument("--clip", type=float, default=0.25,
-                       help="gradient-norm clipping (default: 0.25)")
-    train.add_argument("--loss", choices=["sum", "mean"], default="mean",
-                       help="reduce a chunk's losses by averaging over all positions (default) "
-                       "or by summing over positions and averaging over streams")
-    train.add_argument("--pointer-lr-scale", type=float, default=0.05,
-                       help="learning-rate multiplier of the pointer's query and sentinel "
-                       "(pointer_sentinel; default 0.05)")
-    train.add_argument("--threads", type=positive_int,
-                       help="torch CPU threads (default: torch's choice)")
+    train.add_argument("--clip", type=float, default=0.25, help="gradient-norm clipping (default: 0.25)")
+    train.add_argument(
+        "--loss",
+        choices=["sum", "mean"],
+        default="mean",
+        help="reduce a chunk's losses by averaging over all positions (default) "
+        "or by summing over positions and averaging over streams",
+    )
+    train.add_argument(
+        "--pointer-lr-scale",
+        type=float,
+        default=0.05,
+        help="learning-rate multiplier of the pointer's query and sentinel (pointer_sentinel; default 0.05)",
+    )
+    train.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     train.add_argument("--patience", type=int, default=3)
     train.add_argument("--max-epochs", type=int, default=64)
     train.add_argument("--seed", type=int, default=1)
-    train.add_argument("--amp", choices=["auto", "on", "off"], default="auto",
-                       help="bfloat16 autocast (auto: on for CUDA)")
-    train.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
-                       help="torch.compile the LSTM step (auto: on for CUDA)")
+    train.add_argument(
+        "--amp", choices=["auto", "on", "off"], default="auto", help="bfloat16 autocast (auto: on for CUDA)"
+    )
+    train.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="torch.compile the LSTM step (auto: on for CUDA)",
+    )
     train.add_argument("--max-minutes", type=float, help="stop (resumably) after this long")
     train.add_argument("--max-steps", type=int, help="stop (resumably) after this many steps")
-    train.add_argument("--checkpoint-minutes", type=float, default=10.0,
-                       help="also checkpoint this often within an epoch (default: 10)")
+    train.add_argument(
+        "--checkpoint-minutes",
+        type=float,
+        default=10.0,
+        help="also checkpoint this often within an epoch (default: 10)",
+    )
     train.set_defaults(handler=command_train)
 
-    tune_parser = commands.add_parser("tune", help="grid-search the neural cache's theta and "
-                                      "lambda on a split, every grid point in one pass")
+    tune_parser = commands.add_parser(
+        "tune",
+        help="grid-search the neural cache's theta and lambda on a split, every grid point in one pass",
+    )
     tune_parser.add_argument("--dataset", required=True)
     tune_parser.add_argument("--data-dir", type=existing_dir, metavar="DIR")
     tune_parser.add_argument("--checkpoint", help="zoneout LSTM checkpoint (default: the trained one)")
     tune_parser.add_argument("--split", choices=SPLITS, default="valid")
     tune_parser.add_argument("--windows", type=positive_int, nargs="+", default=[100, 2000])
     tune_parser.add_argument("--thetas", type=float, nargs="+", default=DEFAULT_THETAS)
-    tune_parser.add_argument("--interpolations", type=float, nargs="+",
-                             default=DEFAULT_INTERPOLATIONS)
+    tune_parser.add_argument("--interpolations", type=float, nargs="+", default=DEFAULT_INTERPOLATIONS)
     tune_parser.add_argument("--batch-size", type=positive_int, default=1)
     tune_parser.add_argument("--bptt", type=positive_int, default=100)
     tune_parser.add_argument("--device", default="auto")
-    tune_parser.add_argument("--output", metavar="FILE.json",
-                             help="default: neural_cache.json beside the checkpoint, "
-                             "where the plugin reads it")
+    tune_parser.add_argument(
+        "--output",
+        metavar="FILE.json",
+        help="default: neural_cache.json beside the checkpoint, where the plugin reads it",
+    )
     tune_parser.set_defaults(handler=command_tune)
 
     inspect = commands.add_parser("analyze", help="per-token pointer gates and attention for a span")
@@ -248,25 +348,33 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--data-dir", type=existing_dir, metavar="DIR")
     inspect.add_argument("--checkpoint")
     inspect.add_argument("--split", choices=SPLITS, default="valid")
-    inspect.add_argument("--span", type=_span, default=(0, 100),
-                         help="START:END token positions whose attention is written (default 0:100)")
-    inspect.add_argument("--save-gates", metavar="FILE.npy",
-                         help="save the per-token pointer gates (pointer_sentinel; float32 [N])")
-    inspect.add_argument("--save-attention", metavar="FILE.json",
-                         help="save the span's attention")
-    inspect.add_argument("--window", type=positive_int, default=100,
-                         help="cache window (neural_cache)")
+    inspect.add_argument(
+        "--span",
+        type=_span,
+        default=(0, 100),
+        help="START:END token positions whose attention is written (default 0:100)",
+    )
+    inspect.add_argument(
+        "--save-gates",
+        metavar="FILE.npy",
+        help="save the per-token pointer gates (pointer_sentinel; float32 [N])",
+    )
+    inspect.add_argument("--save-attention", metavar="FILE.json", help="save the span's attention")
+    inspect.add_argument("--window", type=positive_int, default=100, help="cache window (neural_cache)")
     inspect.add_argument("--theta", type=float)
     inspect.add_argument("--interpolation", type=float)
     inspect.add_argument("--bptt", type=positive_int, default=100)
     inspect.add_argument("--device", default="auto")
     inspect.set_defaults(handler=command_analyze)
 
-    ship = commands.add_parser("package", help="ship a trained checkpoint in the package "
-                               "(float16 weights, listed in trained/SHA256SUMS)")
+    ship = commands.add_parser(
+        "package",
+        help="ship a trained checkpoint in the package (float16 weights, listed in trained/SHA256SUMS)",
+    )
     ship.add_argument("checkpoint", type=existing_file, help="a best.pt written by `baselines train`")
-    ship.add_argument("--dataset", required=True,
-                      help="the benchmark it was trained on (its packaged directory)")
+    ship.add_argument(
+        "--dataset", required=True, help="the benchmark it was trained on (its packaged directory)"
+    )
     ship.set_defaults(handler=command_package)
     return parser
 

@@ -121,8 +121,7 @@ class KneserNeyModel:
         self.eos_id = eos_id
         self.start_id = vocab_size
         width = vocab_size + 1
-        tokens, distance = _with_sentence_starts(np.asarray(train_ids, dtype=np.int64), eos_id,
-                                                 self.start_id)
+        tokens, distance = _with_sentence_starts(np.asarray(train_ids, dtype=np.int64), eos_id, self.start_id)
         # ids[k][i]: id of the k-gram ending at position i (-1 where it would cross a sentence
         # start); keys/raw/representative: per distinct k-gram, its key, raw count and one
         # position where it ends.
@@ -132,8 +131,9 @@ class KneserNeyModel:
         for k in range(2, order + 1):
             positions = np.nonzero(distance >= k - 1)[0]
             gram_keys = ids[k - 1][positions - 1] * width + tokens[positions]
-            keys[k], first, inverse, raw[k] = np.unique(gram_keys, return_index=True,
-                                                        return_inverse=True, return_counts=True)
+            keys[k], first, inverse, raw[k] = np.unique(
+                gram_keys, return_index=True, return_inverse=True, return_counts=True
+            )
             ids[k] = np.full(len(tokens), -1, dtype=np.int64)
             ids[k][positions] = inverse
             representative[k] = positions[first]
@@ -160,15 +160,18 @@ class KneserNeyModel:
             histories = len(raw[k - 1])
             counts = adjusted[k]
             discounts = _discounts(counts)
-            self.tables.append(_OrderTable(
-                width=width,
-                keys=keys[k],
-                adjusted=counts,
-                history_total=np.bincount(history, weights=counts, minlength=histories),
-                history_backoff=np.bincount(history, weights=discounts[np.minimum(counts, 3)],
-                                            minlength=histories),
-                discounts=discounts,
-            ))
+            self.tables.append(
+                _OrderTable(
+                    width=width,
+                    keys=keys[k],
+                    adjusted=counts,
+                    history_total=np.bincount(history, weights=counts, minlength=histories),
+                    history_backoff=np.bincount(
+                        history, weights=discounts[np.minimum(counts, 3)], minlength=histories
+                    ),
+                    discounts=discounts,
+                )
+            )
         self.num_parameters = vocab_size + sum(len(table.keys) for table in self.tables)
         self._context = np.full((max(order - 1, 0), 1), -1, dtype=np.int64)
 
@@ -208,8 +211,7 @@ class KneserNeyModel:
         return ChunkScores(log_probs, distributions)
 
 
-def load_model(dataset: Dataset, *, device: str, checkpoint: str | None,
-               order: int = 5) -> KneserNeyModel:
+def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, order: int = 5) -> KneserNeyModel:
     """Train an order-``order`` model on ``dataset``'s train split (``device`` is unused)."""
     if checkpoint is not None:
         raise PluginError("kneser_ney trains from the train split on load; it takes no --checkpoint")

@@ -18,14 +18,14 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from harness.datasets import Dataset
-from harness.evaluate import stream_grid
-from harness.plugin import ModelUnavailable, PluginError
 from baselines import checkpoint as checkpoints
 from baselines.models import NeuralCache, ZoneoutLSTM
 from baselines.models.common import masked_log_sum
 from baselines.models.neural_cache import cache_log_weights, mix
 from baselines.scoring import TorchLanguageModel, resolve_checkpoint
+from harness.datasets import Dataset
+from harness.evaluate import stream_grid
+from harness.plugin import ModelUnavailable, PluginError
 
 TUNING_FILE = "neural_cache.json"
 
@@ -46,9 +46,14 @@ def read_tuning(path: Path, window: int) -> dict[str, float] | None:
     return best.get(str(window))
 
 
-def cache_from_checkpoint(checkpoint: Path, dataset: Dataset, window: int, *,
-                          theta: float | None = None,
-                          interpolation: float | None = None) -> NeuralCache:
+def cache_from_checkpoint(
+    checkpoint: Path,
+    dataset: Dataset,
+    window: int,
+    *,
+    theta: float | None = None,
+    interpolation: float | None = None,
+) -> NeuralCache:
     """A cache of ``window`` positions on the zoneout LSTM of ``checkpoint`` (checked against
     ``dataset``'s vocabulary), with ``theta`` and ``interpolation`` as given, else as tuned in
     the tuning file beside the checkpoint.
@@ -58,13 +63,15 @@ def cache_from_checkpoint(checkpoint: Path, dataset: Dataset, window: int, *,
         PluginError: the settings are out of range.
     """
     lstm, _ = checkpoints.load_model(checkpoint, dataset.vocab, kind=ZoneoutLSTM.kind)
+    assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
     if theta is None or interpolation is None:
         tuned = read_tuning(tuning_path(checkpoint), window)
         if tuned is None:
             raise ModelUnavailable(
                 f"no tuned neural cache for window {window} beside {checkpoint}: run `python -m "
                 f"baselines tune --dataset {dataset.name} --checkpoint {checkpoint} --windows "
-                f"{window}` or give theta and interpolation")
+                f"{window}` or give theta and interpolation"
+            )
         theta = tuned["theta"] if theta is None else theta
         interpolation = tuned["interpolation"] if interpolation is None else interpolation
     try:
@@ -73,8 +80,15 @@ def cache_from_checkpoint(checkpoint: Path, dataset: Dataset, window: int, *,
         raise PluginError(str(error)) from None
 
 
-def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, window: int = 100,
-               theta: float | None = None, interpolation: float | None = None) -> TorchLanguageModel:
+def load_model(
+    dataset: Dataset,
+    *,
+    device: str,
+    checkpoint: str | None,
+    window: int = 100,
+    theta: float | None = None,
+    interpolation: float | None = None,
+) -> TorchLanguageModel:
     """Harness factory: the zoneout LSTM for ``dataset`` with a cache of ``window`` positions."""
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise PluginError(f"neural_cache: window must be a positive integer, got {window!r}")
@@ -87,9 +101,19 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, window:
 
 
 @torch.inference_mode()
-def tune(lstm: ZoneoutLSTM, ids: np.ndarray, *, eos_id: int, windows: list[int],
-         thetas: list[float], interpolations: list[float], batch_size: int = 1, bptt: int = 100,
-         device: str | torch.device = "cpu", progress: bool = True) -> dict[str, Any]:
+def tune(
+    lstm: ZoneoutLSTM,
+    ids: np.ndarray,
+    *,
+    eos_id: int,
+    windows: list[int],
+    thetas: list[float],
+    interpolations: list[float],
+    batch_size: int = 1,
+    bptt: int = 100,
+    device: str | torch.device = "cpu",
+    progress: bool = True,
+) -> dict[str, Any]:
     """Grid-search ``theta`` and ``lambda`` for each window in one pass over ``ids`` (int64 ``[N]``).
 
     The LSTM runs once per window; every ``(theta, lambda)`` pair is scored from the same
@@ -103,16 +127,25 @@ def tune(lstm: ZoneoutLSTM, ids: np.ndarray, *, eos_id: int, windows: list[int],
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     theta_values = torch.tensor(thetas, device=device).view(-1, 1, 1, 1)  # [G, 1, 1, 1]
     lambda_values = torch.tensor(interpolations, device=device, dtype=torch.float64)
-    results: dict[str, Any] = {"thetas": thetas, "interpolations": interpolations,
-                               "tokens": int(grid.mask.sum()),
-                               "protocol": {"batch_size": batch_size, "bptt": bptt},
-                               "grid": {}, "best": {}}
+    results: dict[str, Any] = {
+        "thetas": thetas,
+        "interpolations": interpolations,
+        "tokens": int(grid.mask.sum()),
+        "protocol": {"batch_size": batch_size, "bptt": bptt},
+        "grid": {},
+        "best": {},
+    }
     for window in windows:
         cache = NeuralCache(lstm, window, theta=0.0, interpolation=0.0)
         state = cache.initial_state(batch_size, device)
         totals = torch.zeros(len(thetas), len(interpolations), dtype=torch.float64, device=device)
-        for _, chunk in tqdm(grid.chunks(bptt), desc=f"tune window {window}", unit="chunk",
-                             leave=False, disable=None if progress else True):
+        for _, chunk in tqdm(
+            grid.chunks(bptt),
+            desc=f"tune window {window}",
+            unit="chunk",
+            leave=False,
+            disable=None if progress else True,
+        ):
             inputs = torch.from_numpy(chunk.inputs).to(device)
             targets = torch.from_numpy(chunk.targets).to(device)
             mask = torch.from_numpy(chunk.mask).to(device)
@@ -121,17 +154,22 @@ def tune(lstm: ZoneoutLSTM, ids: np.ndarray, *, eos_id: int, windows: list[int],
             has_cache = visible.any(dim=1)  # [T]
             log_cache = masked_log_sum(log_weights, hits)  # [G, B, T]
             target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2).double()
-            mixed = mix(target_log_vocab.view(1, 1, *mask.shape),
-                        log_cache.double().unsqueeze(1),  # [G, 1, B, T]
-                        lambda_values.view(1, -1, 1, 1), has_cache)  # [G, Lambda, B, T]
+            mixed = mix(
+                target_log_vocab.view(1, 1, *mask.shape),
+                log_cache.double().unsqueeze(1),  # [G, 1, B, T]
+                lambda_values.view(1, -1, 1, 1),
+                has_cache,
+            )  # [G, Lambda, B, T]
             totals += torch.where(mask, mixed, 0.0).sum(dim=(2, 3))
         perplexities = torch.exp(-totals / results["tokens"]).cpu()
         best = int(torch.argmin(perplexities))
         theta_index, lambda_index = divmod(best, len(interpolations))
         results["grid"][str(window)] = perplexities.tolist()
-        results["best"][str(window)] = {"theta": thetas[theta_index],
-                                        "interpolation": interpolations[lambda_index],
-                                        "perplexity": float(perplexities[theta_index, lambda_index])}
+        results["best"][str(window)] = {
+            "theta": thetas[theta_index],
+            "interpolation": interpolations[lambda_index],
+            "perplexity": float(perplexities[theta_index, lambda_index]),
+        }
         if not math.isfinite(results["best"][str(window)]["perplexity"]):
             raise PluginError(f"neural cache tuning gave a non-finite perplexity for window {window}")
     return results

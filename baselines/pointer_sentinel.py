@@ -8,12 +8,11 @@
 
 from __future__ import annotations
 
-from harness.datasets import Dataset
 from baselines.models import PointerSentinelLSTM
 from baselines.scoring import TorchLanguageModel, load_plugin_model
+from harness.datasets import Dataset
 
 
 def load_model(dataset: Dataset, *, device: str, checkpoint: str | None) -> TorchLanguageModel:
     """Harness factory: the trained Pointer Sentinel-LSTM for ``dataset``."""
-    return load_plugin_model(PointerSentinelLSTM.kind, dataset, device=device,
-                             checkpoint=checkpoint)
+    return load_plugin_model(PointerSentinelLSTM.kind, dataset, device=device, checkpoint=checkpoint)

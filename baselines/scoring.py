@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
-from harness.plugin import Chunk, ChunkScores, ModelUnavailable
 from baselines import checkpoint as checkpoints
+from baselines.checkpoint import CheckpointedModel
+from baselines.models import NeuralCache
+from harness.plugin import Chunk, ChunkScores, ModelUnavailable
 
 
 def detach_state(state: Any) -> Any:
@@ -31,8 +32,12 @@ class TorchLanguageModel:
     :class:`~baselines.models.LMOutput`; its ``initial_state(B, device)`` starts streams.
     """
 
-    def __init__(self, module: nn.Module, device: str | torch.device,
-                 checkpoint: Path | None = None) -> None:
+    def __init__(
+        self,
+        module: CheckpointedModel | NeuralCache,
+        device: str | torch.device,
+        checkpoint: Path | None = None,
+    ) -> None:
         self.module = module.to(device).eval()
         self.device = torch.device(device)
         self.checkpoint = None if checkpoint is None else str(checkpoint)  # for the result JSON
@@ -46,8 +51,11 @@ class TorchLanguageModel:
     def score(self, chunk: Chunk) -> ChunkScores:
         inputs = torch.from_numpy(chunk.inputs).to(self.device)
         targets = torch.from_numpy(chunk.targets).to(self.device)
-        rows = None if chunk.distribution_mask is None else \
-            torch.from_numpy(chunk.distribution_mask).to(self.device)
+        rows = (
+            None
+            if chunk.distribution_mask is None
+            else torch.from_numpy(chunk.distribution_mask).to(self.device)
+        )
         output = self.module(inputs, targets, self.state, distribution_rows=rows)
         self.state = output.state
         return ChunkScores(output.target_log_probs, output.distributions)
@@ -65,15 +73,18 @@ def resolve_checkpoint(kind: str, dataset: Any, checkpoint: str | None) -> Path:
     if packaged is None:
         raise ModelUnavailable(
             f"no trained {kind} for {dataset.name} (looked for {default} and a packaged one): run "
-            f"`python -m baselines train {kind} --dataset {dataset.name}` or pass --checkpoint")
+            f"`python -m baselines train {kind} --dataset {dataset.name}` or pass --checkpoint"
+        )
     checkpoints.verify_packaged(packaged)
-    print(f"{kind}: no --checkpoint and no trained run at {default}; using the packaged "
-          f"{dataset.name} checkpoint {packaged}", file=sys.stderr)
+    print(
+        f"{kind}: no --checkpoint and no trained run at {default}; using the packaged "
+        f"{dataset.name} checkpoint {packaged}",
+        file=sys.stderr,
+    )
     return packaged
 
 
-def load_plugin_model(kind: str, dataset: Any, *, device: str,
-                      checkpoint: str | None) -> TorchLanguageModel:
+def load_plugin_model(kind: str, dataset: Any, *, device: str, checkpoint: str | None) -> TorchLanguageModel:
     """What the ``zoneout_lstm`` and ``pointer_sentinel`` plugins return."""
     path = resolve_checkpoint(kind, dataset, checkpoint)
     module, _ = checkpoints.load_model(path, dataset.vocab, kind=kind)

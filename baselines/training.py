@@ -38,22 +38,47 @@ import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
+from baselines import checkpoint as checkpoints
+from baselines.models import PointerSentinelLSTM
+from baselines.scoring import TorchLanguageModel, detach_state
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
-from baselines import checkpoint as checkpoints
-from baselines.scoring import TorchLanguageModel, detach_state
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
 PRESETS: dict[str, dict[str, Any]] = {
-    "medium": {"embedding_size": 650, "hidden_size": 650, "num_layers": 2, "dropout": 0.5,
-               "zoneout_hidden": 0.1, "zoneout_cell": 0.1},
-    "small": {"embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.3,
-              "zoneout_hidden": 0.05, "zoneout_cell": 0.05},
+    "medium": {
+        "embedding_size": 650,
+        "hidden_size": 650,
+        "num_layers": 2,
+        "dropout": 0.5,
+        "zoneout_hidden": 0.1,
+        "zoneout_cell": 0.1,
+    },
+    "small": {
+        "embedding_size": 200,
+        "hidden_size": 200,
+        "num_layers": 2,
+        "dropout": 0.3,
+        "zoneout_hidden": 0.05,
+        "zoneout_cell": 0.05,
+    },
     # The CPU preset: the best PTB validation perplexity reachable in 90 minutes on one core.
-    "cpu": {"embedding_size": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
-            "zoneout_hidden": 0.05, "zoneout_cell": 0.05},
-    "tiny": {"embedding_size": 64, "hidden_size": 64, "num_layers": 2, "dropout": 0.1,
-             "zoneout_hidden": 0.05, "zoneout_cell": 0.05},
+    "cpu": {
+        "embedding_size": 200,
+        "hidden_size": 200,
+        "num_layers": 2,
+        "dropout": 0.2,
+        "zoneout_hidden": 0.05,
+        "zoneout_cell": 0.05,
+    },
+    "tiny": {
+        "embedding_size": 64,
+        "hidden_size": 64,
+        "num_layers": 2,
+        "dropout": 0.1,
+        "zoneout_hidden": 0.05,
+        "zoneout_cell": 0.05,
+    },
 }
 
 
@@ -161,7 +186,7 @@ def parameter_groups(model: nn.Module, pointer_lr_scale: float) -> list[dict[str
     sentinel gate saturates at 1 within 25 steps and the pointer never recovers; at 0.05x it stays
     input-dependent (``results/ptb/training/recipe.md``).
     """
-    own = list(model.pointer_parameters()) if hasattr(model, "pointer_parameters") else []
+    own = model.pointer_parameters() if isinstance(model, PointerSentinelLSTM) else []
     own_ids = {id(parameter) for parameter in own}
     rest = [parameter for parameter in model.parameters() if id(parameter) not in own_ids]
     groups = [{"params": rest, "lr_scale": 1.0}]
@@ -209,35 +234,36 @@ class _StopRequest:
 class Trainer:
     """One training run in ``run_dir`` (see :mod:`baselines.checkpoint` for its files)."""
 
-    def __init__(self, options: TrainOptions, session: Session, dataset: Dataset,
-                 run_dir: Path) -> None:
+    def __init__(self, options: TrainOptions, session: Session, dataset: Dataset, run_dir: Path) -> None:
         self.options, self.session, self.dataset, self.run_dir = options, session, dataset, run_dir
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world = dist.get_world_size() if dist.is_initialized() else 1
         if options.loss not in LOSS_REDUCTIONS:
-            raise TrainingError(f"loss reduction {options.loss!r} is not one of "
-                                f"{', '.join(LOSS_REDUCTIONS)}")
+            raise TrainingError(f"loss reduction {options.loss!r} is not one of {', '.join(LOSS_REDUCTIONS)}")
         if options.batch_size % self.world:
-            raise TrainingError(f"batch size {options.batch_size} is not divisible by the "
-                                f"{self.world} processes")
+            raise TrainingError(
+                f"batch size {options.batch_size} is not divisible by the {self.world} processes"
+            )
         self.device = torch.device(session.device)
         torch.manual_seed(options.seed)
         self.model = checkpoints.build_model(options.kind, options.model_config).to(self.device)
         if session.compile:
             self.model.core.compile_step()
-        self.optimizer = torch.optim.SGD(parameter_groups(self.model, options.pointer_lr_scale),
-                                         lr=options.learning_rate)
+        self.optimizer = torch.optim.SGD(
+            parameter_groups(self.model, options.pointer_lr_scale), lr=options.learning_rate
+        )
         self.progress = Progress()
         local = options.batch_size // self.world
         streams = training_streams(dataset.tokens("train").ids, options.batch_size)
-        self.streams = streams[self.rank * local:(self.rank + 1) * local].to(self.device)
+        self.streams = streams[self.rank * local : (self.rank + 1) * local].to(self.device)
         self.chunks = math.ceil((self.streams.shape[1] - 1) / options.bptt)
         self.valid_ids = dataset.tokens("valid").ids
         self.state: Any = self.model.initial_state(local, self.device)
         self.network: nn.Module = self.model
         if self.world > 1:
             self.network = nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
         self.generator = torch.Generator(device=self.device)
 
     @property
@@ -259,13 +285,18 @@ class Trainer:
         saved = payload["training"]["identity"]
         mine = self.identity()
         if saved != mine:
-            changed = sorted(key for key in set(saved["options"]) | set(mine["options"])
-                             if saved["options"].get(key) != mine["options"].get(key))
+            changed = sorted(
+                key
+                for key in set(saved["options"]) | set(mine["options"])
+                if saved["options"].get(key) != mine["options"].get(key)
+            )
             if saved["world_size"] != mine["world_size"]:
                 changed.append("world_size")
-            raise TrainingError(f"{self.run_dir} holds a run with different settings "
-                                f"({', '.join(changed)}): rerun it with its own settings "
-                                "or choose another --output-dir")
+            raise TrainingError(
+                f"{self.run_dir} holds a run with different settings "
+                f"({', '.join(changed)}): rerun it with its own settings "
+                "or choose another --output-dir"
+            )
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["training"]["optimizer"])
         self.progress = Progress(**payload["training"]["progress"])
@@ -321,10 +352,17 @@ class Trainer:
         scorer = TorchLanguageModel(self.model, self.device)
         try:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
-                result = evaluate(scorer, self.valid_ids, eos_id=self.dataset.vocab.eos_id,
-                                  vocab_size=len(self.dataset.vocab),
-                                  batch_size=self.options.eval_batch_size, bptt=self.options.bptt,
-                                  audit_positions=0, name="valid", progress=self.session.progress)
+                result = evaluate(
+                    scorer,
+                    self.valid_ids,
+                    eos_id=self.dataset.vocab.eos_id,
+                    vocab_size=len(self.dataset.vocab),
+                    batch_size=self.options.eval_batch_size,
+                    bptt=self.options.bptt,
+                    audit_positions=0,
+                    name="valid",
+                    progress=self.session.progress,
+                )
         finally:
             self.model.train()
         return result.perplexity
@@ -332,11 +370,10 @@ class Trainer:
     def _step(self, chunk: int) -> tuple[float, int]:
         """One optimizer step on chunk ``chunk``; returns the summed target NLL and its tokens."""
         bptt = self.options.bptt
-        inputs = self.streams[:, chunk * bptt:(chunk + 1) * bptt]
-        targets = self.streams[:, chunk * bptt + 1:(chunk + 1) * bptt + 1]
-        inputs = inputs[:, :targets.shape[1]]
-        self.generator.manual_seed(step_seed(self.options.seed, self.progress.epoch, chunk,
-                                             self.rank))
+        inputs = self.streams[:, chunk * bptt : (chunk + 1) * bptt]
+        targets = self.streams[:, chunk * bptt + 1 : (chunk + 1) * bptt + 1]
+        inputs = inputs[:, : targets.shape[1]]
+        self.generator.manual_seed(step_seed(self.options.seed, self.progress.epoch, chunk, self.rank))
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
             output = self.network(inputs, targets, self.state, self.generator)
         nll = -output.target_log_probs.float()  # [B, T]
@@ -358,8 +395,9 @@ class Trainer:
             reason = "interrupted"
         elif self.session.max_steps is not None and steps >= self.session.max_steps:
             reason = f"--max-steps {self.session.max_steps} reached"
-        elif self.session.max_minutes is not None and \
-                time.monotonic() - began >= self.session.max_minutes * 60:
+        elif (
+            self.session.max_minutes is not None and time.monotonic() - began >= self.session.max_minutes * 60
+        ):
             reason = f"--max-minutes {self.session.max_minutes:g} reached"
         if self.world > 1:  # every process must stop at the same step
             flag = torch.tensor([0 if reason is None else 1], device=self.device)  # nccl: on the GPU
@@ -378,18 +416,25 @@ class Trainer:
         with _StopRequest() as stop:
             while not self.schedule.finished:
                 epoch = self.progress.epoch
-                bar = tqdm(total=self.chunks, initial=self.progress.next_chunk,
-                           desc=f"epoch {epoch}", unit="step", leave=False,
-                           disable=True if not self.session.progress or self.rank else None)
+                bar = tqdm(
+                    total=self.chunks,
+                    initial=self.progress.next_chunk,
+                    desc=f"epoch {epoch}",
+                    unit="step",
+                    leave=False,
+                    disable=True if not self.session.progress or self.rank else None,
+                )
                 while self.progress.next_chunk < self.chunks:
                     reason = self._should_stop(began, steps, stop)
                     if reason is not None:
                         bar.close()
                         self.save()
                         self._validate_partial()
-                        return f"{reason}: stopped in epoch {epoch} at step " \
-                               f"{self.progress.next_chunk}/{self.chunks}; rerun the same command " \
-                               "to continue"
+                        return (
+                            f"{reason}: stopped in epoch {epoch} at step "
+                            f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
+                            "to continue"
+                        )
                     step_began = time.monotonic()
                     loss, tokens = self._step(self.progress.next_chunk)
                     self.progress.next_chunk += 1
@@ -398,7 +443,9 @@ class Trainer:
                     self.progress.epoch_seconds += time.monotonic() - step_began
                     steps += 1
                     bar.update(1)
-                    bar.set_postfix(ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}")
+                    bar.set_postfix(
+                        ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}"
+                    )
                     if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
                         self.save()
                         last_save = time.monotonic()
@@ -406,8 +453,10 @@ class Trainer:
                 self._end_epoch()
                 self.save()
                 last_save = time.monotonic()
-        return f"finished after {self.progress.epoch - 1} epochs; best validation perplexity " \
-               f"{self.progress.best_file_valid:.2f}"
+        return (
+            f"finished after {self.progress.epoch - 1} epochs; best validation perplexity "
+            f"{self.progress.best_file_valid:.2f}"
+        )
 
     def _end_epoch(self) -> None:
         progress = self.progress
@@ -418,12 +467,19 @@ class Trainer:
             progress.best_file_valid = valid_ppl
             self._save_best(valid_ppl)
         progress.total_seconds += progress.epoch_seconds
-        self._log({"epoch": progress.epoch, "partial": False,
-                   "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
-                   "valid_ppl": valid_ppl, "learning_rate": rate,
-                   "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
-                   "seconds": progress.epoch_seconds, "total_seconds": progress.total_seconds,
-                   "best": improved})
+        self._log(
+            {
+                "epoch": progress.epoch,
+                "partial": False,
+                "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
+                "valid_ppl": valid_ppl,
+                "learning_rate": rate,
+                "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
+                "seconds": progress.epoch_seconds,
+                "total_seconds": progress.total_seconds,
+                "best": improved,
+            }
+        )
         progress.valid_history.append(valid_ppl)
         self._apply_learning_rate()
         progress.next_chunk = 0
@@ -438,12 +494,19 @@ class Trainer:
             return
         valid_ppl = self.validate()
         progress = self.progress
-        self._log({"epoch": progress.epoch, "partial": True, "step": progress.next_chunk,
-                   "steps_per_epoch": self.chunks,
-                   "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
-                   "valid_ppl": valid_ppl, "learning_rate": self.schedule.learning_rate,
-                   "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
-                   "seconds": progress.epoch_seconds})
+        self._log(
+            {
+                "epoch": progress.epoch,
+                "partial": True,
+                "step": progress.next_chunk,
+                "steps_per_epoch": self.chunks,
+                "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
+                "valid_ppl": valid_ppl,
+                "learning_rate": self.schedule.learning_rate,
+                "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
+                "seconds": progress.epoch_seconds,
+            }
+        )
         if valid_ppl < progress.best_file_valid:
             progress.best_file_valid = valid_ppl
             self._save_best(valid_ppl)

@@ -7,9 +7,9 @@
 
 from __future__ import annotations
 
-from harness.datasets import Dataset
 from baselines.models import ZoneoutLSTM
 from baselines.scoring import TorchLanguageModel, load_plugin_model
+from harness.datasets import Dataset
 
 
 def load_model(dataset: Dataset, *, device: str, checkpoint: str | None) -> TorchLanguageModel:

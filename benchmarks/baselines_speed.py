@@ -22,12 +22,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.datasets import load_dataset
-from harness.evaluate import evaluate
-from baselines.models import (CoreConfig, LMOutput, NeuralCache, PointerConfig,
-                              PointerSentinelLSTM, ZoneoutLSTM)
+from baselines.models import (
+    CoreConfig,
+    LMOutput,
+    NeuralCache,
+    PointerConfig,
+    PointerSentinelLSTM,
+    ZoneoutLSTM,
+)
 from baselines.scoring import TorchLanguageModel, detach_state
 from baselines.training import PRESETS
+from harness.datasets import load_dataset
+from harness.evaluate import evaluate
 
 
 class CudnnLSTM(nn.Module):
@@ -36,8 +42,7 @@ class CudnnLSTM(nn.Module):
     def __init__(self, config: CoreConfig) -> None:
         super().__init__()
         self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
-        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, config.num_layers,
-                            batch_first=True)
+        self.lstm = nn.LSTM(config.embedding_size, config.hidden_size, config.num_layers, batch_first=True)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
 
     def initial_state(self, batch_size: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,8 +60,9 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_training(model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int, steps: int,
-                  device: str, amp: bool) -> float:
+def time_training(
+    model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int, steps: int, device: str, amp: bool
+) -> float:
     """Seconds per training step (after two warm-up steps)."""
     model.to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -66,7 +72,7 @@ def time_training(model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int,
 
     def step(index: int) -> None:
         nonlocal state
-        chunk = streams[:, index * bptt:(index + 1) * bptt + 1]
+        chunk = streams[:, index * bptt : (index + 1) * bptt + 1]
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=amp):
             output = model(chunk[:, :-1], chunk[:, 1:], state, generator)
         loss = -output.target_log_probs.float().sum(dim=1).mean()
@@ -88,12 +94,10 @@ def time_training(model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int,
     return (time.perf_counter() - began) / steps
 
 
-def time_evaluation(model: nn.Module, ids: np.ndarray, eos_id: int, vocab_size: int,
-                    device: str) -> float:
+def time_evaluation(model: nn.Module, ids: np.ndarray, eos_id: int, vocab_size: int, device: str) -> float:
     """Tokens per second of the harness's evaluation (batch 1, BPTT 100, no audit)."""
     scorer = TorchLanguageModel(model, device)
-    result = evaluate(scorer, ids, eos_id=eos_id, vocab_size=vocab_size, audit_positions=0,
-                      progress=False)
+    result = evaluate(scorer, ids, eos_id=eos_id, vocab_size=vocab_size, audit_positions=0, progress=False)
     return result.tokens / result.seconds
 
 
@@ -113,7 +117,7 @@ def per_token_cache(cache: NeuralCache, ids: np.ndarray, eos_id: int, device: st
     synchronize(device)
     began = time.perf_counter()
     for begin in range(0, inputs.shape[1], 100):
-        features, state = lstm.core(inputs[:, begin:begin + 100], state)
+        features, state = lstm.core(inputs[:, begin : begin + 100], state)
         vocab_probs = torch.softmax(lstm.core.logits(features[0]), dim=-1)
         for offset in range(features.shape[1]):
             target = int(targets[begin + offset])
@@ -124,8 +128,8 @@ def per_token_cache(cache: NeuralCache, ids: np.ndarray, eos_id: int, device: st
                 probs = cache.interpolation * cache_probs + (1 - cache.interpolation) * probs
             total += float(-torch.log(probs[target]))
             one_hot = torch.nn.functional.one_hot(targets[begin + offset], vocab_size).float()
-            hidden_history = torch.cat([hidden_history, features[0, offset:offset + 1]])[-cache.window:]
-            word_history = torch.cat([word_history, one_hot.unsqueeze(0)])[-cache.window:]
+            hidden_history = torch.cat([hidden_history, features[0, offset : offset + 1]])[-cache.window :]
+            word_history = torch.cat([word_history, one_hot.unsqueeze(0)])[-cache.window :]
     synchronize(device)
     return len(ids) / (time.perf_counter() - began)
 
@@ -161,39 +165,60 @@ def main() -> None:
         "torch.nn.LSTM": lambda: CudnnLSTM(config),
         "zoneout LSTM": lambda: ZoneoutLSTM(config),
         "Pointer Sentinel-LSTM": lambda: PointerSentinelLSTM(
-            PointerConfig(**dataclasses.asdict(config), window=100)),
+            PointerConfig(**dataclasses.asdict(config), window=100)
+        ),
     }
-    print(f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "
-          f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    print(
+        f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "
+        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    )
 
-    print(f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt} (seconds/step, "
-          f"ratio to torch.nn.LSTM):")
+    print(
+        f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt} (seconds/step, ratio to torch.nn.LSTM):"
+    )
     seconds = {}
     for name, make in models.items():
         model = make()
         if args.compile and hasattr(model, "core"):
             model.core.compile_step()
-        seconds[name] = time_training(model, train_ids, batch=args.batch_size, bptt=args.bptt,
-                                      steps=args.steps, device=args.device, amp=args.amp)
+        seconds[name] = time_training(
+            model,
+            train_ids,
+            batch=args.batch_size,
+            bptt=args.bptt,
+            steps=args.steps,
+            device=args.device,
+            amp=args.amp,
+        )
     reference = seconds["torch.nn.LSTM"]
     report([(name, value * 1000, f"ms   x{value / reference:.2f}") for name, value in seconds.items()])
     pointer_ratio = seconds["Pointer Sentinel-LSTM"] / seconds["zoneout LSTM"]
-    print(f"  Pointer Sentinel-LSTM / zoneout LSTM of the same size: x{pointer_ratio:.2f} "
-          "(target: at most 1.5)")
+    print(
+        f"  Pointer Sentinel-LSTM / zoneout LSTM of the same size: x{pointer_ratio:.2f} (target: at most 1.5)"
+    )
 
     print(f"\nEvaluation, batch 1, BPTT 100 (tokens/s; cache window {args.window}):")
     lstm = ZoneoutLSTM(config)
     cache = NeuralCache(lstm, args.window, theta=0.3, interpolation=0.1)
-    eval_ids = valid_ids[:args.eval_tokens]
+    eval_ids = valid_ids[: args.eval_tokens]
     plain = time_evaluation(lstm, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
-    vectorized = time_evaluation(cache, eval_ids, dataset.vocab.eos_id, len(dataset.vocab),
-                                 args.device)
-    naive = per_token_cache(cache, valid_ids[:args.naive_tokens], dataset.vocab.eos_id, args.device)
-    report([("plain zoneout LSTM", plain, "tok/s"),
-            ("neural cache (this toolkit)", vectorized,
-             f"tok/s   x{plain / vectorized:.2f} the plain LSTM's time (target: at most 1.3)"),
-            ("neural cache, pointer.py per-token loop", naive,
-             f"tok/s   ours is x{vectorized / naive:.1f} faster (target: at least 50)")])
+    vectorized = time_evaluation(cache, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
+    naive = per_token_cache(cache, valid_ids[: args.naive_tokens], dataset.vocab.eos_id, args.device)
+    report(
+        [
+            ("plain zoneout LSTM", plain, "tok/s"),
+            (
+                "neural cache (this toolkit)",
+                vectorized,
+                f"tok/s   x{plain / vectorized:.2f} the plain LSTM's time (target: at most 1.3)",
+            ),
+            (
+                "neural cache, pointer.py per-token loop",
+                naive,
+                f"tok/s   ours is x{vectorized / naive:.1f} faster (target: at least 50)",
+            ),
+        ]
+    )
 
 
 if __name__ == "__main__":

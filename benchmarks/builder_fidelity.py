@@ -76,8 +76,11 @@ def in_vocabulary(tokens: list[str], vocabulary: set[str]) -> list[str]:
 
 def section_headings(text: str, vocabulary: set[str]) -> Counter[str]:
     """The heading lines of level >= 2 (`` = = T = = ``), ``<unk>``-mapped, as token strings."""
-    return Counter(" ".join(in_vocabulary(line.split(), vocabulary))
-                   for line in text.split("\n") if line.startswith(" = = "))
+    return Counter(
+        " ".join(in_vocabulary(line.split(), vocabulary))
+        for line in text.split("\n")
+        if line.startswith(" = = ")
+    )
 
 
 @dataclass
@@ -133,8 +136,9 @@ def select_pairs(pairs: list[tuple[str, str]], which: str) -> list[tuple[str, st
     return [pair for i, pair in enumerate(pairs) if (i % 4 == 3) == (which == "held-out")]
 
 
-def drift_robust(instrument: Path, pairs_dir: Path, train: Path, pairs: list[tuple[str, str]],
-                 json_out: Path | None) -> int:
+def drift_robust(
+    instrument: Path, pairs_dir: Path, train: Path, pairs: list[tuple[str, str]], json_out: Path | None
+) -> int:
     """Run the drift-discounting instrument on ``pairs``, rendering each with this
     interpreter's ``python -m wikitext_builder render``; its report goes to stdout."""
     render = f'{shlex.quote(sys.executable)} -m wikitext_builder render --title "$2" "$1"'
@@ -147,8 +151,12 @@ def drift_robust(instrument: Path, pairs_dir: Path, train: Path, pairs: list[tup
     return subprocess.run(command, cwd=REPO, check=False).returncode
 
 
-def measure(pairs_dir: Path, pairs: list[tuple[str, str]], vocabulary: set[str],
-            pipelines: dict[str, Callable[[str, str], str]]) -> dict[str, Scores]:
+def measure(
+    pairs_dir: Path,
+    pairs: list[tuple[str, str]],
+    vocabulary: set[str],
+    pipelines: dict[str, Callable[[str, str], str]],
+) -> dict[str, Scores]:
     scores = {label: Scores() for label in pipelines}
     for name, title in pairs:
         wikitext = (pairs_dir / f"{name}.wikitext").read_text(encoding="utf-8")
@@ -171,15 +179,19 @@ def report(scores: dict[str, Scores], pairs: int, vocabulary: int, per_article: 
         print(f"{caption:<36}" + "".join(f"{value:>{width}}" for value in values))
 
     first = scores[labels[0]]
-    print(f"WikiText-2 fidelity over {pairs} article pairs; <unk> mapping with the {vocabulary:,} "
-          f"types of WikiText-2 train; {first.headings_total} reference section headings")
+    print(
+        f"WikiText-2 fidelity over {pairs} article pairs; <unk> mapping with the {vocabulary:,} "
+        f"types of WikiText-2 train; {first.headings_total} reference section headings"
+    )
     row("", labels)
     ratios = {label: list(scores[label].ratios.values()) for label in labels}
     row("token ratio, mean", [f"{statistics.mean(ratios[label]):.3f}" for label in labels])
     row("token ratio, median", [f"{statistics.median(ratios[label]):.3f}" for label in labels])
     row("token ratio, min", [f"{min(ratios[label]):.3f}" for label in labels])
-    row("headings reproduced", [f"{scores[label].headings_found / max(scores[label].headings_total, 1):.3f}"
-                                for label in labels])
+    row(
+        "headings reproduced",
+        [f"{scores[label].headings_found / max(scores[label].headings_total, 1):.3f}" for label in labels],
+    )
     row("markup per 1,000 tokens", [f"{scores[label].per_thousand():.2f}" for label in labels])
     for marker in MARKUP:
         row(f"  {marker}", [f"{scores[label].per_thousand((marker,)):.2f}" for label in labels])
@@ -197,15 +209,30 @@ def report(scores: dict[str, Scores], pairs: int, vocabulary: int, per_article: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     shared, data = REPO.parent / "shared", REPO.parent / "shared" / "data"
-    parser.add_argument("--shared-dir", type=Path, default=Path(os.environ.get("WIKITEXT_SHARED_DIR") or shared),
-                        help=f"holds wikipedia/wt2_pairs/ (default: $WIKITEXT_SHARED_DIR, else {shared})")
-    parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("HARNESS_DATA_DIR") or data),
-                        help=f"holds wikitext-2/wiki.train.tokens (default: $HARNESS_DATA_DIR, else {data})")
-    parser.add_argument("--pairs", choices=("all", "development", "held-out"), default="all",
-                        help="held-out: every 4th pair of PAIRS.tsv; development: the rest (default: all)")
+    parser.add_argument(
+        "--shared-dir",
+        type=Path,
+        default=Path(os.environ.get("WIKITEXT_SHARED_DIR") or shared),
+        help=f"holds wikipedia/wt2_pairs/ (default: $WIKITEXT_SHARED_DIR, else {shared})",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("HARNESS_DATA_DIR") or data),
+        help=f"holds wikitext-2/wiki.train.tokens (default: $HARNESS_DATA_DIR, else {data})",
+    )
+    parser.add_argument(
+        "--pairs",
+        choices=("all", "development", "held-out"),
+        default="all",
+        help="held-out: every 4th pair of PAIRS.tsv; development: the rest (default: all)",
+    )
     parser.add_argument("--per-article", action="store_true", help="also print every pair's token ratio")
-    parser.add_argument("--drift-robust", action="store_true",
-                        help="score with SHARED/tools/fidelity2.py (drift discounted) instead")
+    parser.add_argument(
+        "--drift-robust",
+        action="store_true",
+        help="score with SHARED/tools/fidelity2.py (drift discounted) instead",
+    )
     parser.add_argument("--json", type=Path, help="with --drift-robust: write the per-article detail here")
     args = parser.parse_args(argv)
     if args.json is not None and not args.drift_robust:
@@ -214,8 +241,10 @@ def main(argv: list[str] | None = None) -> int:
     pairs_dir = args.shared_dir / "wikipedia" / "wt2_pairs"
     train = args.data_dir / "wikitext-2" / "wiki.train.tokens"
     if not (pairs_dir / "PAIRS.tsv").is_file():
-        print(f"error: {pairs_dir / 'PAIRS.tsv'} not found (pass --shared-dir or set WIKITEXT_SHARED_DIR)",
-              file=sys.stderr)
+        print(
+            f"error: {pairs_dir / 'PAIRS.tsv'} not found (pass --shared-dir or set WIKITEXT_SHARED_DIR)",
+            file=sys.stderr,
+        )
         return 2
     if not train.is_file():
         print(f"error: {train} not found (pass --data-dir or set HARNESS_DATA_DIR)", file=sys.stderr)
@@ -228,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.drift_robust:
         instrument = args.shared_dir / "tools" / "fidelity2.py"
         if not instrument.is_file():
-            print(f"error: {instrument} not found (pass --shared-dir or set WIKITEXT_SHARED_DIR)", file=sys.stderr)
+            print(
+                f"error: {instrument} not found (pass --shared-dir or set WIKITEXT_SHARED_DIR)",
+                file=sys.stderr,
+            )
             return 2
         return drift_robust(instrument, pairs_dir, train, pairs, args.json)
     vocabulary = set(train.read_text(encoding="utf-8").split())

@@ -64,8 +64,13 @@ def write_pool(source: Path, target: Path, count: int) -> tuple[int, int]:
             copy = number // len(records)
             title = record["title"] if copy == 0 else f"{record['title']} (copy {copy})"
             characters += len(record["wikitext"])
-            out.write(json.dumps({"title": title, "class": record.get("class", ""),
-                                  "wikitext": record["wikitext"]}, ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {"title": title, "class": record.get("class", ""), "wikitext": record["wikitext"]},
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return count, characters
 
 
@@ -97,8 +102,18 @@ def _tree_rss(root: int) -> tuple[int, int]:
 
 def run_build(pool: Path, out_dir: Path, workers: int) -> dict[str, object]:
     """One build from scratch; wall time and sampled peak memory."""
-    command = [sys.executable, "-m", "wikitext_builder", "--jsonl", str(pool), "--output-dir",
-               str(out_dir), "--workers", str(workers), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "wikitext_builder",
+        "--jsonl",
+        str(pool),
+        "--output-dir",
+        str(out_dir),
+        "--workers",
+        str(workers),
+        "--quiet",
+    ]
     peaks = {"process": 0, "tree": 0}
     start = time.perf_counter()
     child = subprocess.Popen(command, cwd=REPO)
@@ -120,8 +135,13 @@ def run_build(pool: Path, out_dir: Path, workers: int) -> dict[str, object]:
     if code != 0:
         raise SystemExit(f"error: {' '.join(command)} exited with {code}")
     stats = json.loads((out_dir / "stats.json").read_text(encoding="utf-8"))
-    return {"workers": workers, "wall_s": wall, "stats": stats,
-            "peak_rss_process_bytes": peaks["process"], "peak_rss_tree_bytes": peaks["tree"]}
+    return {
+        "workers": workers,
+        "wall_s": wall,
+        "stats": stats,
+        "peak_rss_process_bytes": peaks["process"],
+        "peak_rss_tree_bytes": peaks["tree"],
+    }
 
 
 def corpus_digest(out_dir: Path) -> dict[str, str]:
@@ -145,8 +165,12 @@ def _articles_and_tokens(stats: dict) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pool", type=Path, default=DEFAULT_POOL, help="default: %(default)s")
-    parser.add_argument("--articles", type=int, default=WIKITEXT_103_ARTICLES,
-                        help="records in the repeated pool (default: WikiText-103's %(default)s)")
+    parser.add_argument(
+        "--articles",
+        type=int,
+        default=WIKITEXT_103_ARTICLES,
+        help="records in the repeated pool (default: WikiText-103's %(default)s)",
+    )
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="default: 1 2")
     parser.add_argument("--workdir", type=Path, help="parent of the temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -160,28 +184,44 @@ def main(argv: list[str] | None = None) -> int:
         pool = workdir / "pool.jsonl"
         started = time.perf_counter()
         records, characters = write_pool(args.pool, pool, args.articles)
-        print(f"pool: {records:,} records, {characters / 1e6:,.0f} M characters of wikitext "
-              f"({time.perf_counter() - started:.0f} s to write {pool})", flush=True)
+        print(
+            f"pool: {records:,} records, {characters / 1e6:,.0f} M characters of wikitext "
+            f"({time.perf_counter() - started:.0f} s to write {pool})",
+            flush=True,
+        )
         runs = []
         for workers in args.workers:
             run = run_build(pool, workdir / f"out-w{workers}", workers)
             articles, tokens = _articles_and_tokens(run["stats"])
-            run.update(articles=articles, tokens=tokens, articles_per_s=articles / run["wall_s"],
-                       tokens_per_s=tokens / run["wall_s"],
-                       digest=corpus_digest(workdir / f"out-w{workers}"))
+            run.update(
+                articles=articles,
+                tokens=tokens,
+                articles_per_s=articles / run["wall_s"],
+                tokens_per_s=tokens / run["wall_s"],
+                digest=corpus_digest(workdir / f"out-w{workers}"),
+            )
             runs.append(run)
-            print(f"workers {workers}: wall {run['wall_s']:,.0f} s ({run['wall_s'] / 60:.1f} min), "
-                  f"{articles:,} articles ({run['articles_per_s']:.1f}/s), {tokens:,} tokens "
-                  f"({run['tokens_per_s'] / 1e3:,.0f} k/s), peak RSS "
-                  f"{run['peak_rss_process_bytes'] / 2**20:,.0f} MiB largest process, "
-                  f"{run['peak_rss_tree_bytes'] / 2**20:,.0f} MiB process tree", flush=True)
+            print(
+                f"workers {workers}: wall {run['wall_s']:,.0f} s ({run['wall_s'] / 60:.1f} min), "
+                f"{articles:,} articles ({run['articles_per_s']:.1f}/s), {tokens:,} tokens "
+                f"({run['tokens_per_s'] / 1e3:,.0f} k/s), peak RSS "
+                f"{run['peak_rss_process_bytes'] / 2**20:,.0f} MiB largest process, "
+                f"{run['peak_rss_tree_bytes'] / 2**20:,.0f} MiB process tree",
+                flush=True,
+            )
         identical = all(run["digest"] == runs[0]["digest"] for run in runs)
-        print(f"output byte-identical across worker counts {args.workers}: {'yes' if identical else 'NO'} "
-              f"({len(runs[0]['digest'])} files compared)")
+        print(
+            f"output byte-identical across worker counts {args.workers}: {'yes' if identical else 'NO'} "
+            f"({len(runs[0]['digest'])} files compared)"
+        )
         if args.json:
-            summary = {"pool": str(args.pool), "records": records, "characters": characters,
-                       "identical": identical,
-                       "runs": [{k: v for k, v in run.items() if k not in ("stats", "digest")} for run in runs]}
+            summary = {
+                "pool": str(args.pool),
+                "records": records,
+                "characters": characters,
+                "identical": identical,
+                "runs": [{k: v for k, v in run.items() if k not in ("stats", "digest")} for run in runs],
+            }
             args.json.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         return 0 if identical else 1
     finally:

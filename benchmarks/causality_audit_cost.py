@@ -6,7 +6,8 @@ For each plugin, ``harness.evaluate`` scores a split with both audits at their d
 ``--repeats`` times (the first, a warm-up, is dropped) and the medians are printed.
 
     python benchmarks/causality_audit_cost.py --data-dir ../shared/data
-    python benchmarks/causality_audit_cost.py --data-dir ../shared/data --plugins baselines.zoneout_lstm --device cuda
+    python benchmarks/causality_audit_cost.py --data-dir ../shared/data \
+        --plugins baselines.zoneout_lstm --device cuda
 """
 
 from __future__ import annotations
@@ -27,27 +28,41 @@ def main() -> None:
     parser.add_argument("--plugins", nargs="+", default=["unigram", "kneser_ney"])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=6)
-    parser.add_argument("--tolerance", type=float,
-                        help="the audit's tolerance (default: 0, or 1e-4 for scores on an accelerator)")
+    parser.add_argument(
+        "--tolerance",
+        type=float,
+        help="the audit's tolerance (default: 0, or 1e-4 for scores on an accelerator)",
+    )
     args = parser.parse_args()
     dataset = load_dataset(args.dataset, args.data_dir, download=False)
     ids = dataset.tokens(args.split).ids
-    print(f"{args.dataset}/{args.split}: {len(ids):,} tokens, V = {len(dataset.vocab):,}, "
-          f"batch 1, bptt 100, device {args.device}; medians of {args.repeats - 1} runs")
+    print(
+        f"{args.dataset}/{args.split}: {len(ids):,} tokens, V = {len(dataset.vocab):,}, "
+        f"batch 1, bptt 100, device {args.device}; medians of {args.repeats - 1} runs"
+    )
     print(f"{'plugin':<28} {'evaluation s':>13} {'causality s':>12} {'ratio':>7}  audit")
     for name in args.plugins:
         plugin, factory = load_factory(name)
-        model = create_model(factory, plugin, dataset, device=args.device, checkpoint=None,
-                             model_args={})
-        runs = [evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                         causality_tolerance=args.tolerance, progress=False)
-                for _ in range(args.repeats)][1:]
+        model = create_model(factory, plugin, dataset, device=args.device, checkpoint=None, model_args={})
+        runs = [
+            evaluate(
+                model,
+                ids,
+                eos_id=dataset.vocab.eos_id,
+                vocab_size=len(dataset.vocab),
+                causality_tolerance=args.tolerance,
+                progress=False,
+            )
+            for _ in range(args.repeats)
+        ][1:]
         scoring = statistics.median(run.seconds for run in runs)
         audit = statistics.median(run.causality.seconds for run in runs)
         causality = runs[-1].causality
-        print(f"{plugin:<28} {scoring:>13.4f} {audit:>12.4f} {audit / scoring:>7.3f}  "
-              f"{causality.points} points x {causality.candidates} candidates, compared "
-              f"{causality.compared}, max change {causality.max_difference:.3g}")
+        print(
+            f"{plugin:<28} {scoring:>13.4f} {audit:>12.4f} {audit / scoring:>7.3f}  "
+            f"{causality.points} points x {causality.candidates} candidates, compared "
+            f"{causality.compared}, max change {causality.max_difference:.3g}"
+        )
 
 
 if __name__ == "__main__":

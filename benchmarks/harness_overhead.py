@@ -29,8 +29,8 @@ def bare_loop(model, ids: np.ndarray, eos_id: int, bptt: int) -> float:
     model.reset(1)
     total = 0.0
     for begin in range(0, len(ids), bptt):
-        chunk_targets = targets[:, begin:begin + bptt]
-        chunk = Chunk(inputs[:, begin:begin + bptt], chunk_targets, np.ones_like(chunk_targets, bool))
+        chunk_targets = targets[:, begin : begin + bptt]
+        chunk = Chunk(inputs[:, begin : begin + bptt], chunk_targets, np.ones_like(chunk_targets, bool))
         total += float(np.sum(model.score(chunk).target_log_probs))
     return total
 
@@ -63,26 +63,34 @@ def main() -> None:
         words = np.array([f"w{i}" for i in range(5000)])
         weights = 1 / np.arange(1, 5001)
         for split, lines in (("train", 40_000), ("valid", 10), ("test", 4_000)):
-            text = "".join(" " + " ".join(rng.choice(words, 20, p=weights / weights.sum())) + " \n"
-                           for _ in range(lines))
+            text = "".join(
+                " " + " ".join(rng.choice(words, 20, p=weights / weights.sum())) + " \n" for _ in range(lines)
+            )
             (directory / f"wiki.{split}.tokens").write_text(text)
         dataset = load_dataset(str(directory))
     ids = dataset.tokens("test").ids
     eos = dataset.vocab.eos_id
-    print(f"{dataset.name} test: {len(ids):,} tokens, batch size 1, bptt {args.bptt}, "
-          f"best of {args.repeats}")
+    print(f"{dataset.name} test: {len(ids):,} tokens, batch size 1, bptt {args.bptt}, best of {args.repeats}")
     print(f"{'model':<10} {'bare loop s':>12} {'harness s':>10} {'ratio':>7}")
     models = {
         "unigram": unigram.load_model(dataset, device="cpu", checkpoint=None),
         "kn5": kneser_ney.load_model(dataset, device="cpu", checkpoint=None),
     }
     for name, model in models.items():
-        bare_seconds, bare_total = best_of(args.repeats, lambda: bare_loop(model, ids, eos, args.bptt))
-        harness_seconds, evaluation = best_of(args.repeats, lambda: evaluate(
-            model, ids, eos_id=eos, vocab_size=len(dataset.vocab), bptt=args.bptt, progress=False))
+        bare_seconds, bare_total = best_of(
+            args.repeats, lambda model=model: bare_loop(model, ids, eos, args.bptt)
+        )
+        harness_seconds, evaluation = best_of(
+            args.repeats,
+            lambda model=model: evaluate(
+                model, ids, eos_id=eos, vocab_size=len(dataset.vocab), bptt=args.bptt, progress=False
+            ),
+        )
         assert abs(evaluation.total_log_prob - bare_total) <= 1e-6 * abs(bare_total)
-        print(f"{name:<10} {bare_seconds:>12.4f} {harness_seconds:>10.4f} "
-              f"{harness_seconds / bare_seconds:>7.2f}")
+        print(
+            f"{name:<10} {bare_seconds:>12.4f} {harness_seconds:>10.4f} "
+            f"{harness_seconds / bare_seconds:>7.2f}"
+        )
 
 
 if __name__ == "__main__":

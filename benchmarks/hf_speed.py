@@ -43,7 +43,7 @@ def same_windows(model: hf.HFCausalLM, ids: np.ndarray) -> tuple[list[torch.Tens
     positions = np.concatenate([[model.bos_id], subwords, np.full(model.max_context, model.bos_id)])
     batches = []
     for group in model.window_groups(len(subwords)):
-        windows = np.stack([positions[start:start + model.max_context] for start, _, _ in group])
+        windows = np.stack([positions[start : start + model.max_context] for start, _, _ in group])
         batches.append(torch.from_numpy(windows).to(model.device))
     return batches, len(subwords)
 
@@ -61,8 +61,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="directory holding wikitext-2/ (default: the toy text)")
     parser.add_argument("--lines", type=int, default=300, help="lines of WikiText-2 test scored")
-    parser.add_argument("--model", help="a model directory or hub name (default: build a small "
-                                        "random-weight GPT-2, 4 x 256, 4,000 BPE types)")
+    parser.add_argument(
+        "--model",
+        help="a model directory or hub name (default: build a small "
+        "random-weight GPT-2, 4 x 256, 4,000 BPE types)",
+    )
     parser.add_argument("--max-context", type=int, default=1024)
     parser.add_argument("--stride", type=int, default=512)
     parser.add_argument("--window-batch", type=int, default=8)
@@ -73,7 +76,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="hf_speed_"))
     source = Path(args.data_dir) / "wikitext-2" / "wiki.test.tokens" if args.data_dir else None
     if source is not None:
-        lines = source.read_text(encoding="utf-8").split("\n")[:args.lines]
+        lines = source.read_text(encoding="utf-8").split("\n")[: args.lines]
     else:
         lines = [" the cat sat on the mat , and the dog sat on the log . "] * args.lines
     corpus = work / "corpus"
@@ -81,32 +84,65 @@ def main() -> None:
     for split in ("train", "valid", "test"):  # one text: the vocabulary covers it
         (corpus / f"wiki.{split}.tokens").write_text("\n".join(lines) + "\n", encoding="utf-8")
     dataset = load_dataset(str(corpus))
-    name = args.model or str(hf_tiny.build(
-        work / "model", [detokenize_line(line, "wikitext") + "\n" for line in lines],
-        vocab_size=4000, width=256, layers=4, heads=4, positions=args.max_context))
-    loaded = hf.load_model(dataset, device=args.device, checkpoint=None, model=name,
-                           max_context=args.max_context, stride=args.stride,
-                           window_batch=args.window_batch)
+    name = args.model or str(
+        hf_tiny.build(
+            work / "model",
+            [detokenize_line(line, "wikitext") + "\n" for line in lines],
+            vocab_size=4000,
+            width=256,
+            layers=4,
+            heads=4,
+            positions=args.max_context,
+        )
+    )
+    loaded = hf.load_model(
+        dataset,
+        device=args.device,
+        checkpoint=None,
+        model=name,
+        max_context=args.max_context,
+        stride=args.stride,
+        window_batch=args.window_batch,
+    )
     ids = dataset.tokens("test").ids
 
     def adapter() -> None:
-        fresh = hf.HFCausalLM(loaded.model, loaded.tokenizer, dataset=dataset,
-                              detokenizer=loaded.detokenizer, segmentation=loaded.segmentation,
-                              max_context=args.max_context, stride=args.stride,
-                              window_batch=args.window_batch, bos_id=loaded.bos_id,
-                              device=args.device, checkpoint=name)  # nothing precomputed
-        evaluate(fresh, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                 audit_positions=0, causality_points=0, progress=False)
+        fresh = hf.HFCausalLM(
+            loaded.model,
+            loaded.tokenizer,
+            dataset=dataset,
+            detokenizer=loaded.detokenizer,
+            segmentation=loaded.segmentation,
+            max_context=args.max_context,
+            stride=args.stride,
+            window_batch=args.window_batch,
+            bos_id=loaded.bos_id,
+            device=args.device,
+            checkpoint=name,
+        )  # nothing precomputed
+        evaluate(
+            fresh,
+            ids,
+            eos_id=dataset.vocab.eos_id,
+            vocab_size=len(dataset.vocab),
+            audit_positions=0,
+            causality_points=0,
+            progress=False,
+        )
 
     windows, subwords = same_windows(loaded, ids)
     bare_loop(loaded, windows[:1])  # warm-up
     adapter_seconds = best_of(args.repeats, adapter)
     bare_seconds = best_of(args.repeats, lambda: bare_loop(loaded, windows))
-    print(f"model {name} on {args.device}; {len(ids):,} word-level tokens, {subwords:,} subwords, "
-          f"{sum(len(w) for w in windows)} windows of {args.max_context} (stride {args.stride}, "
-          f"batches of {args.window_batch})")
-    print(f"adapter:   {adapter_seconds:7.2f} s  {subwords / adapter_seconds:10,.0f} subwords/s "
-          f"({len(ids) / adapter_seconds:,.0f} word-level tokens/s)")
+    print(
+        f"model {name} on {args.device}; {len(ids):,} word-level tokens, {subwords:,} subwords, "
+        f"{sum(len(w) for w in windows)} windows of {args.max_context} (stride {args.stride}, "
+        f"batches of {args.window_batch})"
+    )
+    print(
+        f"adapter:   {adapter_seconds:7.2f} s  {subwords / adapter_seconds:10,.0f} subwords/s "
+        f"({len(ids) / adapter_seconds:,.0f} word-level tokens/s)"
+    )
     print(f"bare loop: {bare_seconds:7.2f} s  {subwords / bare_seconds:10,.0f} subwords/s")
     print(f"ratio (adapter time / bare time): {adapter_seconds / bare_seconds:.3f}")
 

@@ -19,10 +19,10 @@ import argparse
 import numpy as np
 import torch
 
-from harness.datasets import load_dataset
 from baselines import checkpoint as checkpoints
 from baselines.scoring import detach_state
 from baselines.training import PRESETS, chunk_loss, parameter_groups, step_seed, training_streams
+from harness.datasets import load_dataset
 
 
 def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: float) -> None:
@@ -37,8 +37,8 @@ def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: 
     generator = torch.Generator()
     for step in range(args.steps):
         begin = step * args.bptt
-        inputs = streams[:, begin:begin + args.bptt]
-        targets = streams[:, begin + 1:begin + args.bptt + 1]
+        inputs = streams[:, begin : begin + args.bptt]
+        targets = streams[:, begin + 1 : begin + args.bptt + 1]
         generator.manual_seed(step_seed(args.seed, 1, step, 0))
         output = model(inputs, targets, state, generator, analyze=True)
         loss = chunk_loss(output, args.loss)
@@ -49,9 +49,12 @@ def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: 
         state = detach_state(output.state)
         if step % args.every == 0 or step == args.steps - 1:
             gate = output.analysis["gate"]  # [B, T]
-            print(f"pointer lr scale {scale:g}  step {step:4d}  train loss {chunk_loss(output, 'mean'):6.3f}  "
-                  f"gate mean {gate.mean():.3f}  min {gate.min():.3f}  "
-                  f"std {gate.std():.3f}", flush=True)
+            print(
+                f"pointer lr scale {scale:g}  step {step:4d}  train loss {chunk_loss(output, 'mean'):6.3f}  "
+                f"gate mean {gate.mean():.3f}  min {gate.min():.3f}  "
+                f"std {gate.std():.3f}",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -73,8 +76,10 @@ def main() -> None:
     dataset = load_dataset("ptb", data_dir=args.data_dir)
     streams = training_streams(np.asarray(dataset.tokens("train").ids), args.batch_size)
     config = dict(PRESETS[args.preset], window=100, vocab_size=len(dataset.vocab))
-    print(f"recipe: loss {args.loss}, lr {args.lr:g}, clip {args.clip:g}, batch {args.batch_size}, "
-          f"bptt {args.bptt}, preset {args.preset}")
+    print(
+        f"recipe: loss {args.loss}, lr {args.lr:g}, clip {args.clip:g}, batch {args.batch_size}, "
+        f"bptt {args.bptt}, preset {args.preset}"
+    )
     for scale in args.pointer_lr_scale:
         probe(streams, config, args, scale)
 

@@ -49,8 +49,7 @@ def build_corpus(wikitext2: Path, out: Path, copies: int, types: int) -> dict[st
     base_types = len(counts) + 1  # + <eos>
     per_copy = max(0, -(-(types - base_types) // max(copies - 1, 1)))
     # The rarest types get a new spelling in each copy after the first.
-    rarest = sorted((token for token in counts if token != "<unk>"),
-                    key=lambda token: (counts[token], token))
+    rarest = sorted((token for token in counts if token != "<unk>"), key=lambda token: (counts[token], token))
     renamed = set(rarest[:per_copy])
     touched = [i for i, line in enumerate(lines) if renamed.intersection(line.split())]
     with (out / "wiki.train.tokens").open("w", encoding="utf-8") as handle:
@@ -58,8 +57,11 @@ def build_corpus(wikitext2: Path, out: Path, copies: int, types: int) -> dict[st
         for copy in range(1, copies):
             copy_lines = list(lines)
             for i in touched:
-                copy_lines[i] = " " + " ".join(f"{token}~{copy}" if token in renamed else token
-                                               for token in lines[i].split()) + " "
+                copy_lines[i] = (
+                    " "
+                    + " ".join(f"{token}~{copy}" if token in renamed else token for token in lines[i].split())
+                    + " "
+                )
             handle.write("\n".join(copy_lines) + "\n")
     for split in ("valid", "test"):
         (out / f"wiki.{split}.tokens").write_bytes((wikitext2 / f"wiki.{split}.tokens").read_bytes())
@@ -70,8 +72,9 @@ def build_corpus(wikitext2: Path, out: Path, copies: int, types: int) -> dict[st
 def export_baseline(ref: str, where: Path) -> Path:
     """``git archive REF harness`` into ``where``; returns the directory to put on PYTHONPATH."""
     where.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", ref, "harness"], cwd=REPO, capture_output=True,
-                             check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", ref, "harness"], cwd=REPO, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
     return where
 
@@ -126,8 +129,11 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=49)
     parser.add_argument("--types", type=int, default=267_000)
     parser.add_argument("--later-runs", type=int, default=2)
-    parser.add_argument("--baseline-ref", default=BASELINE_REF,
-                        help="git commit of today's path (default: %(default)s); 'none' skips it")
+    parser.add_argument(
+        "--baseline-ref",
+        default=BASELINE_REF,
+        help="git commit of today's path (default: %(default)s); 'none' skips it",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args()
     wikitext2 = Path(args.data_dir) / "wikitext-2"
@@ -136,19 +142,37 @@ def main() -> None:
     began = time.perf_counter()
     sizes = build_corpus(wikitext2, corpus, args.copies, args.types)
     megabytes = (corpus / "wiki.train.tokens").stat().st_size / 1e6
-    print(f"synthetic train: {sizes['tokens']:,} tokens, {sizes['types']:,} types, "
-          f"{megabytes:,.0f} MB (built in {time.perf_counter() - began:.0f} s) in {corpus}")
+    print(
+        f"synthetic train: {sizes['tokens']:,} tokens, {sizes['types']:,} types, "
+        f"{megabytes:,.0f} MB (built in {time.perf_counter() - began:.0f} s) in {corpus}"
+    )
 
-    command = [sys.executable, "-m", "harness", "eval", "unigram", "--dataset", str(corpus),
-               "--split", "test"]
-    base_env = {key: value for key, value in os.environ.items()
-                if key not in ("PYTHONPATH", "HARNESS_DATA_DIR")}
+    command = [
+        sys.executable,
+        "-m",
+        "harness",
+        "eval",
+        "unigram",
+        "--dataset",
+        str(corpus),
+        "--split",
+        "test",
+    ]
+    base_env = {
+        key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "HARNESS_DATA_DIR")
+    }
     rows = []
     if args.baseline_ref != "none":
         old = export_baseline(args.baseline_ref, temporary / "baseline")
         env = {**base_env, "PYTHONPATH": str(old), "HARNESS_CACHE_DIR": str(temporary / "old-cache")}
-        where = subprocess.run([sys.executable, "-c", "import harness; print(harness.__file__)"],
-                               env=env, cwd=temporary, capture_output=True, text=True, check=True)
+        where = subprocess.run(
+            [sys.executable, "-c", "import harness; print(harness.__file__)"],
+            env=env,
+            cwd=temporary,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert where.stdout.startswith(str(old)), where.stdout
         rows.append((f"today's path ({args.baseline_ref})", *run(command, env, temporary)))
     env = {**base_env, "HARNESS_CACHE_DIR": str(temporary / "cache")}
@@ -156,8 +180,10 @@ def main() -> None:
     for number in range(1, args.later_runs + 1):
         rows.append((f"token cache, later run {number}", *run(command, env, temporary)))
 
-    print(f"\n{'`python -m harness eval unigram --split test`':<46} {'wall s':>8} {'cpu s':>7} "
-          f"{'peak RSS GB':>12}  perplexity")
+    print(
+        f"\n{'`python -m harness eval unigram --split test`':<46} {'wall s':>8} {'cpu s':>7} "
+        f"{'peak RSS GB':>12}  perplexity"
+    )
     for label, seconds, cpu, rss, stdout in rows:
         print(f"{label:<46} {seconds:>8.1f} {cpu:>7.1f} {rss:>12.2f}  {perplexity(stdout)}")
     if len({perplexity(stdout) for *_, stdout in rows}) != 1:

@@ -27,8 +27,22 @@ UNSPLIT_NUMBER = re.compile(r"\d[,.]\d")
 #: An ASCII hyphen between two letters or digits inside one token: a hyphen left unsplit.
 UNSPLIT_HYPHEN = re.compile(r"[^\W_]-[^\W_]")
 #: Single tokens whose counts show the tokenizer's conventions.
-MARKERS = ("@-@", "@,@", "@.@", "-", "–", "—", '"', "'s", "n't", "'t", "&quot;", "&amp;", "&apos;",
-           "<formula>")
+MARKERS = (
+    "@-@",
+    "@,@",
+    "@.@",
+    "-",
+    "–",
+    "—",
+    '"',
+    "'s",
+    "n't",
+    "'t",
+    "&quot;",
+    "&amp;",
+    "&apos;",
+    "<formula>",
+)
 
 
 def heading_level(line: str) -> int:
@@ -49,6 +63,7 @@ def measure_split(path: Path) -> tuple[dict, Counter]:
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines(keepends=True)
     kinds = [kind_of(line) for line in lines]
+
     def framed(index: int) -> bool:
         """Whether line ``index`` has a blank line on each side."""
         return 0 < index < len(kinds) - 1 and kinds[index - 1] == kinds[index + 1] == "blank"
@@ -73,8 +88,7 @@ def measure_split(path: Path) -> tuple[dict, Counter]:
     empty_sections = 0
     for index in headings:
         following = next((j for j in range(index + 1, len(kinds)) if kinds[j] != "blank"), None)
-        if following is None or following in headings \
-                and int(kinds[following][7:]) <= int(kinds[index][7:]):
+        if following is None or following in headings and int(kinds[following][7:]) <= int(kinds[index][7:]):
             empty_sections += 1
     tokens: Counter = Counter()
     heading_tokens: Counter = Counter()
@@ -82,45 +96,47 @@ def measure_split(path: Path) -> tuple[dict, Counter]:
         words = line.split()
         tokens.update(words)
         if kind.startswith("heading"):
-            heading_tokens.update(words[heading_level(line):len(words) - heading_level(line)])
+            heading_tokens.update(words[heading_level(line) : len(words) - heading_level(line)])
     pairs = Counter(zip(kinds, kinds[1:]))
-    blank_between_paragraphs = sum(1 for a, b, c in zip(kinds, kinds[1:], kinds[2:])
-                                   if (a, b, c) == ("paragraph", "blank", "paragraph"))
+    blank_between_paragraphs = sum(
+        1 for a, b, c in zip(kinds, kinds[1:], kinds[2:]) if (a, b, c) == ("paragraph", "blank", "paragraph")
+    )
 
     word_count = sum(tokens.values())
-    return {
-        "bytes": len(text.encode("utf-8")),
-        "lines": len(lines),
-        "line_kinds": dict(sorted(Counter(kinds).items())),  # headings: framed ones only
-        "whitespace": {
-            "lines_not_starting_with_space": sum(not line.startswith(" ") for line in lines),
-            "lines_not_ending_with_space_newline": sum(not line.endswith(" \n") for line in lines),
-            "lines_with_two_spaces_in_a_row": sum("  " in line for line in lines),
-            "empty_lines": sum(line == "\n" for line in lines),
-            "tabs": text.count("\t"),
-            "carriage_returns": text.count("\r"),
-            "file_starts_with_blank_line": lines[0] == BLANK,
+    return (
+        {
+            "bytes": len(text.encode("utf-8")),
+            "lines": len(lines),
+            "line_kinds": dict(sorted(Counter(kinds).items())),  # headings: framed ones only
+            "whitespace": {
+                "lines_not_starting_with_space": sum(not line.startswith(" ") for line in lines),
+                "lines_not_ending_with_space_newline": sum(not line.endswith(" \n") for line in lines),
+                "lines_with_two_spaces_in_a_row": sum("  " in line for line in lines),
+                "empty_lines": sum(line == "\n" for line in lines),
+                "tabs": text.count("\t"),
+                "carriage_returns": text.count("\r"),
+                "file_starts_with_blank_line": lines[0] == BLANK,
+            },
+            "heading_shaped_lines": len(shaped),
+            "heading_shaped_paragraph_lines": len(shaped) - len(headings),
+            "articles": len(titles),
+            "blank_lines_before_article_titles": dict(sorted(before_title.items())),
+            "headings_with_an_empty_section": empty_sections,
+            "last_two_lines": kinds[-2:],
+            "paragraph_followed_by_paragraph": pairs[("paragraph", "paragraph")],
+            "paragraph_blank_paragraph": blank_between_paragraphs,
+            "tokens": word_count,
+            "tokens_with_eos": word_count + len(lines),
+            "unk": tokens["<unk>"],
+            "unk_rate_with_eos": round(tokens["<unk>"] / (word_count + len(lines)), 5),
+            "unk_in_headings": heading_tokens["<unk>"],
+            "markers": {marker: tokens[marker] for marker in MARKERS},
+            "unsplit_numbers": sum(count for token, count in tokens.items() if UNSPLIT_NUMBER.search(token)),
+            "unsplit_hyphens": sum(count for token, count in tokens.items() if UNSPLIT_HYPHEN.search(token)),
+            "types": len(tokens),
         },
-        "heading_shaped_lines": len(shaped),
-        "heading_shaped_paragraph_lines": len(shaped) - len(headings),
-        "articles": len(titles),
-        "blank_lines_before_article_titles": dict(sorted(before_title.items())),
-        "headings_with_an_empty_section": empty_sections,
-        "last_two_lines": kinds[-2:],
-        "paragraph_followed_by_paragraph": pairs[("paragraph", "paragraph")],
-        "paragraph_blank_paragraph": blank_between_paragraphs,
-        "tokens": word_count,
-        "tokens_with_eos": word_count + len(lines),
-        "unk": tokens["<unk>"],
-        "unk_rate_with_eos": round(tokens["<unk>"] / (word_count + len(lines)), 5),
-        "unk_in_headings": heading_tokens["<unk>"],
-        "markers": {marker: tokens[marker] for marker in MARKERS},
-        "unsplit_numbers": sum(count for token, count in tokens.items()
-                               if UNSPLIT_NUMBER.search(token)),
-        "unsplit_hyphens": sum(count for token, count in tokens.items()
-                               if UNSPLIT_HYPHEN.search(token)),
-        "types": len(tokens),
-    }, tokens
+        tokens,
+    )
 
 
 def measure(directory: Path) -> dict:
@@ -132,11 +148,13 @@ def measure(directory: Path) -> dict:
     report["vocabulary"] = {
         "train_types": len(train),
         "with_eos": len(train) + ("<eos>" not in train),
-        "smallest_train_count_of_a_kept_type": min(count for token, count in train.items()
-                                                   if token != "<unk>"),
+        "smallest_train_count_of_a_kept_type": min(
+            count for token, count in train.items() if token != "<unk>"
+        ),
         "train_types_by_count_below_5": dict(sorted(rare.items())),
-        "valid_test_types_not_in_train": sum(1 for split in ("valid", "test")
-                                             for token in counts[split] if token not in train),
+        "valid_test_types_not_in_train": sum(
+            1 for split in ("valid", "test") for token in counts[split] if token not in train
+        ),
     }
     return report
 

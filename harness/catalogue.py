@@ -54,12 +54,19 @@ _WIKITEXT_URLS = (
 _WIKITEXT_CITATION = "Merity et al. 2016, Pointer Sentinel Mixture Models"
 
 
-def _wikitext(name: str, archive: str, archive_sha256: str, approx_mb: float, extension: str,
-              file_sha256: Mapping[str, str] | None = None) -> Benchmark:
+def _wikitext(
+    name: str,
+    archive: str,
+    archive_sha256: str,
+    approx_mb: float,
+    extension: str,
+    file_sha256: Mapping[str, str] | None = None,
+) -> Benchmark:
     split_files = {split: f"wiki.{split}.{extension}" for split in SPLITS}
     members = {f"{name}/{filename}": filename for filename in split_files.values()}
-    source = RemoteFile(archive, tuple(url.format(archive) for url in _WIKITEXT_URLS),
-                        archive_sha256, approx_mb, members)
+    source = RemoteFile(
+        archive, tuple(url.format(archive) for url in _WIKITEXT_URLS), archive_sha256, approx_mb, members
+    )
     return Benchmark(name, split_files, file_sha256 or {}, (source,), _WIKITEXT_CITATION)
 
 
@@ -75,13 +82,18 @@ BENCHMARKS: dict[str, Benchmark] = {
         "ptb",
         {split: f"ptb.{split}.txt" for split in SPLITS},
         _PTB_SHA256,
-        tuple(RemoteFile(name, (_PTB_URL.format(name),), sha, _PTB_MB[name])
-              for name, sha in _PTB_SHA256.items()),
+        tuple(
+            RemoteFile(name, (_PTB_URL.format(name),), sha, _PTB_MB[name])
+            for name, sha in _PTB_SHA256.items()
+        ),
         "Mikolov et al. 2010 (Penn Treebank, Mikolov's preprocessing)",
     ),
     "wikitext-2": _wikitext(
-        "wikitext-2", "wikitext-2-v1.zip",
-        "92675f1d63015c1c8b51f1656a52d5bdbc33aafa60cc47a218a66e7ee817488c", 4.5, "tokens",
+        "wikitext-2",
+        "wikitext-2-v1.zip",
+        "92675f1d63015c1c8b51f1656a52d5bdbc33aafa60cc47a218a66e7ee817488c",
+        4.5,
+        "tokens",
         {
             "wiki.train.tokens": "9e9fa1ad55b1c2c95b08e37dd8e653f638fac2c6de904b79e813611eefbc985f",
             "wiki.valid.tokens": "f0737ed31fc1329026e95cb8b98e19c2a182c39c240ab909dc31abf2f8af58e8",
@@ -89,16 +101,25 @@ BENCHMARKS: dict[str, Benchmark] = {
         },
     ),
     "wikitext-103": _wikitext(
-        "wikitext-103", "wikitext-103-v1.zip",
-        "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590", 181, "tokens",
+        "wikitext-103",
+        "wikitext-103-v1.zip",
+        "242ba0f20b329cfdf1ccc61e9e9e5b59becf189db7f7a81cd2a0e2fc31539590",
+        181,
+        "tokens",
     ),
     "wikitext-2-raw": _wikitext(
-        "wikitext-2-raw", "wikitext-2-raw-v1.zip",
-        "ef7edb566e3e2b2d31b29c1fdb0c89a4cc683597484c3dc2517919c615435a11", 4.7, "raw",
+        "wikitext-2-raw",
+        "wikitext-2-raw-v1.zip",
+        "ef7edb566e3e2b2d31b29c1fdb0c89a4cc683597484c3dc2517919c615435a11",
+        4.7,
+        "raw",
     ),
     "wikitext-103-raw": _wikitext(
-        "wikitext-103-raw", "wikitext-103-raw-v1.zip",
-        "91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794", 183, "raw",
+        "wikitext-103-raw",
+        "wikitext-103-raw-v1.zip",
+        "91c00ae287f0d699e18605c84afc9e45c192bc6b7797ff8837e5474655a33794",
+        183,
+        "raw",
     ),
 }
 

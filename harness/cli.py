@@ -5,22 +5,38 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from harness.catalogue import BENCHMARKS, PAPER_BENCHMARKS
-from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
-                                existing_dir, non_negative_float, non_negative_int, positive_int,
-                                run)
+from harness.cli_common import (
+    ArgumentParser,
+    UsageError,
+    check_output_dir,
+    check_output_file,
+    existing_dir,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    run,
+)
 from harness.datasets import Dataset, DatasetError, load_dataset, locate_benchmark
 from harness.devices import resolve_device
 from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate, split_ids
 from harness.files import write_atomically
 from harness.format import SPLITS
-from harness.plugin import (ModelUnavailable, PluginError, create_model, discover_plugins,
-                            load_factory, parse_model_args, plugin_metadata)
+from harness.plugin import (
+    ModelUnavailable,
+    PluginError,
+    create_model,
+    discover_plugins,
+    load_factory,
+    parse_model_args,
+    plugin_metadata,
+)
 from harness.results import result_record, token_log_probs_name
 
 #: The error types of the harness whose message is a one-line user error.
@@ -29,17 +45,25 @@ USER_ERRORS = (DatasetError, PluginError, ModelUnavailable)
 
 def _summary_line(record: dict[str, Any]) -> str:
     speed = record["tokens_per_second"]
-    return (f"{record['model']} on {record['dataset']}/{record['split']}: perplexity "
-            f"{record['perplexity']:.2f} ({record['nll']:.4f} nats, {record['bits_per_token']:.3f} "
-            f"bits per token; {record['tokens']:,} tokens in {record['runtime_seconds']:.1f} s"
-            + (f", {speed:,.0f} tokens/s" if speed else "") + ")")
+    return (
+        f"{record['model']} on {record['dataset']}/{record['split']}: perplexity "
+        f"{record['perplexity']:.2f} ({record['nll']:.4f} nats, {record['bits_per_token']:.3f} "
+        f"bits per token; {record['tokens']:,} tokens in {record['runtime_seconds']:.1f} s"
+        + (f", {speed:,.0f} tokens/s" if speed else "")
+        + ")"
+    )
 
 
 def _table(records: list[dict[str, Any]]) -> str:
-    header = f"{'dataset':<16} {'split':<6} {'tokens':>11} {'perplexity':>11} {'nll':>8} {'bits':>7} {'seconds':>8}"
-    rows = [f"{r['dataset']:<16} {r['split']:<6} {r['tokens']:>11,} {r['perplexity']:>11.2f} "
-            f"{r['nll']:>8.4f} {r['bits_per_token']:>7.3f} {r['runtime_seconds']:>8.1f}"
-            for r in records]
+    header = (
+        f"{'dataset':<16} {'split':<6} {'tokens':>11} {'perplexity':>11} "
+        f"{'nll':>8} {'bits':>7} {'seconds':>8}"
+    )
+    rows = [
+        f"{r['dataset']:<16} {r['split']:<6} {r['tokens']:>11,} {r['perplexity']:>11.2f} "
+        f"{r['nll']:>8.4f} {r['bits_per_token']:>7.3f} {r['runtime_seconds']:>8.1f}"
+        for r in records
+    ]
     return "\n".join([f"model: {records[0]['model']}", header, *rows])
 
 
@@ -50,8 +74,11 @@ def _plan_datasets(args: argparse.Namespace) -> list[str]:
     found = []
     for name in PAPER_BENCHMARKS:
         if locate_benchmark(name, args.data_dir) is None:
-            print(f"{name}: not found locally; `python -m harness download {name}` fetches it "
-                  f"(about {BENCHMARKS[name].approx_mb:g} MB)", file=sys.stderr)
+            print(
+                f"{name}: not found locally; `python -m harness download {name}` fetches it "
+                f"(about {BENCHMARKS[name].approx_mb:g} MB)",
+                file=sys.stderr,
+            )
         else:
             found.append(name)
     return found
@@ -67,16 +94,19 @@ def _check_outputs(args: argparse.Namespace, inputs: list[Path]) -> None:
         check_output_dir(args.output_dir, "--output-dir")
 
 
-def _output_paths(args: argparse.Namespace, plugin: str, model_args: dict[str, Any],
-                  dataset: Dataset, split: str) -> tuple[Path | None, Path | None]:
+def _output_paths(
+    args: argparse.Namespace, plugin: str, model_args: dict[str, Any], dataset: Dataset, split: str
+) -> tuple[Path | None, Path | None]:
     """Where one evaluation's record (JSON) and token log-probabilities (.npy) go, if anywhere."""
     if args.output_dir is not None:
         arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
         identity = plugin.replace(":", "-")  # module:attribute, a portable file name
         record = Path(args.output_dir) / f"{identity}{arguments}.{dataset.name}.{split}.json"
         return record, record.with_name(token_log_probs_name(record.name))
-    return (Path(args.output) if args.output else None,
-            Path(args.save_token_logprobs) if args.save_token_logprobs else None)
+    return (
+        Path(args.output) if args.output else None,
+        Path(args.save_token_logprobs) if args.save_token_logprobs else None,
+    )
 
 
 def command_eval(args: argparse.Namespace) -> int:
@@ -87,8 +117,9 @@ def command_eval(args: argparse.Namespace) -> int:
     splits = list(dict.fromkeys(args.split))
     single_file_outputs = args.output is not None or args.save_token_logprobs is not None
     if single_file_outputs and (len(names) != 1 or len(splits) != 1):
-        raise UsageError("--output and --save-token-logprobs take one dataset and one split; "
-                         "use --output-dir for several")
+        raise UsageError(
+            "--output and --save-token-logprobs take one dataset and one split; use --output-dir for several"
+        )
     if args.checkpoint is not None and len(names) != 1:
         raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
     device = resolve_device(args.device)
@@ -101,33 +132,49 @@ def command_eval(args: argparse.Namespace) -> int:
     records = []
     for dataset in datasets:
         try:
-            model = create_model(factory, plugin, dataset, device=device,
-                                 checkpoint=args.checkpoint, model_args=model_args)
-        except ModelUnavailable as reason:
+            model = create_model(
+                factory, plugin, dataset, device=device, checkpoint=args.checkpoint, model_args=model_args
+            )
+        except ModelUnavailable as unavailable:
             if args.dataset:
                 raise
-            print(f"{dataset.name}: {reason}", file=sys.stderr)
+            print(f"{dataset.name}: {unavailable}", file=sys.stderr)
             continue
         for split in splits:
             json_path, npy_path = _output_paths(args, plugin, model_args, dataset, split)
             evaluation = evaluate(
-                model, dataset.tokens(split).ids, eos_id=dataset.vocab.eos_id,
-                vocab_size=len(dataset.vocab), batch_size=args.batch_size, bptt=args.bptt,
-                audit_positions=args.audit, causality_points=args.causality_audit,
+                model,
+                dataset.tokens(split).ids,
+                eos_id=dataset.vocab.eos_id,
+                vocab_size=len(dataset.vocab),
+                batch_size=args.batch_size,
+                bptt=args.bptt,
+                audit_positions=args.audit,
+                causality_points=args.causality_audit,
                 causality_tolerance=args.causality_tolerance,
-                keep_token_log_probs=npy_path is not None, name=f"{plugin} {dataset.name}/{split}")
+                keep_token_log_probs=npy_path is not None,
+                name=f"{plugin} {dataset.name}/{split}",
+            )
             record = result_record(
-                plugin=plugin, model_args=model_args,
-                checkpoint=args.checkpoint or getattr(model, "checkpoint", None), dataset=dataset,
-                split=split, evaluation=evaluation, batch_size=args.batch_size, bptt=args.bptt,
-                num_parameters=getattr(model, "num_parameters", None), device=device,
+                plugin=plugin,
+                model_args=model_args,
+                checkpoint=args.checkpoint or getattr(model, "checkpoint", None),
+                dataset=dataset,
+                split=split,
+                evaluation=evaluation,
+                batch_size=args.batch_size,
+                bptt=args.bptt,
+                num_parameters=getattr(model, "num_parameters", None),
+                device=device,
                 token_log_probs_file=str(npy_path) if npy_path else None,
-                plugin_metadata=plugin_metadata(model, plugin))
+                plugin_metadata=plugin_metadata(model, plugin),
+            )
             for reason in record["unaudited_reasons"]:
                 print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
             print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing
             if npy_path is not None:
-                write_atomically(npy_path, lambda handle: np.save(handle, evaluation.token_log_probs))
+                assert evaluation.token_log_probs is not None  # keep_token_log_probs was set
+                write_atomically(npy_path, partial(np.save, arr=evaluation.token_log_probs))
             if json_path is not None:
                 write_atomically(json_path, json.dumps(record, indent=2) + "\n")
             records.append(record)
@@ -164,50 +211,89 @@ def command_download(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="python -m harness",
-                            description="Exact word-level perplexity for any LM plugin.")
+    parser = ArgumentParser(
+        prog="python -m harness", description="Exact word-level perplexity for any LM plugin."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     data_dir = ArgumentParser(add_help=False)
-    data_dir.add_argument("--data-dir", type=existing_dir, metavar="DIR",
-                          help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
-                               "the user cache and downloading)")
+    data_dir.add_argument(
+        "--data-dir",
+        type=existing_dir,
+        metavar="DIR",
+        help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
+        "the user cache and downloading)",
+    )
 
-    evaluation = commands.add_parser("eval", parents=[data_dir], help="evaluate a plugin",
-                                     description="Evaluate a language-model plugin under the papers' protocol.")
+    evaluation = commands.add_parser(
+        "eval",
+        parents=[data_dir],
+        help="evaluate a plugin",
+        description="Evaluate a language-model plugin under the papers' protocol.",
+    )
     evaluation.add_argument("plugin", help="module path (my_pkg.my_model) or registered plugin name")
-    evaluation.add_argument("--dataset", nargs="+", metavar="NAME",
-                            help=f"benchmarks ({', '.join(BENCHMARKS)}) or directories; default: "
-                                 "every paper benchmark found locally")
+    evaluation.add_argument(
+        "--dataset",
+        nargs="+",
+        metavar="NAME",
+        help=f"benchmarks ({', '.join(BENCHMARKS)}) or directories; default: "
+        "every paper benchmark found locally",
+    )
     evaluation.add_argument("--split", nargs="+", choices=SPLITS, default=["test"])
     evaluation.add_argument("--checkpoint", help="passed to the plugin's factory")
     evaluation.add_argument("--model-args", metavar="K=V,...", help="keyword arguments for the factory")
     evaluation.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: auto)")
-    evaluation.add_argument("--batch-size", type=positive_int, default=1,
-                            help="contiguous streams scored together (default 1, the papers' test protocol)")
-    evaluation.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default 100)")
-    evaluation.add_argument("--audit", type=non_negative_int, default=8, metavar="N",
-                            help="positions whose full distribution is checked (default 8; 0: off)")
-    evaluation.add_argument("--causality-audit", type=non_negative_int, default=4, metavar="N",
-                            help="positions at which the harness checks that no score depends on the "
-                                 "token it predicts or a later one (default 4; 0: off)")
-    evaluation.add_argument("--causality-tolerance", type=non_negative_float, metavar="X",
-                            help="largest run-to-run change of a log-probability accepted by the "
-                                 "causality audit (default 0, or "
-                                 f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)")
+    evaluation.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=1,
+        help="contiguous streams scored together (default 1, the papers' test protocol)",
+    )
+    evaluation.add_argument(
+        "--bptt", type=positive_int, default=100, help="positions per chunk (default 100)"
+    )
+    evaluation.add_argument(
+        "--audit",
+        type=non_negative_int,
+        default=8,
+        metavar="N",
+        help="positions whose full distribution is checked (default 8; 0: off)",
+    )
+    evaluation.add_argument(
+        "--causality-audit",
+        type=non_negative_int,
+        default=4,
+        metavar="N",
+        help="positions at which the harness checks that no score depends on the "
+        "token it predicts or a later one (default 4; 0: off)",
+    )
+    evaluation.add_argument(
+        "--causality-tolerance",
+        type=non_negative_float,
+        metavar="X",
+        help="largest run-to-run change of a log-probability accepted by the "
+        "causality audit (default 0, or "
+        f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)",
+    )
     evaluation.add_argument("--output", metavar="FILE.json", help="write the result record")
-    evaluation.add_argument("--save-token-logprobs", metavar="FILE.npy",
-                            help="save the per-token log-probabilities in stream order")
-    evaluation.add_argument("--output-dir", metavar="DIR",
-                            help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy "
-                            "per evaluation")
+    evaluation.add_argument(
+        "--save-token-logprobs",
+        metavar="FILE.npy",
+        help="save the per-token log-probabilities in stream order",
+    )
+    evaluation.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy per evaluation",
+    )
     evaluation.set_defaults(handler=command_eval)
 
     listing = commands.add_parser("list", parents=[data_dir], help="known datasets and plugins")
     listing.set_defaults(handler=command_list)
 
-    fetch = commands.add_parser("download", parents=[data_dir],
-                                help="download and verify benchmarks into the user cache")
+    fetch = commands.add_parser(
+        "download", parents=[data_dir], help="download and verify benchmarks into the user cache"
+    )
     fetch.add_argument("names", nargs="+", metavar="NAME")
     fetch.set_defaults(handler=command_download)
     return parser

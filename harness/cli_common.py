@@ -49,9 +49,13 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *,
-        errors: tuple[type[Exception], ...] = (),
-        interrupted: str = "interrupted") -> int:
+def run(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    *,
+    errors: tuple[type[Exception], ...] = (),
+    interrupted: str = "interrupted",
+) -> int:
     """Parse ``argv`` and call the chosen subcommand's ``handler``; returns the exit status.
 
     Args:
@@ -60,10 +64,11 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *,
         errors: the tool's own error types whose message is a one-line user error.
         interrupted: the line printed on Ctrl-C (say how to resume, where a command can).
     """
+    user_errors: tuple[type[Exception], ...] = (UsageError, *errors)
     try:
         args = parser.parse_args(argv)
         return args.handler(args)
-    except (UsageError, *errors) as error:
+    except user_errors as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -72,6 +77,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *,
 
 
 # ---- argparse types ------------------------------------------------------------------------------
+
 
 def _integer(text: str) -> int:
     try:
@@ -127,6 +133,7 @@ def existing_dir(text: str) -> Path:
 
 # ---- output paths --------------------------------------------------------------------------------
 
+
 def _nearest_existing(path: Path) -> Path:
     """``path`` itself if it exists, else its nearest existing ancestor (what ``mkdir -p`` and
     the write will need to be allowed to write in)."""
@@ -146,8 +153,9 @@ def _check_writable_directory(path: Path, option: str, shown: Path) -> None:
         raise UsageError(f"{option} {shown}: cannot write in {path} ({reason})")
 
 
-def check_output_file(path: str | os.PathLike, option: str, *,
-                      inputs: Iterable[str | os.PathLike] = ()) -> Path:
+def check_output_file(
+    path: str | os.PathLike, option: str, *, inputs: Iterable[str | os.PathLike] = ()
+) -> Path:
     """Refuse, before any work, an output file that cannot be written or would overwrite one of
     the command's ``inputs``; returns the path. ``option`` names it in the message."""
     path = Path(path)
@@ -155,8 +163,9 @@ def check_output_file(path: str | os.PathLike, option: str, *,
         raise UsageError(f"{option} {path}: is a directory; name a file")
     for source in inputs:
         if Path(source).exists() and path.exists() and os.path.samefile(path, source):
-            raise UsageError(f"{option} {path}: is an input of this command ({source}); refusing "
-                             "to overwrite it")
+            raise UsageError(
+                f"{option} {path}: is an input of this command ({source}); refusing to overwrite it"
+            )
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{option} {path}: the file is read-only")
     _check_writable_directory(_nearest_existing(path.parent), option, path)

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 import numpy as np
 
@@ -68,6 +68,7 @@ class Vocabulary:
     """Token types of a train split, most frequent first (ties in order of first occurrence)."""
 
     tokens: tuple[str, ...]
+    _index: dict[str, int] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_index", {token: i for i, token in enumerate(self.tokens)})
@@ -193,8 +194,9 @@ def _reading(name: str, path: Path) -> Iterator[None]:
         raise DatasetError(f"{name}: cannot read {path}: {error.strerror}") from None
 
 
-def _line_blocks(handle: BinaryIO, start: int = 0,
-                 end: int | None = None) -> Iterator[tuple[bytes, bool, int]]:
+def _line_blocks(
+    handle: IO[bytes], start: int = 0, end: int | None = None
+) -> Iterator[tuple[bytes, bool, int]]:
     """Bytes ``start .. end`` (``None``: to the end) of an open split file, positioned at
     ``start``, as ``(whole lines, is the last block, offset in the file)``, read
     ``READ_BLOCK_BYTES`` at a time. The last block may lack its final newline."""
@@ -216,8 +218,9 @@ def _line_blocks(handle: BinaryIO, start: int = 0,
             return
 
 
-def _first_occurrence_ids(table: _TypeTable, blocks: Iterable[tuple[bytes, bool, int]],
-                          path: Path) -> list[np.ndarray]:
+def _first_occurrence_ids(
+    table: _TypeTable, blocks: Iterable[tuple[bytes, bool, int]], path: Path
+) -> list[np.ndarray]:
     """The ids (int32 ``[n_i]`` per block) of each block's tokens in ``table``, which gains
     the new types in order of first occurrence."""
     encoded = []
@@ -266,7 +269,7 @@ def _stamp(path: Path) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def _open_split(path: Path) -> BinaryIO:
+def _open_split(path: Path) -> IO[bytes]:
     """The split file's bytes (decompressed for ``NAME.xz``)."""
     return lzma.open(path) if path.name.endswith(COMPRESSED_SUFFIX) else path.open("rb")
 
@@ -282,8 +285,9 @@ class Dataset:
             or those of a ``SHA256SUMS`` file beside it); files without one are read unverified.
     """
 
-    def __init__(self, name: str, directory: Path, split_files: Mapping[str, str],
-                 expected_sha256: Mapping[str, str]) -> None:
+    def __init__(
+        self, name: str, directory: Path, split_files: Mapping[str, str], expected_sha256: Mapping[str, str]
+    ) -> None:
         self.name = name
         self.directory = directory
         self.split_files = dict(split_files)
@@ -299,8 +303,9 @@ class Dataset:
         """The split's file: ``NAME``, else its compressed form ``NAME.xz`` when only that exists."""
         if split not in self.split_files:
             raise DatasetError(f"{self.name}: unknown split {split!r} (known: {', '.join(self.split_files)})")
-        return _stored_file(self.directory, self.split_files[split]) or \
-            self.directory / self.split_files[split]
+        return (
+            _stored_file(self.directory, self.split_files[split]) or self.directory / self.split_files[split]
+        )
 
     def is_verified(self, split: str) -> bool:
         """Whether ``split`` has a known checksum that its file is checked against."""
@@ -309,12 +314,17 @@ class Dataset:
     def _check(self, split: str, digest: str) -> str:
         expected = self.expected_sha256.get(self.split_files[split])
         if expected is not None and digest != expected:
-            advice = ("the file is corrupted or not the canonical release; delete it to download "
-                      "it again") if self.name in BENCHMARKS else (
-                f"the file changed after its {CHECKSUM_FILE} was written: rebuild the corpus with "
-                "`python -m wikitext_builder`, or restore the file")
-            raise DatasetError(f"{self.path(split)}: sha256 mismatch (expected {expected}, got "
-                               f"{digest}): {advice}")
+            advice = (
+                ("the file is corrupted or not the canonical release; delete it to download it again")
+                if self.name in BENCHMARKS
+                else (
+                    f"the file changed after its {CHECKSUM_FILE} was written: rebuild the corpus with "
+                    "`python -m wikitext_builder`, or restore the file"
+                )
+            )
+            raise DatasetError(
+                f"{self.path(split)}: sha256 mismatch (expected {expected}, got {digest}): {advice}"
+            )
         return digest
 
     def verify(self, split: str) -> str:
@@ -329,19 +339,19 @@ class Dataset:
             self._sha256[split] = self._check(split, digest.hexdigest())
         return self._sha256[split]
 
-    def _encode(self, split: str, vocab: Vocabulary | None) -> tuple[list[np.ndarray], int,
-                                                                    tuple[str, ...] | None,
-                                                                    np.ndarray | None]:
-        """Tokenize and encode the split in blocks: its id blocks (int32) and out-of-vocabulary
-        count. Without ``vocab`` (the train split, building it) the blocks hold first-occurrence
-        ids, and the vocabulary's tokens and ``remap`` (int32 ``[types]``: first-occurrence id ->
-        vocabulary id) are returned too."""
+    def _encode(
+        self, split: str, vocab: Vocabulary | None
+    ) -> tuple[list[np.ndarray], int, Vocabulary, np.ndarray | None]:
+        """Tokenize and encode the split in blocks: its id blocks (int32), out-of-vocabulary
+        count, vocabulary and ``remap``. Without ``vocab`` (the train split, building it) the
+        blocks hold first-occurrence ids, the vocabulary is the one built and ``remap`` (int32
+        ``[types]``: first-occurrence id -> vocabulary id) maps them to it; with ``vocab``, it is
+        returned and ``remap`` is None."""
         path = self.path(split)
         stamp = _stamp(path)
         large = stamp[0] >= LARGE_FILE_BYTES
         if large:
-            print(f"note: encoding {path} into the token cache (once per file version)",
-                  file=sys.stderr)
+            print(f"note: encoding {path} into the token cache (once per file version)", file=sys.stderr)
         table = _TypeTable()  # the train split's types, when building its vocabulary
         if vocab is not None:
             blocks, oov = [], 0
@@ -358,7 +368,7 @@ class Dataset:
         if _stamp(path) != stamp:
             raise DatasetError(f"{path}: changed while being read; run again")
         if vocab is not None:
-            return blocks, oov, None, None
+            return blocks, oov, vocab, None
         counts = np.zeros(len(table.order), dtype=np.int64)
         for ids in blocks:
             counts += np.bincount(ids, minlength=len(table.order))
@@ -366,20 +376,24 @@ class Dataset:
         order = np.argsort(-counts, kind="stable")
         tokens = tuple(table.order[i].decode("utf-8") for i in order)
         tokens += () if UNK.encode() in table else (UNK,)
+        if EOS not in tokens:  # not a single line
+            raise DatasetError(f"{path}: the train split is empty, so there is no vocabulary")
         remap = np.empty(len(order), dtype=np.int32)
         remap[order] = np.arange(len(order), dtype=np.int32)
-        return blocks, 0, tokens, remap
+        return blocks, 0, Vocabulary(tokens), remap
 
-    def _first_occurrence_ids_in_two_processes(self, table: _TypeTable,
-                                               path: Path) -> list[np.ndarray]:
+    def _first_occurrence_ids_in_two_processes(self, table: _TypeTable, path: Path) -> list[np.ndarray]:
         """:func:`_first_occurrence_ids` of the whole file, its second half encoded meanwhile by
         a worker process (a fresh interpreter: nothing of this process is re-run or inherited) in
         pieces of about ``WORKER_PIECE_BYTES``, handed over as files; each piece's ids are then
         mapped into ``table``, in file order."""
         size = path.stat().st_size
-        with _reading(self.name, path), path.open("rb") as handle, \
-                tempfile.TemporaryDirectory(prefix="harness-encode-") as scratch:
-            starts = []  # line starts: the middle of the file, then every WORKER_PIECE_BYTES
+        with (
+            _reading(self.name, path),
+            path.open("rb") as handle,
+            tempfile.TemporaryDirectory(prefix="harness-encode-") as scratch,
+        ):
+            starts: list[int] = []  # line starts: the middle of the file, then every WORKER_PIECE_BYTES
             for position in range(size // 2, size, WORKER_PIECE_BYTES):
                 handle.seek(position)
                 handle.readline()
@@ -387,20 +401,33 @@ class Dataset:
                     starts.append(handle.tell())
             bounds = [str(b) for start, end in zip(starts, starts[1:] + [size]) for b in (start, end)]
             package_root = str(Path(__file__).resolve().parent.parent)
-            environment = {**os.environ, "PYTHONPATH": os.pathsep.join(
-                filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+            environment = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+            }
             worker = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from harness.datasets import "
-                 "_encode_pieces_worker as work; work(*sys.argv[1:])", str(path), scratch, *bounds],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, text=True)
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from harness.datasets import "
+                    "_encode_pieces_worker as work; work(*sys.argv[1:])",
+                    str(path),
+                    scratch,
+                    *bounds,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=environment,
+                text=True,
+            )
             try:
+                assert worker.stdout is not None  # stdout=PIPE
                 handle.seek(0)
                 blocks = _first_occurrence_ids(table, _line_blocks(handle, 0, starts[0]), path)
                 for line in worker.stdout:
                     piece = Path(scratch) / line.strip()
                     types = piece.with_suffix(".types").read_bytes().split(b"\n")
-                    mapping = np.fromiter(map(table.__getitem__, filter(None, types)),
-                                          dtype=np.int32)
+                    mapping = np.fromiter(map(table.__getitem__, filter(None, types)), dtype=np.int32)
                     blocks.append(mapping[np.load(piece.with_suffix(".npy"))])
             except BaseException:
                 worker.kill()
@@ -409,30 +436,30 @@ class Dataset:
             errors = worker.communicate()[1].strip()
             if worker.returncode != 0:
                 last = errors.splitlines()[-1] if errors else f"exit status {worker.returncode}"
-                raise DatasetError(last if worker.returncode == 2
-                                   else f"{path}: the encoding worker failed: {last}")
+                raise DatasetError(
+                    last if worker.returncode == 2 else f"{path}: the encoding worker failed: {last}"
+                )
         return blocks
 
-    def _cached_stream(self, split: str, vocab: Vocabulary | None) -> TokenStream:
-        """Encode the split (building the vocabulary for train), caching ids and vocabulary."""
+    def _cached_stream(self, split: str, vocab: Vocabulary | None) -> tuple[TokenStream, Vocabulary]:
+        """Encode the split (building the vocabulary for train), caching ids and vocabulary;
+        returns its stream and the vocabulary it is encoded with."""
         train_sha256 = self.verify("train")
-        blocks, oov, tokens, remap = self._encode(split, vocab)
-        if vocab is None:
-            if EOS not in tokens:  # not a single line
-                raise DatasetError(f"{self.path('train')}: the train split is empty, so there is "
-                                   "no vocabulary")
-            vocab = self._vocab = Vocabulary(tokens)
+        blocks, oov, vocab, remap = self._encode(split, vocab)
         cache = user_cache_dir()
         try:
-            if tokens is not None:
-                token_cache.store_vocabulary(cache, train_sha256, tokens)
-            ids = token_cache.store_ids(cache, train_sha256, self.verify(split), vocab.sha256(),
-                                        blocks, oov, remap)
+            if remap is not None:  # the vocabulary was built from this (train) split
+                token_cache.store_vocabulary(cache, train_sha256, vocab.tokens)
+            ids = token_cache.store_ids(
+                cache, train_sha256, self.verify(split), vocab.sha256(), blocks, oov, remap
+            )
         except OSError as error:
-            print(f"note: cannot write the token cache in {cache} ({error}); continuing without it",
-                  file=sys.stderr)
+            print(
+                f"note: cannot write the token cache in {cache} ({error}); continuing without it",
+                file=sys.stderr,
+            )
             ids = np.concatenate([block if remap is None else remap[block] for block in blocks])
-        return TokenStream(ids, self.path(split), self.verify(split), oov)
+        return TokenStream(ids, self.path(split), self.verify(split), oov), vocab
 
     @property
     def vocab(self) -> Vocabulary:
@@ -440,7 +467,7 @@ class Dataset:
         if self._vocab is None:
             cached = token_cache.load_vocabulary(user_cache_dir(), self.verify("train"))
             if cached is None:
-                self._streams["train"] = self._cached_stream("train", None)
+                self._streams["train"], self._vocab = self._cached_stream("train", None)
             else:
                 self._vocab = Vocabulary(cached)
         return self._vocab
@@ -451,13 +478,15 @@ class Dataset:
         if split not in self._streams:
             vocab = self.vocab  # encodes train (keeping its stream) when no vocabulary is cached
             if split not in self._streams:
-                cached = token_cache.load_ids(user_cache_dir(), self.verify("train"),
-                                              self.verify(split), vocab.sha256())
+                cached = token_cache.load_ids(
+                    user_cache_dir(), self.verify("train"), self.verify(split), vocab.sha256()
+                )
                 if cached is None:
-                    self._streams[split] = self._cached_stream(split, vocab)
+                    self._streams[split] = self._cached_stream(split, vocab)[0]
                 else:
-                    self._streams[split] = TokenStream(cached[0], self.path(split),
-                                                       self.verify(split), cached[1])
+                    self._streams[split] = TokenStream(
+                        cached[0], self.path(split), self.verify(split), cached[1]
+                    )
         return self._streams[split]
 
 
@@ -479,8 +508,13 @@ def _known_checksums(directory: Path, benchmark: Benchmark | None) -> dict[str, 
     parent_file = directory.parent / CHECKSUM_FILE
     if parent_file.is_file():
         prefix = directory.name + "/"
-        sums.update({name[len(prefix):]: sha for name, sha in parse_checksum_file(parent_file).items()
-                     if name.startswith(prefix)})
+        sums.update(
+            {
+                name[len(prefix) :]: sha
+                for name, sha in parse_checksum_file(parent_file).items()
+                if name.startswith(prefix)
+            }
+        )
     own_file = directory / CHECKSUM_FILE
     if own_file.is_file():
         sums.update(parse_checksum_file(own_file))
@@ -489,22 +523,30 @@ def _known_checksums(directory: Path, benchmark: Benchmark | None) -> dict[str, 
     return sums
 
 
-def dataset_from_directory(directory: Path, name: str | None = None,
-                           benchmark: Benchmark | None = None) -> Dataset:
+def dataset_from_directory(
+    directory: Path, name: str | None = None, benchmark: Benchmark | None = None
+) -> Dataset:
     """A dataset for ``directory``, in the benchmark's layout or a recognised WikiText/PTB one."""
     if benchmark is not None:
         split_files = benchmark.split_files
     else:
-        layout = next((layout for layout in _DIRECTORY_LAYOUTS
-                       if _stored_file(directory, layout["train"])
-                       or _stored_file(directory, layout["test"])), None)
+        layout = next(
+            (
+                layout
+                for layout in _DIRECTORY_LAYOUTS
+                if _stored_file(directory, layout["train"]) or _stored_file(directory, layout["test"])
+            ),
+            None,
+        )
         if layout is None:
             raise DatasetError(
                 f"{directory}: no split files found (expected wiki.{{train,valid,test}}.tokens, "
-                "wiki.*.raw or ptb.*.txt)")
+                "wiki.*.raw or ptb.*.txt)"
+            )
         split_files = layout
-    return Dataset(name or directory.resolve().name, directory, split_files,
-                   _known_checksums(directory, benchmark))
+    return Dataset(
+        name or directory.resolve().name, directory, split_files, _known_checksums(directory, benchmark)
+    )
 
 
 def search_roots(data_dir: str | os.PathLike | None) -> list[tuple[str, Path]]:
@@ -532,8 +574,9 @@ def locate_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> Pa
     return None
 
 
-def load_dataset(name_or_path: str, data_dir: str | os.PathLike | None = None,
-                 download: bool = True) -> Dataset:
+def load_dataset(
+    name_or_path: str, data_dir: str | os.PathLike | None = None, download: bool = True
+) -> Dataset:
     """Resolve a benchmark name or a directory to a :class:`Dataset`.
 
     Benchmarks are looked for in ``data_dir``, then ``$HARNESS_DATA_DIR``, then the user cache;
@@ -542,12 +585,13 @@ def load_dataset(name_or_path: str, data_dir: str | os.PathLike | None = None,
     """
     benchmark = BENCHMARKS.get(name_or_path)
     if benchmark is None:
-        directory = Path(name_or_path)
-        if not directory.is_dir():
+        path = Path(name_or_path)
+        if not path.is_dir():
             raise DatasetError(
                 f"unknown dataset {name_or_path!r}: neither a benchmark "
-                f"({', '.join(BENCHMARKS)}) nor a directory")
-        return dataset_from_directory(directory)
+                f"({', '.join(BENCHMARKS)}) nor a directory"
+            )
+        return dataset_from_directory(path)
     directory = locate_benchmark(benchmark.name, data_dir)
     if directory is None:
         searched = ", ".join(f"{label} {root / benchmark.name}" for label, root in search_roots(data_dir))

@@ -75,8 +75,8 @@ class Detokenizer:
             raise ValueError(f"unknown detokenizer {style!r} (known: {', '.join(STYLES)})")
         self.style = style
         self.previous: str | None = None  # previous token of the current line, None at a line start
-        self.quote_open = False           # wikitext: an opening " awaits its closing one
-        self.glue_next = False            # the next token takes no separator
+        self.quote_open = False  # wikitext: an opening " awaits its closing one
+        self.glue_next = False  # the next token takes no separator
 
     def piece(self, token: str) -> str:
         """The piece (separator + surface) of the next token."""
@@ -106,9 +106,11 @@ class Detokenizer:
             self.quote_open = opening
             self.glue_next = opening
             return token, separator if opening else ""
-        if (token in _WIKITEXT_NO_SPACE_BEFORE
-                or (token == "=" and previous == "=")
-                or (token == "'" and previous is not None and previous.endswith("s"))):
+        if (
+            token in _WIKITEXT_NO_SPACE_BEFORE
+            or (token == "=" and previous == "=")
+            or (token == "'" and previous is not None and previous.endswith("s"))
+        ):
             separator = ""
         if token in _WIKITEXT_NO_SPACE_AFTER:
             self.glue_next = True
@@ -136,11 +138,50 @@ _WIKITEXT_TRAILING = (",", ".", ";", ":", "!", "?", ")", "]", "}", '"', "%")
 _NUMBER_JOINERS = re.compile(r"(?<=[\d>])([,.])(?=[\d<])")  # digits or <unk> on both sides
 _INITIALISM = re.compile(r"[A-Za-z]")  # H. gammarus, World War I.
 #: Words that keep their final "." (Moses's non-breaking prefixes, as WikiText was tokenized).
-_ABBREVIATIONS = frozenset({
-    "No", "St", "Mr", "Mrs", "Ms", "Dr", "Jr", "Sr", "Lt", "Col", "Gen", "Capt", "Sgt", "Maj",
-    "Adm", "Cpl", "Pvt", "Brig", "Rev", "Prof", "Gov", "Sen", "Rep", "Co", "Inc", "Ltd", "Bros",
-    "Corp", "Mt", "Ft", "vs", "Vol", "pp", "Jan", "Feb", "Aug", "Sept", "Oct", "Nov", "Dec",
-})
+_ABBREVIATIONS = frozenset(
+    {
+        "No",
+        "St",
+        "Mr",
+        "Mrs",
+        "Ms",
+        "Dr",
+        "Jr",
+        "Sr",
+        "Lt",
+        "Col",
+        "Gen",
+        "Capt",
+        "Sgt",
+        "Maj",
+        "Adm",
+        "Cpl",
+        "Pvt",
+        "Brig",
+        "Rev",
+        "Prof",
+        "Gov",
+        "Sen",
+        "Rep",
+        "Co",
+        "Inc",
+        "Ltd",
+        "Bros",
+        "Corp",
+        "Mt",
+        "Ft",
+        "vs",
+        "Vol",
+        "pp",
+        "Jan",
+        "Feb",
+        "Aug",
+        "Sept",
+        "Oct",
+        "Nov",
+        "Dec",
+    }
+)
 
 
 def _keeps_period(word: str) -> bool:
@@ -166,12 +207,13 @@ def _split_wikitext_word(word: str, last: bool) -> list[str]:
         clitic = next((c for c in _CLITICS if word.endswith(c) and len(word) > len(c)), None)
         if clitic is not None:
             trailing.append(clitic)
-            word = word[:-len(clitic)]
+            word = word[: -len(clitic)]
         elif word.endswith("'") and word[-2] == "s":
             trailing.append("'")
             word = word[:-1]
         elif word.endswith(_WIKITEXT_TRAILING) and not (
-                word.endswith(".") and not (last and not trailing) and _keeps_period(word)):
+            word.endswith(".") and not (last and not trailing) and _keeps_period(word)
+        ):
             trailing.append(word[-1])
             word = word[:-1]
         else:
@@ -187,7 +229,7 @@ def _split_wikitext_word(word: str, last: bool) -> list[str]:
 def _split_ptb_word(word: str, last: bool) -> list[str]:
     for clitic in ("n't", "'s", "'re", "'ve", "'m", "'ll", "'d", "'"):
         if word.endswith(clitic) and len(word) > len(clitic):
-            return _split_ptb_word(word[:-len(clitic)], last) + [clitic]
+            return _split_ptb_word(word[: -len(clitic)], last) + [clitic]
     return [word]
 
 
@@ -195,8 +237,9 @@ def retokenize(text: str, style: str) -> list[str]:
     """Inverse of :func:`detokenize_line`: one line of text -> word-level tokens."""
     if style not in STYLES:
         raise ValueError(f"unknown detokenizer {style!r} (known: {', '.join(STYLES)})")
-    split = {"wikitext": _split_wikitext_word, "ptb": _split_ptb_word,
-             "none": lambda word, last: [word]}[style]
+    split = {"wikitext": _split_wikitext_word, "ptb": _split_ptb_word, "none": lambda word, last: [word]}[
+        style
+    ]
     words = text.split()
     return [token for i, word in enumerate(words) for token in split(word, i == len(words) - 1)]
 
@@ -227,15 +270,19 @@ def round_trip(lines: Sequence[str], style: str) -> RoundTrip:
 
 
 def _first_difference(original: list[str], again: list[str]) -> str:
-    index = next((i for i, (a, b) in enumerate(zip(original, again)) if a != b),
-                 min(len(original), len(again)))
-    return (f"{' '.join(original[max(0, index - 3):index + 4])!r} -> "
-            f"{' '.join(again[max(0, index - 3):index + 4])!r}")
+    index = next(
+        (i for i, (a, b) in enumerate(zip(original, again)) if a != b), min(len(original), len(again))
+    )
+    return (
+        f"{' '.join(original[max(0, index - 3) : index + 4])!r} -> "
+        f"{' '.join(again[max(0, index - 3) : index + 4])!r}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.detokenize",
-                                     description="Round-trip check of a detokenizer on a file.")
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.detokenize", description="Round-trip check of a detokenizer on a file."
+    )
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--style", choices=STYLES, required=True)
     args = parser.parse_args(argv)

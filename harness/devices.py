@@ -31,14 +31,15 @@ def resolve_device(device: str) -> str:
         try:
             import torch
         except ModuleNotFoundError:
-            raise PluginError(f"--device {device}: torch is not installed (pip install "
-                              "'wikitext-toolkit[torch]')") from None
+            raise PluginError(
+                f"--device {device}: torch is not installed (pip install 'wikitext-toolkit[torch]')"
+            ) from None
 
         if not torch.cuda.is_available():
-            raise PluginError(f"--device {device}: CUDA is not available on this machine "
-                              "(use --device cpu)")
+            raise PluginError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
         index = int(device.partition(":")[2] or 0)
         if index >= torch.cuda.device_count():
-            raise PluginError(f"--device {device}: this machine has {torch.cuda.device_count()} "
-                              "CUDA device(s)")
+            raise PluginError(
+                f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
     return device

@@ -52,18 +52,29 @@ def _transfer(url: str, part: Path) -> None:
                 return  # the partial file is already complete
             if response.status_code in _RETRIABLE_STATUS:
                 retry_after = response.headers.get("Retry-After", "")
-                raise _TransferError(f"HTTP {response.status_code}", True,
-                                     float(retry_after) if retry_after.isdigit() else None)
+                raise _TransferError(
+                    f"HTTP {response.status_code}",
+                    True,
+                    float(retry_after) if retry_after.isdigit() else None,
+                )
             if response.status_code not in (200, 206):
                 raise _TransferError(f"HTTP {response.status_code}", False)
             if response.status_code == 200:
                 offset = 0  # the server ignored the range: start over
             length = response.headers.get("Content-Length")
             total = offset + int(length) if length and length.isdigit() else None
-            with part.open("ab" if offset else "wb") as handle, tqdm(
-                total=total, initial=offset, unit="B", unit_scale=True, desc=part.name[:-5],
-                disable=None, leave=False,
-            ) as progress:
+            with (
+                part.open("ab" if offset else "wb") as handle,
+                tqdm(
+                    total=total,
+                    initial=offset,
+                    unit="B",
+                    unit_scale=True,
+                    desc=part.name[:-5],
+                    disable=None,
+                    leave=False,
+                ) as progress,
+            ):
                 for block in response.iter_content(chunk_size=1 << 16):
                     handle.write(block)
                     progress.update(len(block))
@@ -83,8 +94,7 @@ def _fetch_url(url: str, part: Path) -> None:
         except _TransferError as error:
             if not error.retriable or attempt == ATTEMPTS_PER_URL - 1:
                 raise
-            time.sleep(error.retry_after if error.retry_after is not None
-                       else BACKOFF_SECONDS * 2**attempt)
+            time.sleep(error.retry_after if error.retry_after is not None else BACKOFF_SECONDS * 2**attempt)
 
 
 def fetch(source: RemoteFile, directory: Path) -> Path:
@@ -109,7 +119,8 @@ def fetch(source: RemoteFile, directory: Path) -> Path:
             part.unlink()
             raise DatasetError(
                 f"{source.filename} from {url}: sha256 mismatch (expected {source.sha256}, "
-                f"got {digest}): refusing the download")
+                f"got {digest}): refusing the download"
+            )
         part.rename(final)
         return final
     if part.exists() and part.stat().st_size == 0:
@@ -150,9 +161,9 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
         raise DatasetError(
             f"cannot write the download cache {root} ({error.strerror}): set HARNESS_CACHE_DIR to "
             f"a writable directory, or put {benchmark.name}'s files in DIR/{benchmark.name}/ and "
-            "pass --data-dir DIR") from None
-    print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}",
-          file=sys.stderr)
+            "pass --data-dir DIR"
+        ) from None
+    print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}", file=sys.stderr)
     for source in benchmark.sources:
         try:
             path = fetch(source, staging)
@@ -162,7 +173,8 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
             files = ", ".join(benchmark.split_files.values())
             raise DownloadFailed(
                 f"{error}. To use local copies instead, put {files} in DIR/{benchmark.name}/ and "
-                f"pass --data-dir DIR or set HARNESS_DATA_DIR=DIR") from None
+                f"pass --data-dir DIR or set HARNESS_DATA_DIR=DIR"
+            ) from None
         if source.members:
             _extract(path, dict(source.members), staging)
     sums = {}
@@ -170,8 +182,10 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
         digest = file_sha256(staging / filename)
         expected = benchmark.file_sha256.get(filename)
         if expected is not None and digest != expected:
-            raise DatasetError(f"{benchmark.name}/{filename}: sha256 mismatch after extraction "
-                               f"(expected {expected}, got {digest})")
+            raise DatasetError(
+                f"{benchmark.name}/{filename}: sha256 mismatch after extraction "
+                f"(expected {expected}, got {digest})"
+            )
         sums[filename] = digest
     for source in benchmark.sources:
         if source.members:
@@ -179,8 +193,9 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
     write_checksum_file(staging / CHECKSUM_FILE, sums)
     if target.exists():
         if any(target.iterdir()):
-            raise DatasetError(f"{target} exists but holds none of {benchmark.name}'s split files; "
-                               "move it away")
+            raise DatasetError(
+                f"{target} exists but holds none of {benchmark.name}'s split files; move it away"
+            )
         target.rmdir()
     staging.rename(target)
     return target

@@ -176,9 +176,17 @@ class StreamGrid:
         may be narrower; no ``distribution_mask``)."""
         if bptt < 1:
             raise ValueError(f"bptt must be >= 1, got {bptt}")
-        return [(begin, Chunk(self.inputs[:, begin:begin + bptt], self.targets[:, begin:begin + bptt],
-                              self.mask[:, begin:begin + bptt]))
-                for begin in range(0, self.mask.shape[1], bptt)]
+        return [
+            (
+                begin,
+                Chunk(
+                    self.inputs[:, begin : begin + bptt],
+                    self.targets[:, begin : begin + bptt],
+                    self.mask[:, begin : begin + bptt],
+                ),
+            )
+            for begin in range(0, self.mask.shape[1], bptt)
+        ]
 
 
 def split_ids(dataset: Dataset, split: str) -> np.ndarray:
@@ -191,8 +199,7 @@ def split_ids(dataset: Dataset, split: str) -> np.ndarray:
     """
     ids = dataset.tokens(split).ids
     if len(ids) == 0:
-        raise DatasetError(f"{dataset.path(split)}: the {split} split is empty (no tokens): "
-                           "nothing to score")
+        raise DatasetError(f"{dataset.path(split)}: the {split} split is empty (no tokens): nothing to score")
     return ids
 
 
@@ -227,11 +234,21 @@ def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
     return (peak + np.log(np.exp(rows - peak).sum(axis=1, keepdims=True)))[:, 0]
 
 
-def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: int,
-             batch_size: int = 1, bptt: int = 100, audit_positions: int = 8,
-             causality_points: int = 4, causality_tolerance: float | None = None,
-             keep_token_log_probs: bool = False, name: str = "model",
-             progress: bool = True) -> Evaluation:
+def evaluate(
+    model: LanguageModel,
+    ids: np.ndarray,
+    *,
+    eos_id: int,
+    vocab_size: int,
+    batch_size: int = 1,
+    bptt: int = 100,
+    audit_positions: int = 8,
+    causality_points: int = 4,
+    causality_tolerance: float | None = None,
+    keep_token_log_probs: bool = False,
+    name: str = "model",
+    progress: bool = True,
+) -> Evaluation:
     """Score every token of ``ids`` (integer ``[N]``) with ``model``, after its causality audit.
 
     Args:
@@ -258,16 +275,22 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
     num_tokens = len(ids)
     causality = CAUSALITY_OFF
     if causality_points > 0 and num_tokens > 0:
-        causality = causality_audit(model, ids, eos_id=eos_id, vocab_size=vocab_size, bptt=bptt,
-                                    points=causality_points, tolerance=causality_tolerance,
-                                    name=name)
+        causality = causality_audit(
+            model,
+            ids,
+            eos_id=eos_id,
+            vocab_size=vocab_size,
+            bptt=bptt,
+            points=causality_points,
+            tolerance=causality_tolerance,
+            name=name,
+        )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     starts, mask = grid.starts, grid.mask
 
     audit_mask = np.zeros_like(mask)
     if audit_positions > 0:
-        chosen = np.random.default_rng(0).choice(num_tokens, min(audit_positions, num_tokens),
-                                                 replace=False)
+        chosen = np.random.default_rng(0).choice(num_tokens, min(audit_positions, num_tokens), replace=False)
         stream = np.searchsorted(starts, chosen, side="right") - 1
         audit_mask[stream, chosen - starts[stream]] = True
 
@@ -278,23 +301,36 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
     max_sum_error = max_target_error = 0.0
     model.reset(batch_size)
     began = time.perf_counter()
-    with tqdm(total=num_tokens, unit="tok", unit_scale=True, desc=name, leave=False,
-              disable=None if progress else True) as bar:
+    with tqdm(
+        total=num_tokens,
+        unit="tok",
+        unit_scale=True,
+        desc=name,
+        leave=False,
+        disable=None if progress else True,
+    ) as bar:
         for begin, view in grid.chunks(bptt):
             end = begin + view.mask.shape[1]
             chunk_mask = view.mask
             wanted = audit_mask[:, begin:end]
             # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
-            chunk = Chunk(view.inputs.copy(), view.targets.copy(), chunk_mask.copy(),
-                          wanted.copy() if wanted.any() else None)
+            chunk = Chunk(
+                view.inputs.copy(),
+                view.targets.copy(),
+                chunk_mask.copy(),
+                wanted.copy() if wanted.any() else None,
+            )
             scores = model.score(chunk)
             if not isinstance(scores, ChunkScores):
-                raise PluginError(f"{name}: score() returned {type(scores).__name__}, "
-                                  "not harness.ChunkScores")
+                raise PluginError(
+                    f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores"
+                )
             log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
             if log_probs.shape != chunk_mask.shape:
-                raise PluginError(f"{name}: target_log_probs has shape {log_probs.shape}, "
-                                  f"expected {chunk_mask.shape} (batch, positions)")
+                raise PluginError(
+                    f"{name}: target_log_probs has shape {log_probs.shape}, "
+                    f"expected {chunk_mask.shape} (batch, positions)"
+                )
             _check_log_probs(log_probs, chunk_mask, starts, begin, name)
             total += float(log_probs[chunk_mask].sum())
             counted += int(chunk_mask.sum())
@@ -305,8 +341,9 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
                 if scores.distributions is None:
                     audit_mask[:] = False  # the model gives no distributions: stop asking
                 else:
-                    sum_error, target_error = _audit(scores.distributions, wanted, log_probs,
-                                                     view.targets, vocab_size, name)
+                    sum_error, target_error = _audit(
+                        scores.distributions, wanted, log_probs, view.targets, vocab_size, name
+                    )
                     checked += int(wanted.sum())
                     max_sum_error = max(max_sum_error, sum_error)
                     max_target_error = max(max_target_error, target_error)
@@ -323,46 +360,71 @@ def evaluate(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: 
     )
 
 
-def _check_log_probs(log_probs: np.ndarray, mask: np.ndarray, starts: np.ndarray, begin: int,
-                     name: str) -> None:
+def _check_log_probs(
+    log_probs: np.ndarray, mask: np.ndarray, starts: np.ndarray, begin: int, name: str
+) -> None:
     bad = mask & ~(np.isfinite(log_probs) & (log_probs <= MAX_LOG_PROB))
     if bad.any():
         stream, offset = (int(i) for i in np.argwhere(bad)[0])
         value = log_probs[stream, offset]
         token = int(starts[stream]) + begin + offset
         what = "a positive log-probability" if value > 0 else "an invalid log-probability"
-        raise PluginError(f"{name}: {what} ({value}) for token {token} "
-                          f"(stream {stream}, position {begin + offset})")
+        raise PluginError(
+            f"{name}: {what} ({value}) for token {token} (stream {stream}, position {begin + offset})"
+        )
 
 
-def _audit(distributions: Any, wanted: np.ndarray, log_probs: np.ndarray, targets: np.ndarray,
-           vocab_size: int, name: str) -> tuple[float, float]:
+def _audit(
+    distributions: Any,
+    wanted: np.ndarray,
+    log_probs: np.ndarray,
+    targets: np.ndarray,
+    vocab_size: int,
+    name: str,
+) -> tuple[float, float]:
     rows = _as_float64(distributions, f"{name}: distributions")
     expected_shape = (int(wanted.sum()), vocab_size)
     if rows.shape != expected_shape:
-        raise PluginError(f"{name}: distributions has shape {rows.shape}, expected "
-                          f"{expected_shape} (requested positions, vocabulary)")
+        raise PluginError(
+            f"{name}: distributions has shape {rows.shape}, expected "
+            f"{expected_shape} (requested positions, vocabulary)"
+        )
     if np.isnan(rows).any() or np.isposinf(rows).any():
         raise PluginError(f"{name}: a full distribution contains NaN or +inf")
     sums = np.exp(_log_sum_exp(rows))
     sum_errors = np.abs(sums - 1.0)
     if sum_errors.max() > AUDIT_TOLERANCE:
-        raise PluginError(f"{name}: unnormalized distribution: probabilities sum to "
-                          f"{sums[sum_errors.argmax()]:.6g}, not 1 (tolerance {AUDIT_TOLERANCE})")
+        raise PluginError(
+            f"{name}: unnormalized distribution: probabilities sum to "
+            f"{sums[sum_errors.argmax()]:.6g}, not 1 (tolerance {AUDIT_TOLERANCE})"
+        )
     where = np.nonzero(wanted)
     from_rows = rows[np.arange(len(rows)), targets[where]]
     target_errors = np.abs(from_rows - log_probs[where])
     if target_errors.max() > AUDIT_TOLERANCE:
         worst = int(target_errors.argmax())
-        raise PluginError(f"{name}: reported log p(target) = {log_probs[where][worst]:.6g} but its "
-                          f"full distribution gives {from_rows[worst]:.6g}")
+        raise PluginError(
+            f"{name}: reported log p(target) = {log_probs[where][worst]:.6g} but its "
+            f"full distribution gives {from_rows[worst]:.6g}"
+        )
     return float(sum_errors.max()), float(target_errors.max())
 
 
-def causality_audit(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab_size: int,
-                    bptt: int, points: int, tolerance: float | None = None, name: str = "model",
-                    candidates: int = CAUSALITY_CANDIDATES, context: int = CAUSALITY_CONTEXT,
-                    lookahead: int = CAUSALITY_LOOKAHEAD, seed: int = 1) -> CausalityAudit:
+def causality_audit(
+    model: LanguageModel,
+    ids: np.ndarray,
+    *,
+    eos_id: int,
+    vocab_size: int,
+    bptt: int,
+    points: int,
+    tolerance: float | None = None,
+    name: str = "model",
+    candidates: int = CAUSALITY_CANDIDATES,
+    context: int = CAUSALITY_CONTEXT,
+    lookahead: int = CAUSALITY_LOOKAHEAD,
+    seed: int = 1,
+) -> CausalityAudit:
     """Check that no log-probability depends on the token it predicts or on any later token.
 
     At ``points`` seeded positions ``p`` of ``ids`` (integer ``[N]``; position ``p`` predicts
@@ -399,11 +461,19 @@ def causality_audit(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab
         others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
         others += others >= ids[point]  # skip the real token
         values = np.concatenate([[ids[point]], others]).astype(np.int64)
-        runs = [_score_stretch(model, np.concatenate([prefix, [value],
-                                                      rng.integers(0, vocab_size, lookahead)]),
-                               point_index=before, want_row=run < 2, start=start, bptt=bptt,
-                               vocab_size=vocab_size, name=name)
-                for run, value in enumerate(values)]
+        runs = [
+            _score_stretch(
+                model,
+                np.concatenate([prefix, [value], rng.integers(0, vocab_size, lookahead)]),
+                point_index=before,
+                want_row=run < 2,
+                start=start,
+                bptt=bptt,
+                vocab_size=vocab_size,
+                name=name,
+            )
+            for run, value in enumerate(values)
+        ]
         if tolerance is None:
             on_accelerator = any(accelerated for *_, accelerated in runs)
             tolerance = ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
@@ -415,7 +485,8 @@ def causality_audit(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab
             raise PluginError(
                 f"{name}: causality audit failed at token {point}: the log-probability of its "
                 f"target at token {where} changes (by {changes.max():.3g}) when token {point} "
-                "or a later token changes")
+                "or a later token changes"
+            )
         reference_row = runs[0][1]
         other_row = runs[1][1] if len(runs) > 1 else None
         if reference_row is None or other_row is None:
@@ -426,21 +497,38 @@ def causality_audit(model: LanguageModel, ids: np.ndarray, *, eos_id: int, vocab
             if change > tolerance:
                 raise PluginError(
                     f"{name}: causality audit failed at token {point}: the distribution at token "
-                    f"{point} changes (by {change:.3g}) when token {point} or a later token changes")
+                    f"{point} changes (by {change:.3g}) when token {point} or a later token changes"
+                )
         mass = float(np.exp(targets[:, before]).sum())
         max_candidate_mass = max(max_candidate_mass, mass)
         if mass > 1 + AUDIT_TOLERANCE:
             raise PluginError(
                 f"{name}: causality audit failed at token {point}: the probabilities it gives "
                 f"{len(values)} different values of token {point}, each in its own run, sum to "
-                f"{mass:.4g} > 1: it reads the token it predicts")
-    return CausalityAudit(len(chosen), candidates, compared, max_difference, max_candidate_mass,
-                          tolerance or 0.0, time.perf_counter() - began)
+                f"{mass:.4g} > 1: it reads the token it predicts"
+            )
+    return CausalityAudit(
+        len(chosen),
+        candidates,
+        compared,
+        max_difference,
+        max_candidate_mass,
+        tolerance or 0.0,
+        time.perf_counter() - began,
+    )
 
 
-def _score_stretch(model: LanguageModel, text: np.ndarray, *, point_index: int, want_row: bool,
-                   start: int, bptt: int, vocab_size: int,
-                   name: str) -> tuple[np.ndarray, np.ndarray | None, bool]:
+def _score_stretch(
+    model: LanguageModel,
+    text: np.ndarray,
+    *,
+    point_index: int,
+    want_row: bool,
+    start: int,
+    bptt: int,
+    vocab_size: int,
+    name: str,
+) -> tuple[np.ndarray, np.ndarray | None, bool]:
     """Score ``text`` (int64 ``[S + 1]``: inputs ``text[:-1]``, targets ``text[1:]``) as one
     stream from ``reset(1)``; returns the target log-probabilities (float64 ``[S]``), when
     ``want_row`` the distribution at position ``point_index`` (float64 ``[V]``; None when the
@@ -455,27 +543,32 @@ def _score_stretch(model: LanguageModel, text: np.ndarray, *, point_index: int, 
     for begin in range(0, length, bptt):
         end = min(begin + bptt, length)
         chunk_wanted = wanted[:, begin:end]
-        chunk = Chunk(inputs[:, begin:end].copy(), targets[:, begin:end].copy(),
-                      np.ones((1, end - begin), dtype=bool),
-                      chunk_wanted.copy() if chunk_wanted.any() else None)
+        chunk = Chunk(
+            inputs[:, begin:end].copy(),
+            targets[:, begin:end].copy(),
+            np.ones((1, end - begin), dtype=bool),
+            chunk_wanted.copy() if chunk_wanted.any() else None,
+        )
         scores = model.score(chunk)
         if not isinstance(scores, ChunkScores):
-            raise PluginError(f"{name}: score() returned {type(scores).__name__}, "
-                              "not harness.ChunkScores")
+            raise PluginError(f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores")
         device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
         on_accelerator |= getattr(device, "type", "cpu") != "cpu"
         chunk_log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
         if chunk_log_probs.shape != chunk.mask.shape:
-            raise PluginError(f"{name}: target_log_probs has shape {chunk_log_probs.shape}, "
-                              f"expected {chunk.mask.shape} (batch, positions)")
-        _check_log_probs(chunk_log_probs, chunk.mask, np.zeros(1, dtype=np.int64), start + begin,
-                         name)
+            raise PluginError(
+                f"{name}: target_log_probs has shape {chunk_log_probs.shape}, "
+                f"expected {chunk.mask.shape} (batch, positions)"
+            )
+        _check_log_probs(chunk_log_probs, chunk.mask, np.zeros(1, dtype=np.int64), start + begin, name)
         log_probs[begin:end] = chunk_log_probs[0]
         if chunk.distribution_mask is not None and scores.distributions is not None:
             rows = _as_float64(scores.distributions, f"{name}: distributions")
             if rows.shape != (1, vocab_size):
-                raise PluginError(f"{name}: distributions has shape {rows.shape}, expected "
-                                  f"{(1, vocab_size)} (requested positions, vocabulary)")
+                raise PluginError(
+                    f"{name}: distributions has shape {rows.shape}, expected "
+                    f"{(1, vocab_size)} (requested positions, vocabulary)"
+                )
             if np.isnan(rows).any() or np.isposinf(rows).any():
                 raise PluginError(f"{name}: a full distribution contains NaN or +inf")
             row = rows[0]

@@ -56,8 +56,7 @@ def write_checksum_file(path: Path, sums: Mapping[str, str]) -> None:
     write_atomically(path, "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items())))
 
 
-def write_atomically(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]
-                     ) -> Path:
+def write_atomically(path: str | os.PathLike, content: str | bytes | Callable[[BinaryIO], object]) -> Path:
     """Replace ``path`` with ``content`` all at once; returns the path.
 
     ``content`` is text (written as UTF-8, newlines as given), bytes, or a function that writes

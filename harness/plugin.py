@@ -96,15 +96,13 @@ def plugin_metadata(model: LanguageModel, name: str) -> dict[str, Any] | None:
         return None
     metadata = method()
     if not isinstance(metadata, dict):
-        raise PluginError(f"{name}: result_metadata() returned {type(metadata).__name__}, "
-                          "not a dict")
+        raise PluginError(f"{name}: result_metadata() returned {type(metadata).__name__}, not a dict")
     return metadata
 
 
 def discover_plugins() -> dict[str, str]:
     """Plugins registered in the ``harness.models`` entry-point group: name -> target."""
-    return {entry.name: entry.value
-            for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
+    return {entry.name: entry.value for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
 
 
 def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
@@ -122,8 +120,9 @@ def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
     except ModuleNotFoundError as error:
         if error.name == module_name or module_name.startswith(f"{error.name}."):
             known = ", ".join(sorted(entries)) or "none"
-            raise PluginError(f"no plugin {name!r}: not an importable module nor a registered "
-                              f"plugin (registered: {known})") from None
+            raise PluginError(
+                f"no plugin {name!r}: not an importable module nor a registered plugin (registered: {known})"
+            ) from None
         hint = " (pip install 'wikitext-toolkit[torch]')" if error.name == "torch" else ""
         raise PluginError(f"plugin {name!r} failed to import: {error}{hint}") from None
     factory: Any = module
@@ -132,8 +131,9 @@ def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
     if not callable(factory):
         if attribute:
             raise PluginError(f"plugin {target!r}: {module_name} has no callable {attribute!r}")
-        raise PluginError(f"plugin {target!r} has no {FACTORY_NAME}(dataset, *, device, "
-                          "checkpoint, **model_args) factory")
+        raise PluginError(
+            f"plugin {target!r} has no {FACTORY_NAME}(dataset, *, device, checkpoint, **model_args) factory"
+        )
     identity = module_name if attribute in ("", FACTORY_NAME) else f"{module_name}:{attribute}"
     return identity, factory
 
@@ -163,8 +163,15 @@ def _literal(value: str) -> Any:
     return value
 
 
-def create_model(factory: Callable[..., LanguageModel], plugin: str, dataset: Any, *,
-                 device: str, checkpoint: str | None, model_args: dict[str, Any]) -> LanguageModel:
+def create_model(
+    factory: Callable[..., LanguageModel],
+    plugin: str,
+    dataset: Any,
+    *,
+    device: str,
+    checkpoint: str | None,
+    model_args: dict[str, Any],
+) -> LanguageModel:
     """Call ``factory``, checking the arguments against its signature and the result's type."""
     try:
         inspect.signature(factory).bind(dataset, device=device, checkpoint=checkpoint, **model_args)
@@ -172,6 +179,8 @@ def create_model(factory: Callable[..., LanguageModel], plugin: str, dataset: An
         raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
     model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
     if not isinstance(model, LanguageModel):
-        raise PluginError(f"plugin {plugin!r}: {FACTORY_NAME} returned {type(model).__name__}, "
-                          "which has no reset(batch_size) and score(chunk) methods")
+        raise PluginError(
+            f"plugin {plugin!r}: {FACTORY_NAME} returned {type(model).__name__}, "
+            "which has no reset(batch_size) and score(chunk) methods"
+        )
     return model

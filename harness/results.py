@@ -69,10 +69,17 @@ def git_commit() -> str | None:
     it is not installed from a git checkout."""
     source = Path(__file__).resolve().parent.parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True,
-                                text=True, check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source,
-                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, check=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return commit + ("-dirty" if dirty else "")
@@ -134,19 +141,33 @@ def unaudited_reasons(record: Mapping[str, Any]) -> list[str]:
     return reasons
 
 
-def result_record(*, plugin: str, model_args: dict[str, Any], checkpoint: str | None,
-                  dataset: Dataset, split: str, evaluation: Evaluation, batch_size: int, bptt: int,
-                  num_parameters: int | None, device: str,
-                  token_log_probs_file: str | None,
-                  plugin_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def result_record(
+    *,
+    plugin: str,
+    model_args: dict[str, Any],
+    checkpoint: str | None,
+    dataset: Dataset,
+    split: str,
+    evaluation: Evaluation,
+    batch_size: int,
+    bptt: int,
+    num_parameters: int | None,
+    device: str,
+    token_log_probs_file: str | None,
+    plugin_metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The JSON-ready record of one evaluation; ``scoring`` is the plugin metadata's
     ``scoring`` (see :data:`SCORINGS`), ``word`` when it gives none."""
     stream = dataset.tokens(split)
     scoring = (plugin_metadata or {}).get("scoring", "word")
     if scoring not in SCORINGS:
         raise ValueError(f"plugin metadata: scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
-    audits = {"schema_version": SCHEMA_VERSION, "scoring": scoring,
-              "audit": evaluation.audit.to_json(), "causality_audit": evaluation.causality.to_json()}
+    audits = {
+        "schema_version": SCHEMA_VERSION,
+        "scoring": scoring,
+        "audit": evaluation.audit.to_json(),
+        "causality_audit": evaluation.causality.to_json(),
+    }
     reasons = unaudited_reasons(audits)
     return {
         "schema_version": SCHEMA_VERSION,

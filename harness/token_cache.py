@@ -65,8 +65,7 @@ def _read_json(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _discard(files: Sequence[Path], reason: CacheCorrupt) -> None:
-    print(f"note: token cache entry {files[0].parent} is corrupt ({reason}); rebuilding it",
-          file=sys.stderr)
+    print(f"note: token cache entry {files[0].parent} is corrupt ({reason}); rebuilding it", file=sys.stderr)
     for file in files:
         try:
             file.unlink(missing_ok=True)
@@ -103,20 +102,34 @@ def store_vocabulary(cache_root: Path, train_sha256: str, tokens: Sequence[str])
     entry = _entry(cache_root, train_sha256)
     data = "\n".join(tokens).encode("utf-8")
     write_atomically(entry / "vocab.txt", data)
-    _write_json(entry / "vocab.json", {"version": VERSION, "train_sha256": train_sha256,
-                                       "vocab_sha256": hashlib.sha256(data).hexdigest(),
-                                       "types": len(tokens)})
+    _write_json(
+        entry / "vocab.json",
+        {
+            "version": VERSION,
+            "train_sha256": train_sha256,
+            "vocab_sha256": hashlib.sha256(data).hexdigest(),
+            "types": len(tokens),
+        },
+    )
 
 
-def load_ids(cache_root: Path, train_sha256: str, split_sha256: str,
-             vocab_sha256: str) -> tuple[np.ndarray, int] | None:
+def load_ids(
+    cache_root: Path, train_sha256: str, split_sha256: str, vocab_sha256: str
+) -> tuple[np.ndarray, int] | None:
     """The cached ids of a split (read-only int32 memory-map ``[N]``) and its out-of-vocabulary
     count, or None (also when the entry was corrupt: it is then deleted)."""
     entry = _entry(cache_root, train_sha256)
     meta, ids_path = entry / f"{split_sha256}.json", entry / f"{split_sha256}.npy"
     try:
-        record = _read_json(meta, {"version": VERSION, "train_sha256": train_sha256,
-                                   "split_sha256": split_sha256, "vocab_sha256": vocab_sha256})
+        record = _read_json(
+            meta,
+            {
+                "version": VERSION,
+                "train_sha256": train_sha256,
+                "split_sha256": split_sha256,
+                "vocab_sha256": vocab_sha256,
+            },
+        )
         if record is None:
             return None
         try:
@@ -124,8 +137,9 @@ def load_ids(cache_root: Path, train_sha256: str, split_sha256: str,
         except (OSError, ValueError) as error:
             raise CacheCorrupt(f"{ids_path.name} unreadable ({error})") from None
         if ids.dtype != IDS_DTYPE or ids.shape != (record.get("tokens"),):
-            raise CacheCorrupt(f"{ids_path.name} holds {ids.dtype} {ids.shape}, not "
-                               f"{IDS_DTYPE} ({record.get('tokens')},)")
+            raise CacheCorrupt(
+                f"{ids_path.name} holds {ids.dtype} {ids.shape}, not {IDS_DTYPE} ({record.get('tokens')},)"
+            )
         if zlib.crc32(memoryview(ids).cast("B")) != record.get("crc32"):
             raise CacheCorrupt(f"{ids_path.name} does not match its CRC-32")
         return ids, int(record["oov_tokens"])
@@ -134,9 +148,15 @@ def load_ids(cache_root: Path, train_sha256: str, split_sha256: str,
         return None
 
 
-def store_ids(cache_root: Path, train_sha256: str, split_sha256: str, vocab_sha256: str,
-              blocks: Sequence[np.ndarray], oov_tokens: int,
-              remap: np.ndarray | None = None) -> np.ndarray:
+def store_ids(
+    cache_root: Path,
+    train_sha256: str,
+    split_sha256: str,
+    vocab_sha256: str,
+    blocks: Sequence[np.ndarray],
+    oov_tokens: int,
+    remap: np.ndarray | None = None,
+) -> np.ndarray:
     """Cache a split's ids, given as consecutive blocks (each mapped through ``remap``, int
     ``[old id] -> new id``, when given), and return them memory-mapped (int32 ``[N]``), so that
     no second copy of a large split is ever in memory. Raises OSError when the cache cannot be
@@ -148,9 +168,10 @@ def store_ids(cache_root: Path, train_sha256: str, split_sha256: str, vocab_sha2
 
     def write(handle: Any) -> None:
         nonlocal crc
-        np.lib.format.write_array_header_1_0(handle, {
-            "descr": np.lib.format.dtype_to_descr(IDS_DTYPE), "fortran_order": False,
-            "shape": (total,)})
+        np.lib.format.write_array_header_1_0(
+            handle,
+            {"descr": np.lib.format.dtype_to_descr(IDS_DTYPE), "fortran_order": False, "shape": (total,)},
+        )
         for block in blocks:
             data = np.ascontiguousarray(block if remap is None else remap[block], dtype=IDS_DTYPE)
             view = data.data.cast("B")
@@ -158,7 +179,16 @@ def store_ids(cache_root: Path, train_sha256: str, split_sha256: str, vocab_sha2
             handle.write(view)
 
     write_atomically(ids_path, write)
-    _write_json(meta, {"version": VERSION, "train_sha256": train_sha256,
-                       "split_sha256": split_sha256, "vocab_sha256": vocab_sha256,
-                       "tokens": total, "oov_tokens": oov_tokens, "crc32": crc})
+    _write_json(
+        meta,
+        {
+            "version": VERSION,
+            "train_sha256": train_sha256,
+            "split_sha256": split_sha256,
+            "vocab_sha256": vocab_sha256,
+            "tokens": total,
+            "oov_tokens": oov_tokens,
+            "crc32": crc,
+        },
+    )
     return np.load(ids_path, mmap_mode="r", allow_pickle=False)

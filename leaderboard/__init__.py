@@ -16,6 +16,16 @@ from leaderboard.records import Result, ResultError, collect, load_result, load_
 from leaderboard.table import COLUMNS, build_tables, load_reported, write_tables
 
 __all__ = [
-    "COLUMNS", "Comparison", "Result", "ResultError", "build_tables", "collect", "load_reported",
-    "load_result", "load_token_log_probs", "paired_bootstrap", "run_key", "write_tables",
+    "COLUMNS",
+    "Comparison",
+    "Result",
+    "ResultError",
+    "build_tables",
+    "collect",
+    "load_reported",
+    "load_result",
+    "load_token_log_probs",
+    "paired_bootstrap",
+    "run_key",
+    "write_tables",
 ]

@@ -64,12 +64,19 @@ def _block_sums(values: np.ndarray, length: int) -> np.ndarray:
     n = len(values)
     extended = np.concatenate([values, values[: length - 1]]) if length > 1 else values
     prefix = np.concatenate([[0.0], np.cumsum(extended, dtype=np.float64)])
-    return prefix[length:length + n] - prefix[:n]
+    return prefix[length : length + n] - prefix[:n]
 
 
-def paired_bootstrap(log_probs_a: np.ndarray, log_probs_b: np.ndarray, *, samples: int = 10_000,
-                     seed: int | None = 0, block_length: int | None = None,
-                     confidence: float = 0.95, max_elements: int = 1 << 22) -> Comparison:
+def paired_bootstrap(
+    log_probs_a: np.ndarray,
+    log_probs_b: np.ndarray,
+    *,
+    samples: int = 10_000,
+    seed: int | None = 0,
+    block_length: int | None = None,
+    confidence: float = 0.95,
+    max_elements: int = 1 << 22,
+) -> Comparison:
     """Paired (block) bootstrap of the perplexity difference between two models.
 
     Args:
@@ -97,8 +104,10 @@ def paired_bootstrap(log_probs_a: np.ndarray, log_probs_b: np.ndarray, *, sample
     if not 0 < confidence < 1:
         raise ValueError("confidence must be between 0 and 1")
     if samples < minimum_samples(confidence):
-        raise ValueError(f"{samples} samples are too few for a {100 * confidence:g}% interval "
-                         f"(at least {minimum_samples(confidence)})")
+        raise ValueError(
+            f"{samples} samples are too few for a {100 * confidence:g}% interval "
+            f"(at least {minimum_samples(confidence)})"
+        )
     length = default_block_length(n) if block_length is None else int(block_length)
     if not 1 <= length <= n:
         raise ValueError(f"block length must be between 1 and the number of tokens ({n})")
@@ -114,8 +123,8 @@ def paired_bootstrap(log_probs_a: np.ndarray, log_probs_b: np.ndarray, *, sample
         count = min(rows, samples - start)
         starts = rng.integers(0, n, size=(count, per_sample), dtype=index_type)
         # Two 1-D gathers: much faster than one gather of [N, 2] rows and a strided sum.
-        means[start:start + count, 0] = blocks_a[starts].sum(axis=1) / denominator
-        means[start:start + count, 1] = blocks_b[starts].sum(axis=1) / denominator
+        means[start : start + count, 0] = blocks_a[starts].sum(axis=1) / denominator
+        means[start : start + count, 1] = blocks_b[starts].sum(axis=1) / denominator
 
     mean_a, mean_b = -a.mean(), -b.mean()
     nll_diffs = means[:, 0] - means[:, 1]
@@ -126,8 +135,16 @@ def paired_bootstrap(log_probs_a: np.ndarray, log_probs_b: np.ndarray, *, sample
     below = (1 + np.count_nonzero(nll_diffs <= 0)) / (samples + 1)
     above = (1 + np.count_nonzero(nll_diffs >= 0)) / (samples + 1)
     return Comparison(
-        tokens=n, ppl_a=math.exp(mean_a), ppl_b=math.exp(mean_b),
-        ppl_diff=math.exp(mean_a) - math.exp(mean_b), ppl_ci=ppl_ci,  # type: ignore[arg-type]
-        nll_diff=float(mean_a - mean_b), nll_ci=nll_ci,  # type: ignore[arg-type]
-        p_value=float(min(1.0, 2 * min(below, above))), samples=samples, block_length=length,
-        confidence=confidence, seed=seed)
+        tokens=n,
+        ppl_a=math.exp(mean_a),
+        ppl_b=math.exp(mean_b),
+        ppl_diff=math.exp(mean_a) - math.exp(mean_b),
+        ppl_ci=ppl_ci,  # type: ignore[arg-type]
+        nll_diff=float(mean_a - mean_b),
+        nll_ci=nll_ci,  # type: ignore[arg-type]
+        p_value=float(min(1.0, 2 * min(below, above))),
+        samples=samples,
+        block_length=length,
+        confidence=confidence,
+        seed=seed,
+    )

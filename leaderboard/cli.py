@@ -6,20 +6,34 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
-                                existing_dir, existing_file, positive_int, run)
+from harness.cli_common import (
+    ArgumentParser,
+    UsageError,
+    check_output_dir,
+    check_output_file,
+    existing_dir,
+    existing_file,
+    positive_int,
+    run,
+)
 from harness.files import write_atomically
 from harness.format import SPLITS
-from leaderboard.records import Result, ResultError, collect, load_result, load_token_log_probs
+from leaderboard.records import Collection, Result, ResultError, collect, load_result, load_token_log_probs
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The project's committed results and the tables generated from them (``regenerate``).
 DEFAULT_RESULTS = Path("results")
 DEFAULT_TABLES = Path("leaderboard") / "tables"
 README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
 README_END = "<!-- leaderboard:{dataset}:end -->"
-INCLUDE_UNAUDITED_HELP = ("also show results that do not show both harness audits passed (kind "
-                          "'unaudited', never ranked); by default they are left out")
+INCLUDE_UNAUDITED_HELP = (
+    "also show results that do not show both harness audits passed (kind "
+    "'unaudited', never ranked); by default they are left out"
+)
 #: The error types of the leaderboard whose message is a one-line user error.
 USER_ERRORS = (ResultError,)
 
@@ -32,7 +46,7 @@ def _describe(result: Result) -> str:
     return text
 
 
-def _report(collection, warnings: list[str]) -> None:
+def _report(collection: Collection, warnings: list[str]) -> None:
     for line in collection.rejected:
         print(f"rejected: {line}", file=sys.stderr)
     for line in collection.notes + collection.unaudited + warnings:
@@ -41,7 +55,8 @@ def _report(collection, warnings: list[str]) -> None:
 
 # ---- build / regenerate ------------------------------------------------------------------------
 
-def _load_reported(path: Path | None):
+
+def _load_reported(path: Path | None) -> pd.DataFrame:
     """The published figures (``path``, else the packaged ``reported.csv``)."""
     from leaderboard.table import REPORTED_CSV, load_reported
 
@@ -51,7 +66,9 @@ def _load_reported(path: Path | None):
         raise UsageError(f"--reported: {error}") from None
 
 
-def _build(sources: list[str], reported: object, include_unaudited: bool) -> tuple[dict, object]:
+def _build(
+    sources: list[str], reported: pd.DataFrame | None, include_unaudited: bool
+) -> tuple[dict[str, pd.DataFrame], Collection]:
     """One table per dataset from the result files under ``sources`` and the published figures
     ``reported`` (None: none); the files rejected are named on stderr."""
     from leaderboard.table import build_tables
@@ -67,12 +84,13 @@ def _build(sources: list[str], reported: object, include_unaudited: bool) -> tup
     return tables, collection
 
 
-def _write_tables(tables: dict, out: Path, formats: list[str]) -> tuple[list[Path], list[Path]]:
+def _write_tables(
+    tables: dict[str, pd.DataFrame], out: Path, formats: list[str]
+) -> tuple[list[Path], list[Path]]:
     """Write the tables; returns the files written and those of them whose content changed."""
     from leaderboard.table import write_tables
 
-    before = {path: path.read_bytes() for path in out.iterdir() if path.is_file()} \
-        if out.is_dir() else {}
+    before = {path: path.read_bytes() for path in out.iterdir() if path.is_file()} if out.is_dir() else {}
     written = write_tables(tables, out, formats)
     return written, [path for path in written if before.get(path) != path.read_bytes()]
 
@@ -84,16 +102,20 @@ def command_build(args: argparse.Namespace) -> int:
     tables, collection = _build(args.results, reported, args.include_unaudited)
     for dataset, frame in tables.items():
         kinds = frame["kind"].value_counts()
-        counts = ", ".join(f"{kinds.get(kind, 0)} {kind}" for kind in ("reproduced", "reported")
-                           + (("unaudited",) if args.include_unaudited else ()))
+        counts = ", ".join(
+            f"{kinds.get(kind, 0)} {kind}"
+            for kind in ("reproduced", "reported") + (("unaudited",) if args.include_unaudited else ())
+        )
         print(f"{dataset}: {len(frame)} rows ({counts})", flush=True)
     written, _ = _write_tables(tables, out, formats)
-    print(f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
-          f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out")
+    print(
+        f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
+        f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out"
+    )
     return 1 if args.strict and collection.rejected else 0
 
 
-def _update_readme(readme: Path, tables: dict) -> tuple[list[str], list[str]]:
+def _update_readme(readme: Path, tables: dict[str, pd.DataFrame]) -> tuple[list[str], list[str]]:
     """Replace the text between ``<!-- leaderboard:DATASET:begin -->`` and ``...:end -->``
     markers with that dataset's markdown table; datasets without markers are left out. Returns
     the datasets whose table changed and those already up to date; the file is rewritten only
@@ -101,12 +123,14 @@ def _update_readme(readme: Path, tables: dict) -> tuple[list[str], list[str]]:
     from leaderboard.table import to_markdown
 
     text = original = readme.read_text(encoding="utf-8")
-    updated, unchanged = [], []
+    updated: list[str] = []
+    unchanged: list[str] = []
     for dataset, frame in tables.items():
         begin, end = README_BEGIN.format(dataset=dataset), README_END.format(dataset=dataset)
         pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-        if pattern.search(text):
-            refreshed = pattern.sub(lambda _: f"{begin}\n{to_markdown(frame)}{end}", text, count=1)
+        match = pattern.search(text)
+        if match:
+            refreshed = f"{text[: match.start()]}{begin}\n{to_markdown(frame)}{end}{text[match.end() :]}"
             (updated if refreshed != text else unchanged).append(dataset)
             text = refreshed
     if text != original:
@@ -124,14 +148,15 @@ def command_regenerate(args: argparse.Namespace) -> int:
     tables, collection = _build([str(results)], _load_reported(None), args.include_unaudited)
     written, changed = _write_tables(tables, out, ["csv", "markdown"])
     state = f"{len(changed)} changed" if changed else "all unchanged"
-    print(f"{out}: {len(written)} file(s), {state}, from {len(collection.results)} result file(s) "
-          f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out)")
+    print(
+        f"{out}: {len(written)} file(s), {state}, from {len(collection.results)} result file(s) "
+        f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out)"
+    )
     if args.readme is not None:
         updated, unchanged = _update_readme(args.readme, tables)
         parts = [f"updated {', '.join(updated)}"] if updated else []
         parts += [f"unchanged {', '.join(unchanged)}"] if unchanged else []
-        print(f"{args.readme}: " + ("; ".join(parts) or "no <!-- leaderboard:DATASET:begin/end "
-                                                        "--> markers"))
+        print(f"{args.readme}: " + ("; ".join(parts) or "no <!-- leaderboard:DATASET:begin/end --> markers"))
     return 1 if collection.rejected else 0
 
 
@@ -143,8 +168,9 @@ COMPARED_FIELDS = ("dataset", "split", "tokens", "vocab_sha256", "dataset_sha256
 def check_comparable(a: Result, b: Result) -> None:
     for field in COMPARED_FIELDS:
         if a[field] != b[field]:
-            raise ResultError(f"{a.path} and {b.path} are not comparable: {field} differs "
-                              f"({a[field]} vs {b[field]})")
+            raise ResultError(
+                f"{a.path} and {b.path} are not comparable: {field} differs ({a[field]} vs {b[field]})"
+            )
 
 
 def _confidence(text: str) -> float:
@@ -168,36 +194,51 @@ def command_compare(args: argparse.Namespace) -> int:
 
     needed = minimum_samples(args.confidence)
     if args.samples < needed:
-        raise UsageError(f"--samples {args.samples} is too few for a {100 * args.confidence:g}% "
-                         f"interval: at least {needed:,} (5 resamples beyond each end)")
+        raise UsageError(
+            f"--samples {args.samples} is too few for a {100 * args.confidence:g}% "
+            f"interval: at least {needed:,} (5 resamples beyond each end)"
+        )
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
     log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
     block = args.block_length
     if block is not None and block > len(log_a):
         raise UsageError(f"--block-length {block} is longer than the {len(log_a):,} tokens compared")
-    result = paired_bootstrap(log_a, log_b, samples=args.samples, seed=args.seed,
-                              block_length=block, confidence=args.confidence)
+    result = paired_bootstrap(
+        log_a, log_b, samples=args.samples, seed=args.seed, block_length=block, confidence=args.confidence
+    )
     level = f"{100 * args.confidence:g}%"
     where = f"{a['dataset']}/{a['split']}"
     print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
     print(f"B: {_describe(b)} on {where}: perplexity {result.ppl_b:.2f}")
     low, high = result.ppl_ci
     nlow, nhigh = result.nll_ci
-    print(f"A - B: {result.ppl_diff:+.2f} perplexity, {level} CI [{low:+.2f}, {high:+.2f}]; "
-          f"mean NLL {result.nll_diff:+.4f} nats/token, {level} CI [{nlow:+.4f}, {nhigh:+.4f}]")
-    method = ("i.i.d. tokens" if result.block_length == 1
-              else f"circular blocks of {result.block_length:,} tokens")
-    p_text = (f"p <= {result.p_floor:.2g} (the smallest {result.samples:,} resamples can show)"
-              if result.p_value <= result.p_floor else f"p = {result.p_value:.4g}")
-    verdict = ("no significant difference" if result.p_value >= 1 - args.confidence
-               else ("A is better" if result.ppl_diff < 0 else "B is better"))
-    print(f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
-          f"{result.tokens:,} tokens, seed {result.seed}; {verdict} at the {level} level")
+    print(
+        f"A - B: {result.ppl_diff:+.2f} perplexity, {level} CI [{low:+.2f}, {high:+.2f}]; "
+        f"mean NLL {result.nll_diff:+.4f} nats/token, {level} CI [{nlow:+.4f}, {nhigh:+.4f}]"
+    )
+    method = (
+        "i.i.d. tokens" if result.block_length == 1 else f"circular blocks of {result.block_length:,} tokens"
+    )
+    p_text = (
+        f"p <= {result.p_floor:.2g} (the smallest {result.samples:,} resamples can show)"
+        if result.p_value <= result.p_floor
+        else f"p = {result.p_value:.4g}"
+    )
+    verdict = (
+        "no significant difference"
+        if result.p_value >= 1 - args.confidence
+        else ("A is better" if result.ppl_diff < 0 else "B is better")
+    )
+    print(
+        f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
+        f"{result.tokens:,} tokens, seed {result.seed}; {verdict} at the {level} level"
+    )
     return 0
 
 
 # ---- plots ---------------------------------------------------------------------------------------
+
 
 def command_plot_bars(args: argparse.Namespace) -> int:
     from leaderboard.plots import plot_bars
@@ -214,15 +255,21 @@ def command_plot_bars(args: argparse.Namespace) -> int:
     elif source.exists():
         collection = collect([source], args.include_unaudited)
         warnings: list[str] = []
-        tables = build_tables(collection, None if args.no_reported else _load_reported(None),
-                              roots=[source] if source.is_dir() else [], warnings=warnings)
+        tables = build_tables(
+            collection,
+            None if args.no_reported else _load_reported(None),
+            roots=[source] if source.is_dir() else [],
+            warnings=warnings,
+        )
         _report(collection, warnings)
         if args.dataset is None:
-            found = [d for d in tables if d not in PAPER_DATASETS or
-                     (tables[d]["kind"] == "reproduced").any()]
+            found = [
+                d for d in tables if d not in PAPER_DATASETS or (tables[d]["kind"] == "reproduced").any()
+            ]
             if len(found) != 1:
-                raise UsageError(f"{source} holds results for {', '.join(found) or 'no dataset'}: "
-                                   "pick one with --dataset")
+                raise UsageError(
+                    f"{source} holds results for {', '.join(found) or 'no dataset'}: pick one with --dataset"
+                )
             args.dataset = found[0]
         if args.dataset not in tables:
             raise UsageError(f"no {args.dataset} rows in {source} (datasets: {', '.join(tables)})")
@@ -258,8 +305,10 @@ def _load_dataset_for(result: Result, override: str | None, data_dir: str | None
         hint = "pass --dataset DIR" if data_dir else "pass --data-dir DIR or --dataset DIR"
         raise UsageError(f"{error} ({hint})") from None
     if vocab_sha != result["vocab_sha256"]:
-        raise UsageError(f"{result.path}: the vocabulary of {dataset.directory} is not the one "
-                           "the result was scored with (vocab_sha256 differs)")
+        raise UsageError(
+            f"{result.path}: the vocabulary of {dataset.directory} is not the one "
+            "the result was scored with (vocab_sha256 differs)"
+        )
     return dataset
 
 
@@ -275,19 +324,23 @@ def command_plot_frequency(args: argparse.Namespace) -> int:
     check_output_file(args.output, "--output", inputs=inputs)
     targets = dataset.tokens(a["split"]).ids
     if len(targets) != len(log_a):
-        raise UsageError(f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results "
-                           f"{len(log_a)}")
+        raise UsageError(
+            f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results {len(log_a)}"
+        )
     if args.buckets > len(dataset.vocab):
-        raise UsageError(f"--buckets {args.buckets}: more buckets than the {len(dataset.vocab):,} "
-                         "words of the vocabulary")
-    buckets = frequency_buckets(dataset.tokens("train").ids, len(dataset.vocab), args.buckets,
-                                args.bucketing)
+        raise UsageError(
+            f"--buckets {args.buckets}: more buckets than the {len(dataset.vocab):,} words of the vocabulary"
+        )
+    buckets = frequency_buckets(dataset.tokens("train").ids, len(dataset.vocab), args.buckets, args.bucketing)
     result = bucket_difference(targets, log_a, log_b, buckets)
     for number, (mean, tokens, types) in enumerate(zip(result.mean, result.tokens, result.types), 1):
-        print(f"bucket {number:>2}: {types:>6,} words, {tokens:>8,} tokens, mean NLL(A) - NLL(B) "
-              f"{mean:+.4f}", flush=True)
-    title = args.title or (f"{a['dataset']}/{a['split']}: mean difference in log perplexity "
-                           "by word frequency")
+        print(
+            f"bucket {number:>2}: {types:>6,} words, {tokens:>8,} tokens, mean NLL(A) - NLL(B) {mean:+.4f}",
+            flush=True,
+        )
+    title = args.title or (
+        f"{a['dataset']}/{a['split']}: mean difference in log perplexity by word frequency"
+    )
     path = plot_frequency(result, _describe(a), _describe(b), title, args.output)
     print(f"wrote {path}")
     return 0
@@ -310,7 +363,11 @@ def command_plot_gates(args: argparse.Namespace) -> int:
         if meta.is_file():
             try:
                 info = json.loads(meta.read_text(encoding="utf-8"))
-                parts = [str(info[k]) for k in ("model", "dataset", "split") if isinstance(info, dict) and k in info]
+                parts = [
+                    str(info[k])
+                    for k in ("model", "dataset", "split")
+                    if isinstance(info, dict) and k in info
+                ]
                 if parts:
                     title = "pointer sentinel gate: " + " ".join(parts)
             except (OSError, ValueError):
@@ -341,25 +398,29 @@ def command_plot_curves(args: argparse.Namespace) -> int:
 
 def command_plot_zipf(args: argparse.Namespace) -> int:
     from harness.datasets import EOS, DatasetError, load_dataset
-
     from leaderboard.plots import plot_zipf, rank_frequency
 
     check_output_file(args.output, "--output")
     corpora = []
     for name in args.corpora:
         try:
-            dataset = load_dataset(name, args.data_dir, download=False) if not Path(name).is_dir() \
+            dataset = (
+                load_dataset(name, args.data_dir, download=False)
+                if not Path(name).is_dir()
                 else load_dataset(name)
-            check_output_file(args.output, "--output",
-                              inputs=[dataset.path(split) for split in dataset.split_files])
+            )
+            check_output_file(
+                args.output, "--output", inputs=[dataset.path(split) for split in dataset.split_files]
+            )
             ids = dataset.tokens(args.split).ids
         except DatasetError as error:
             hint = "" if args.data_dir else " (pass --data-dir DIR)"
             raise UsageError(f"{error}{hint}") from None
         exclude = [] if args.include_eos else [dataset.vocab[EOS]]
         corpora.append((dataset.name, rank_frequency(ids, len(dataset.vocab), exclude)))
-    title = args.title or (f"Zipf plot of the {args.split} split"
-                           + ("" if args.include_eos else " (<eos> left out)"))
+    title = args.title or (
+        f"Zipf plot of the {args.split} split" + ("" if args.include_eos else " (<eos> left out)")
+    )
     path = plot_zipf(corpora, title, args.output)
     print(f"wrote {path}")
     return 0
@@ -367,47 +428,76 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 
 # ---- parser --------------------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(prog="python -m leaderboard",
-                            description="Leaderboards, significance tests and plots from harness "
-                                        "result files.")
+    parser = ArgumentParser(
+        prog="python -m leaderboard",
+        description="Leaderboards, significance tests and plots from harness result files.",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    build = commands.add_parser("build", help="one table per dataset from result files",
-                                description="Read every harness result JSON under RESULTS and write "
-                                            "one ranked table per dataset, published figures beside them.")
+    build = commands.add_parser(
+        "build",
+        help="one table per dataset from result files",
+        description="Read every harness result JSON under RESULTS and write "
+        "one ranked table per dataset, published figures beside them.",
+    )
     build.add_argument("results", nargs="+", metavar="RESULTS", help="result directories or files")
     build.add_argument("--output-dir", required=True, metavar="DIR")
     build.add_argument("--format", nargs="+", choices=["csv", "markdown", "html"], default=["csv"])
-    build.add_argument("--reported", type=existing_file, metavar="CSV",
-                       help="published figures (default: the packaged reported.csv)")
+    build.add_argument(
+        "--reported",
+        type=existing_file,
+        metavar="CSV",
+        help="published figures (default: the packaged reported.csv)",
+    )
     build.add_argument("--no-reported", action="store_true", help="only reproduced rows")
     build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
     build.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     build.set_defaults(handler=command_build)
 
-    regen = commands.add_parser("regenerate", help="the project's committed tables, in one go",
-                                description="Rebuild the committed leaderboard (csv and markdown) "
-                                            f"from {DEFAULT_RESULTS}/; exit 1 when a file was rejected.")
+    regen = commands.add_parser(
+        "regenerate",
+        help="the project's committed tables, in one go",
+        description="Rebuild the committed leaderboard (csv and markdown) "
+        f"from {DEFAULT_RESULTS}/; exit 1 when a file was rejected.",
+    )
     regen.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
     regen.add_argument("--output-dir", default=str(DEFAULT_TABLES), metavar="DIR")
-    regen.add_argument("--readme", type=existing_file, metavar="README.md",
-                       help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers")
+    regen.add_argument(
+        "--readme",
+        type=existing_file,
+        metavar="README.md",
+        help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers",
+    )
     regen.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     regen.set_defaults(handler=command_regenerate)
 
-    compare = commands.add_parser("compare", help="paired bootstrap of two results' perplexities",
-                                  description="Paired bootstrap over the per-token log-probabilities "
-                                              "of two results on the same dataset split.")
+    compare = commands.add_parser(
+        "compare",
+        help="paired bootstrap of two results' perplexities",
+        description="Paired bootstrap over the per-token log-probabilities "
+        "of two results on the same dataset split.",
+    )
     compare.add_argument("a", metavar="A.json")
     compare.add_argument("b", metavar="B.json")
-    compare.add_argument("--samples", type=positive_int, default=10_000,
-                         help="bootstrap resamples (default 10,000; at least 10 / (1 - confidence))")
+    compare.add_argument(
+        "--samples",
+        type=positive_int,
+        default=10_000,
+        help="bootstrap resamples (default 10,000; at least 10 / (1 - confidence))",
+    )
     compare.add_argument("--seed", type=int, default=0)
-    compare.add_argument("--block-length", type=_block_length, default="auto", metavar="N|auto",
-                         help="tokens per resampled block (default auto: ceil(sqrt(N)); 1: i.i.d. tokens)")
-    compare.add_argument("--confidence", type=_confidence, default=0.95,
-                         help="level of the intervals (default 0.95)")
+    compare.add_argument(
+        "--block-length",
+        type=_block_length,
+        default="auto",
+        metavar="N|auto",
+        help="tokens per resampled block (default auto: ceil(sqrt(N)); 1: i.i.d. tokens)",
+    )
+    compare.add_argument(
+        "--confidence", type=_confidence, default=0.95, help="level of the intervals (default 0.95)"
+    )
     compare.set_defaults(handler=command_compare)
 
     plot = commands.add_parser("plot", help="figures (PNG)")
@@ -430,9 +520,13 @@ def build_parser() -> argparse.ArgumentParser:
     frequency.add_argument("b", metavar="B.json", help="the model compared with it; > 0 means B is better")
     frequency.add_argument("--output", required=True, metavar="PNG")
     frequency.add_argument("--buckets", type=positive_int, default=10)
-    frequency.add_argument("--bucketing", choices=["types", "tokens", "heldout"], default="types",
-                           help="what each bucket holds the same amount of: distinct words (default, "
-                                "our reading of the paper), train tokens, or evaluated tokens")
+    frequency.add_argument(
+        "--bucketing",
+        choices=["types", "tokens", "heldout"],
+        default="types",
+        help="what each bucket holds the same amount of: distinct words (default, "
+        "our reading of the paper), train tokens, or evaluated tokens",
+    )
     frequency.add_argument("--data-dir", type=existing_dir, metavar="DIR")
     frequency.add_argument("--dataset", metavar="NAME|DIR", help="where the corpus is, if not the result's")
     frequency.add_argument("--title")
@@ -446,15 +540,20 @@ def build_parser() -> argparse.ArgumentParser:
     gates.set_defaults(handler=command_plot_gates)
 
     curves = plots.add_parser("curves", help="learning curves from `baselines train` logs")
-    curves.add_argument("logs", nargs="+", metavar="LOG.jsonl[=LABEL]",
-                        help="training logs (log.jsonl of a run directory), each with a label")
+    curves.add_argument(
+        "logs",
+        nargs="+",
+        metavar="LOG.jsonl[=LABEL]",
+        help="training logs (log.jsonl of a run directory), each with a label",
+    )
     curves.add_argument("--output", required=True, metavar="PNG")
     curves.add_argument("--title")
     curves.set_defaults(handler=command_plot_curves)
 
     zipf = plots.add_parser("zipf", help="rank-frequency plot of corpora")
-    zipf.add_argument("corpora", nargs="+", metavar="NAME|DIR",
-                      help="ptb, wikitext-2, ... or a builder output directory")
+    zipf.add_argument(
+        "corpora", nargs="+", metavar="NAME|DIR", help="ptb, wikitext-2, ... or a builder output directory"
+    )
     zipf.add_argument("--output", required=True, metavar="PNG")
     zipf.add_argument("--split", default="train", choices=SPLITS)
     zipf.add_argument("--data-dir", type=existing_dir, metavar="DIR")

@@ -23,8 +23,8 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -39,13 +39,18 @@ def _save(figure: plt.Figure, out: str | Path) -> Path:
     has none), and close it."""
     out = Path(out)
     try:
-        return write_atomically(out, lambda handle: figure.savefig(
-            handle, format=out.suffix[1:] or None, dpi=130, bbox_inches="tight"))
+        return write_atomically(
+            out,
+            lambda handle: figure.savefig(
+                handle, format=out.suffix[1:] or None, dpi=130, bbox_inches="tight"
+            ),
+        )
     finally:
         plt.close(figure)
 
 
 # ---- leaderboard bars --------------------------------------------------------------------------
+
 
 def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None = None) -> Path:
     """Bars of a ranked leaderboard (columns of :data:`table.COLUMNS`), best at the top.
@@ -65,23 +70,27 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     colours = [REPORTED_COLOUR if kind == "reported" else REPRODUCED_COLOUR for kind in rows["kind"]]
     hatches = ["//" if which == "valid" else "" for which in rows["which"]]
     left = values.min() / 1.5 if log else 0
-    bars = axis.barh(positions, values - left, left=left, color=colours, edgecolor="black",
-                     linewidth=0.4)
+    bars = axis.barh(positions, values - left, left=left, color=colours, edgecolor="black", linewidth=0.4)
     for bar, hatch in zip(bars, hatches):
         bar.set_hatch(hatch)
     from leaderboard.table import format_number
 
     for position, value, which in zip(positions, values, rows["which"]):
-        axis.text(value * (1.02 if log else 1.0) + (0 if log else values.max() * 0.01), position,
-                  format_number(value) + (" (valid)" if which == "valid" else ""), va="center",
-                  fontsize=8)
+        axis.text(
+            value * (1.02 if log else 1.0) + (0 if log else values.max() * 0.01),
+            position,
+            format_number(value) + (" (valid)" if which == "valid" else ""),
+            va="center",
+            fontsize=8,
+        )
     axis.set_yticks(positions)
-    axis.set_yticklabels([str(m) if len(str(m)) <= 60 else str(m)[:57] + "..." for m in rows["model"]],
-                         fontsize=8)
+    axis.set_yticklabels(
+        [str(m) if len(str(m)) <= 60 else str(m)[:57] + "..." for m in rows["model"]], fontsize=8
+    )
     if log:
         axis.set_xscale("log")
         axis.set_xlim(left, values.max() * 1.6)
-        nice = [m * 10 ** e for e in range(0, 7) for m in (1, 2, 5)]
+        nice = [m * 10**e for e in range(0, 7) for m in (1, 2, 5)]
         ticks = [t for t in nice if left <= t <= values.max() * 1.6]
         axis.set_xticks(ticks)
         axis.set_xticklabels([f"{t:g}" for t in ticks])
@@ -93,16 +102,20 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     axis.grid(axis="x", which="both", alpha=0.3)
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="reproduced (this repo)"),
-               Patch(facecolor=REPORTED_COLOUR, edgecolor="black", label="reported (published)")]
+    handles = [
+        Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="reproduced (this repo)"),
+        Patch(facecolor=REPORTED_COLOUR, edgecolor="black", label="reported (published)"),
+    ]
     if (rows["which"] == "valid").any():
-        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//",
-                             label="valid figure (no test figure)"))
+        handles.append(
+            Patch(facecolor="white", edgecolor="black", hatch="//", label="valid figure (no test figure)")
+        )
     axis.legend(handles=handles, loc="upper right", fontsize=8)  # the best (shortest) bars are on top
     return _save(figure, out)
 
 
 # ---- Figure 4: difference by word frequency ------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Buckets:
@@ -137,8 +150,9 @@ class Buckets:
 BUCKETINGS = ("types", "tokens", "heldout")
 
 
-def frequency_buckets(train_ids: np.ndarray, vocab_size: int, count: int = 10,
-                      mode: str = "types") -> Buckets:
+def frequency_buckets(
+    train_ids: np.ndarray, vocab_size: int, count: int = 10, mode: str = "types"
+) -> Buckets:
     """Buckets of words by train frequency (most frequent first; ties by id, which in the
     harness's vocabulary is first occurrence), in ``count`` equal-size buckets, where "size" is:
 
@@ -177,56 +191,71 @@ class BucketDifference:
     types: np.ndarray  # distinct words per bucket
 
 
-def bucket_difference(targets: np.ndarray, log_probs_a: np.ndarray, log_probs_b: np.ndarray,
-                      buckets: Buckets) -> BucketDifference:
+def bucket_difference(
+    targets: np.ndarray, log_probs_a: np.ndarray, log_probs_b: np.ndarray, buckets: Buckets
+) -> BucketDifference:
     """Mean per-token NLL difference (A minus B: positive where B is better) per bucket of the
     target word."""
     if not (len(targets) == len(log_probs_a) == len(log_probs_b)):
-        raise ValueError(f"{len(targets)} targets but {len(log_probs_a)} and {len(log_probs_b)} "
-                         "log-probabilities")
+        raise ValueError(
+            f"{len(targets)} targets but {len(log_probs_a)} and {len(log_probs_b)} log-probabilities"
+        )
     difference = (-np.asarray(log_probs_a, dtype=np.float64)) - (-np.asarray(log_probs_b, dtype=np.float64))
     which = buckets.assign(targets)
     tokens = np.bincount(which, minlength=buckets.count)
     sums = np.bincount(which, weights=difference, minlength=buckets.count)
-    squares = np.bincount(which, weights=difference ** 2, minlength=buckets.count)
+    squares = np.bincount(which, weights=difference**2, minlength=buckets.count)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = sums / tokens
-        variance = np.maximum(squares / tokens - mean ** 2, 0) * tokens / np.maximum(tokens - 1, 1)
+        variance = np.maximum(squares / tokens - mean**2, 0) * tokens / np.maximum(tokens - 1, 1)
         stderr = np.sqrt(variance / tokens)
     return BucketDifference(buckets, mean, stderr, tokens, buckets.types(targets))
 
 
-def plot_frequency(result: BucketDifference, label_a: str, label_b: str, title: str,
-                   out: str | Path) -> Path:
+def plot_frequency(result: BucketDifference, label_a: str, label_b: str, title: str, out: str | Path) -> Path:
     count = result.buckets.count
     figure, axis = plt.subplots(figsize=(8, 4.5))
     x = np.arange(1, count + 1)
     colours = ["#2ca02c" if m >= 0 else "#d62728" for m in np.nan_to_num(result.mean)]
-    axis.bar(x, np.nan_to_num(result.mean), yerr=1.96 * np.nan_to_num(result.stderr), color=colours,
-             edgecolor="black", linewidth=0.4, capsize=3)
+    axis.bar(
+        x,
+        np.nan_to_num(result.mean),
+        yerr=1.96 * np.nan_to_num(result.stderr),
+        color=colours,
+        edgecolor="black",
+        linewidth=0.4,
+        capsize=3,
+    )
     axis.axhline(0, color="black", linewidth=0.8)
     labels = [f"{i}\n{int(t):,} tok" for i, t in zip(x, result.tokens)]
     axis.set_xticks(x)
     axis.set_xticklabels(labels, fontsize=7)
-    what = {"types": "distinct words", "tokens": "train tokens",
-            "heldout": "evaluated tokens"}[result.buckets.mode]
-    axis.set_xlabel(f"word-frequency bucket (1 = most frequent ... {count} = rarest in train; "
-                    f"equal {what} per bucket)", fontsize=9)
+    what = {"types": "distinct words", "tokens": "train tokens", "heldout": "evaluated tokens"}[
+        result.buckets.mode
+    ]
+    axis.set_xlabel(
+        f"word-frequency bucket (1 = most frequent ... {count} = rarest in train; equal {what} per bucket)",
+        fontsize=9,
+    )
     axis.set_ylabel("mean log-perplexity difference\n(nats/token; > 0: B better)", fontsize=9)
     axis.set_title(f"{title}\nA = {label_a}   B = {label_b}", fontsize=10)
     axis.grid(axis="y", alpha=0.3)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [Patch(facecolor="#2ca02c", edgecolor="black", label="B better (mean per bucket)"),
-               Patch(facecolor="#d62728", edgecolor="black", label="A better (mean per bucket)"),
-               Line2D([], [], color="black", marker="_", markersize=8, linewidth=1.2,
-                      label="95% normal CI of the mean")]
+    handles = [
+        Patch(facecolor="#2ca02c", edgecolor="black", label="B better (mean per bucket)"),
+        Patch(facecolor="#d62728", edgecolor="black", label="A better (mean per bucket)"),
+        Line2D(
+            [], [], color="black", marker="_", markersize=8, linewidth=1.2, label="95% normal CI of the mean"
+        ),
+    ]
     axis.legend(handles=handles, fontsize=8, loc="best")
     return _save(figure, out)
 
 
 # ---- pointer gate histogram ----------------------------------------------------------------------
+
 
 def load_gates(path: str | Path) -> np.ndarray:
     """A ``[N]`` float array of gate values in [0, 1] from a ``.npy`` file, such as the one
@@ -239,26 +268,33 @@ def load_gates(path: str | Path) -> np.ndarray:
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: not a readable .npy array ({error})") from None
     if gates.ndim != 1 or not np.issubdtype(gates.dtype, np.floating) or len(gates) == 0:
-        raise ValueError(f"{path}: expected a non-empty 1-D float array of gate values, "
-                         f"got {gates.dtype} {gates.shape}")
+        raise ValueError(
+            f"{path}: expected a non-empty 1-D float array of gate values, got {gates.dtype} {gates.shape}"
+        )
     tolerance = 1e-6  # float32 rounding of a softmax share
     if not np.all(np.isfinite(gates)) or gates.min() < -tolerance or gates.max() > 1 + tolerance:
-        raise ValueError(f"{path}: gate values must be finite and within [0, 1] "
-                         f"(found {np.nanmin(gates):g} .. {np.nanmax(gates):g})")
+        raise ValueError(
+            f"{path}: gate values must be finite and within [0, 1] "
+            f"(found {np.nanmin(gates):g} .. {np.nanmax(gates):g})"
+        )
     return np.clip(gates.astype(np.float64), 0.0, 1.0)
 
 
 def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -> Path:
     figure, axis = plt.subplots(figsize=(7, 4.2))
-    axis.hist(gates, bins=np.linspace(0, 1, bins + 1).tolist(), color="#ff7f0e", edgecolor="black", linewidth=0.3)
+    axis.hist(
+        gates, bins=np.linspace(0, 1, bins + 1).tolist(), color="#ff7f0e", edgecolor="black", linewidth=0.3
+    )
     axis.set_yscale("log")
     axis.set_xlim(0, 1)
     axis.set_xlabel("gate g (share of probability to the vocabulary softmax; 1 - g to the pointer)")
     axis.set_ylabel("tokens (log scale)")
     pointer_share = float(np.mean(gates < 0.5))
-    axis.set_title(f"{title}\n{len(gates):,} tokens; mean g {gates.mean():.3f}, median "
-                   f"{np.median(gates):.3f}; pointer-dominant (g < 0.5): {100 * pointer_share:.1f}%",
-                   fontsize=10)
+    axis.set_title(
+        f"{title}\n{len(gates):,} tokens; mean g {gates.mean():.3f}, median "
+        f"{np.median(gates):.3f}; pointer-dominant (g < 0.5): {100 * pointer_share:.1f}%",
+        fontsize=10,
+    )
     axis.axvline(gates.mean(), color="black", linestyle="--", linewidth=1, label=f"mean {gates.mean():.3f}")
     axis.legend(fontsize=8, loc="upper left")
     axis.grid(alpha=0.3)
@@ -266,6 +302,7 @@ def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -
 
 
 # ---- learning curves ---------------------------------------------------------------------------
+
 
 def load_training_log(path: str | Path) -> pd.DataFrame:
     """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``minutes`` (training time
@@ -277,11 +314,18 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
             continue
         try:
             record = json.loads(line)
-            seconds = record["total_seconds"] if not record["partial"] \
-                else finished_seconds + record["seconds"]
-            rows.append({"epoch": record["epoch"], "minutes": seconds / 60,
-                         "valid_ppl": float(record["valid_ppl"]),
-                         "learning_rate": record["learning_rate"], "partial": record["partial"]})
+            seconds = (
+                record["total_seconds"] if not record["partial"] else finished_seconds + record["seconds"]
+            )
+            rows.append(
+                {
+                    "epoch": record["epoch"],
+                    "minutes": seconds / 60,
+                    "valid_ppl": float(record["valid_ppl"]),
+                    "learning_rate": record["learning_rate"],
+                    "partial": record["partial"],
+                }
+            )
         except (ValueError, KeyError, TypeError) as error:
             raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
         if not record["partial"]:
@@ -296,11 +340,22 @@ def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str
     perplexity (log scale) against training minutes, each run's best marked."""
     figure, axis = plt.subplots(figsize=(7.5, 4.8))
     for label, frame in curves:
-        line, = axis.plot(frame["minutes"], frame["valid_ppl"], marker="o", markersize=3,
-                          label=f"{label} (best {frame['valid_ppl'].min():.1f})")
+        (line,) = axis.plot(
+            frame["minutes"],
+            frame["valid_ppl"],
+            marker="o",
+            markersize=3,
+            label=f"{label} (best {frame['valid_ppl'].min():.1f})",
+        )
         best = int(frame["valid_ppl"].to_numpy().argmin())
-        axis.scatter([frame["minutes"].iloc[best]], [frame["valid_ppl"].iloc[best]], s=60,
-                     facecolors="none", edgecolors=line.get_color(), zorder=3)
+        axis.scatter(
+            [frame["minutes"].iloc[best]],
+            [frame["valid_ppl"].iloc[best]],
+            s=60,
+            facecolors="none",
+            edgecolors=line.get_color(),
+            zorder=3,
+        )
     axis.set_yscale("log")
     axis.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -318,6 +373,7 @@ def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str
 
 # ---- Zipf ----------------------------------------------------------------------------------------
 
+
 def rank_frequency(ids: np.ndarray, vocab_size: int, exclude: Sequence[int] = ()) -> np.ndarray:
     """Occurrence counts of the word types that occur, most frequent first."""
     counts = np.bincount(ids, minlength=vocab_size).astype(np.int64)
@@ -332,13 +388,23 @@ def plot_zipf(corpora: Sequence[tuple[str, np.ndarray]], title: str, out: str | 
     figure, axis = plt.subplots(figsize=(7, 5))
     for label, counts in corpora:
         ranks = np.arange(1, len(counts) + 1)
-        axis.loglog(ranks, counts, label=f"{label} ({len(counts):,} types, {int(counts.sum()):,} tokens)",
-                    linewidth=1.4)
+        axis.loglog(
+            ranks,
+            counts,
+            label=f"{label} ({len(counts):,} types, {int(counts.sum()):,} tokens)",
+            linewidth=1.4,
+        )
     biggest = max(len(c) for _, c in corpora)
     top = max(int(c[0]) for _, c in corpora)
     reference = np.array([1, biggest])
-    axis.loglog(reference, top / reference, color="grey", linestyle=":", linewidth=1,
-                label="Zipf's law, frequency ∝ 1/rank")
+    axis.loglog(
+        reference,
+        top / reference,
+        color="grey",
+        linestyle=":",
+        linewidth=1,
+        label="Zipf's law, frequency ∝ 1/rank",
+    )
     axis.set_xlabel("frequency rank (log scale)")
     axis.set_ylabel("occurrences in the split (log scale)")
     axis.set_title(title, fontsize=10)

@@ -20,8 +20,13 @@ from typing import Any
 import numpy as np
 
 from harness.catalogue import BENCHMARKS
-from harness.results import (KEYS_ADDED_IN_2, REQUIRED_KEYS, SUPPORTED_SCHEMA_VERSIONS,
-                             token_log_probs_name, unaudited_reasons)
+from harness.results import (
+    KEYS_ADDED_IN_2,
+    REQUIRED_KEYS,
+    SUPPORTED_SCHEMA_VERSIONS,
+    token_log_probs_name,
+    unaudited_reasons,
+)
 
 #: Relative tolerance between a result's nll and the mean of its per-token log-probabilities.
 TOKEN_LOG_PROBS_RTOL = 1e-9
@@ -98,8 +103,10 @@ def validate(data: Any, path: Path) -> Result:
         raise ResultError(f"{path}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
     version = data["schema_version"]
     if version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise ResultError(f"{path}: schema_version {version!r} is not supported "
-                          f"(this leaderboard reads {', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))})")
+        raise ResultError(
+            f"{path}: schema_version {version!r} is not supported "
+            f"(this leaderboard reads {', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))})"
+        )
     for key, types in REQUIRED_KEYS.items():
         value = data[key]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
@@ -112,10 +119,13 @@ def validate(data: Any, path: Path) -> Result:
         for key, types in KEYS_ADDED_IN_2.items():
             if not isinstance(data.get(key), types):
                 raise ResultError(f"{path}: {key} missing or not a {types[0].__name__}")
-        if data["audited"] != (not unaudited_reasons(data)) \
-                or data["audited"] == bool(data["unaudited_reasons"]):
-            raise ResultError(f"{path}: audited is {str(data['audited']).lower()} but the audit "
-                              "records say otherwise (file edited by hand?)")
+        if data["audited"] != (not unaudited_reasons(data)) or data["audited"] == bool(
+            data["unaudited_reasons"]
+        ):
+            raise ResultError(
+                f"{path}: audited is {str(data['audited']).lower()} but the audit "
+                "records say otherwise (file edited by hand?)"
+            )
     if data["tokens"] <= 0:
         raise ResultError(f"{path}: tokens must be positive, got {data['tokens']}")
     nll, ppl = float(data["nll"]), float(data["perplexity"])
@@ -124,8 +134,9 @@ def validate(data: Any, path: Path) -> Result:
     if not math.isclose(math.log(ppl), nll, rel_tol=1e-6, abs_tol=1e-9):
         raise ResultError(f"{path}: perplexity {ppl} is not exp(nll {nll}) (file edited by hand?)")
     bits = data.get("bits_per_token")
-    if bits is not None and not (isinstance(bits, (int, float))
-                                 and math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9)):
+    if bits is not None and not (
+        isinstance(bits, (int, float)) and math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9)
+    ):
         raise ResultError(f"{path}: bits_per_token {bits!r} is not nll / ln 2 (file edited by hand?)")
     num_parameters = data.get("num_parameters")
     if num_parameters is not None and (not isinstance(num_parameters, int) or num_parameters < 0):
@@ -173,16 +184,22 @@ def _release_mismatch(result: Result) -> str | None:
         return None
     expected = benchmark.file_sha256.get(benchmark.split_files[split])
     if expected is not None and result["dataset_sha256"] != expected:
-        return (f"dataset_sha256 is not that of the {name} release's {split} file: not ranked "
-                f"under the name {name}")
+        return (
+            f"dataset_sha256 is not that of the {name} release's {split} file: not ranked "
+            f"under the name {name}"
+        )
     expected_train = benchmark.file_sha256.get(benchmark.split_files["train"])
     recorded_train = result.get("train_sha256")
     if expected_train is not None and recorded_train is not None and recorded_train != expected_train:
-        return (f"train_sha256 is not that of the {name} release's train file (the vocabulary "
-                f"and any model trained on load come from it): not ranked under the name {name}")
+        return (
+            f"train_sha256 is not that of the {name} release's train file (the vocabulary "
+            f"and any model trained on load come from it): not ranked under the name {name}"
+        )
     if expected is None and result.get("dataset_verified") is not True:
-        return (f"its {name} {split} file was not verified against a checksum of the release: "
-                f"not ranked under the name {name}")
+        return (
+            f"its {name} {split} file was not verified against a checksum of the release: "
+            f"not ranked under the name {name}"
+        )
     return None
 
 
@@ -198,6 +215,7 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
     """Within each group (``"dataset"`` or ``"dataset/split"``), keep the results whose ``field``
     holds the value most of them agree on, and reject the others by name: results of one dataset
     with different vocabularies (or texts) cannot share a table."""
+
     def group_of(result: Result) -> str:
         return result["dataset"] if group == "dataset" else f"{result['dataset']}/{result.split}"
 
@@ -208,7 +226,7 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
     for name, members in by_group.items():
         counts = Counter(result[field] for result in members)
         # The majority wins; a tie goes to the value of the earliest file by path (deterministic).
-        first_seen = {}
+        first_seen: dict[str, int] = {}
         for result in sorted(members, key=lambda r: str(r.path)):
             first_seen.setdefault(result[field], len(first_seen))
         majority = max(counts, key=lambda value: (counts[value], -first_seen[value]))
@@ -219,7 +237,8 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
                 rejected.append(
                     f"{result.path}: {field} {result[field][:12]}... differs from the "
                     f"{counts[majority]} other {name} result(s) ({majority[:12]}...); "
-                    "incompatible with them, skipped")
+                    "incompatible with them, skipped"
+                )
     return kept
 
 
@@ -267,8 +286,10 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
             rejected.append(f"{file}: {mismatch}; skipped")
             continue
         if result.unaudited_reasons and not include_unaudited:
-            unaudited.append(f"{file}: unaudited ({'; '.join(result.unaudited_reasons)}): kept "
-                             "out of the ranking (--include-unaudited shows it, marked)")
+            unaudited.append(
+                f"{file}: unaudited ({'; '.join(result.unaudited_reasons)}): kept "
+                "out of the ranking (--include-unaudited shows it, marked)"
+            )
             continue
         results.append(result)
     results = _reject_minorities(results, "dataset", "vocab_sha256", rejected)
@@ -301,11 +322,14 @@ def token_log_probs_path(result: Result) -> Path:
         return path
     recorded = result.get("token_log_probs_file")
     if not recorded:
-        raise ResultError(f"{result.path}: no token_log_probs_file recorded and no "
-                          f"{token_log_probs_name(result.path.name)} beside it (rerun harness eval "
-                          "with --output-dir or --save-token-logprobs)")
-    raise ResultError(f"{result.path}: token log-probabilities {recorded} not found "
-                      f"(also looked in {result.path.parent})")
+        raise ResultError(
+            f"{result.path}: no token_log_probs_file recorded and no "
+            f"{token_log_probs_name(result.path.name)} beside it (rerun harness eval "
+            "with --output-dir or --save-token-logprobs)"
+        )
+    raise ResultError(
+        f"{result.path}: token log-probabilities {recorded} not found (also looked in {result.path.parent})"
+    )
 
 
 def load_token_log_probs(result: Result) -> np.ndarray:
@@ -322,14 +346,18 @@ def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.floating):
         raise ResultError(f"{path}: expected a 1-D float array, got {values.dtype} {values.shape}")
     if len(values) != result["tokens"]:
-        raise ResultError(f"{path}: {len(values)} log-probabilities for a result of "
-                          f"{result['tokens']} tokens ({result.path} disagrees with it)")
+        raise ResultError(
+            f"{path}: {len(values)} log-probabilities for a result of "
+            f"{result['tokens']} tokens ({result.path} disagrees with it)"
+        )
     values = values.astype(np.float64, copy=False)
     if not np.all(np.isfinite(values)) or np.any(values > 0):
         raise ResultError(f"{path}: log-probabilities must be finite and <= 0")
     mean_nll = -float(values.mean())
     if not math.isclose(mean_nll, float(result["nll"]), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12):
-        raise ResultError(f"{path}: mean NLL {mean_nll:.9g} (perplexity {math.exp(mean_nll):.6g}) "
-                          f"does not match the result's nll {float(result['nll']):.9g} (perplexity "
-                          f"{result.perplexity:.6g}) in {result.path.name}: stale, foreign or edited")
+        raise ResultError(
+            f"{path}: mean NLL {mean_nll:.9g} (perplexity {math.exp(mean_nll):.6g}) "
+            f"does not match the result's nll {float(result['nll']):.9g} (perplexity "
+            f"{result.perplexity:.6g}) in {result.path.name}: stale, foreign or edited"
+        )
     return values

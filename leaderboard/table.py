@@ -26,12 +26,36 @@ import pandas as pd
 from harness.files import write_atomically
 from leaderboard.records import Collection, Result, run_key
 
-COLUMNS = ["rank", "model", "params_millions", "valid_ppl", "test_ppl", "kind", "source",
-           "hardware", "date", "commit", "notes"]
+COLUMNS = [
+    "rank",
+    "model",
+    "params_millions",
+    "valid_ppl",
+    "test_ppl",
+    "kind",
+    "source",
+    "hardware",
+    "date",
+    "commit",
+    "notes",
+]
 
 REPORTED_CSV = Path(__file__).with_name("reported.csv")
-REPORTED_COLUMNS = ["dataset", "model", "params_millions", "valid_ppl", "valid_pm", "test_ppl",
-                    "test_pm", "source", "url", "table", "date", "notes", "verified_by"]
+REPORTED_COLUMNS = [
+    "dataset",
+    "model",
+    "params_millions",
+    "valid_ppl",
+    "valid_pm",
+    "test_ppl",
+    "test_pm",
+    "source",
+    "url",
+    "table",
+    "date",
+    "notes",
+    "verified_by",
+]
 
 #: The paper benchmarks: each gets a table even with no reproduced run (the reported rows).
 PAPER_DATASETS = ("ptb", "wikitext-2", "wikitext-103")
@@ -64,18 +88,20 @@ def _reported_rows(reported: pd.DataFrame, dataset: str) -> list[dict]:
         if record["notes"]:
             notes.append(record["notes"])
         where = f", {record['table']}" if record["table"] else ""
-        rows.append({
-            "model": record["model"],
-            "params_millions": record["params_millions"],
-            "valid_ppl": record["valid_ppl"],
-            "test_ppl": record["test_ppl"],
-            "kind": "reported",
-            "source": f"{record['source']}{where} {record['url']}".strip(),
-            "hardware": "",
-            "date": record["date"],
-            "commit": "",
-            "notes": "; ".join(notes),
-        })
+        rows.append(
+            {
+                "model": record["model"],
+                "params_millions": record["params_millions"],
+                "valid_ppl": record["valid_ppl"],
+                "test_ppl": record["test_ppl"],
+                "kind": "reported",
+                "source": f"{record['source']}{where} {record['url']}".strip(),
+                "hardware": "",
+                "date": record["date"],
+                "commit": "",
+                "notes": "; ".join(notes),
+            }
+        )
     return rows
 
 
@@ -93,8 +119,11 @@ class Run:
 
 
 def _same_figures(a: Result, b: Result) -> bool:
-    return (a["dataset_sha256"] == b["dataset_sha256"] and a["tokens"] == b["tokens"]
-            and math.isclose(a["nll"], b["nll"], rel_tol=1e-12, abs_tol=0.0))
+    return (
+        a["dataset_sha256"] == b["dataset_sha256"]
+        and a["tokens"] == b["tokens"]
+        and math.isclose(a["nll"], b["nll"], rel_tol=1e-12, abs_tol=0.0)
+    )
 
 
 def _dedupe(results: list[Result], warnings: list[str]) -> list[Result]:
@@ -137,12 +166,19 @@ def group_runs(results: Iterable[Result], warnings: list[str] | None = None) -> 
             if len(v) <= 1 and len(t) <= 1:
                 runs.append(Run(v[0] if v else None, t[0] if t else None))
                 continue
-            note = (f"one of {len(v)} valid and {len(t)} test results of the same configuration, "
-                    "commit and folder; not paired")
+            note = (
+                f"one of {len(v)} valid and {len(t)} test results of the same configuration, "
+                "commit and folder; not paired"
+            )
             for result in v + t:
                 warnings.append(f"{result.path}: {note}")
-                runs.append(Run(result if result.split == "valid" else None,
-                                result if result.split == "test" else None, note))
+                runs.append(
+                    Run(
+                        result if result.split == "valid" else None,
+                        result if result.split == "test" else None,
+                        note,
+                    )
+                )
     return runs
 
 
@@ -206,6 +242,7 @@ def _disambiguate(rows: list[dict]) -> None:
     """Two reproduced rows with the same model name get told apart in the name itself, by
     whatever differs between them: checkpoint, protocol, date and commit; a run number when
     nothing recorded does."""
+
     def labels(row: dict) -> dict[str, str]:
         first = row["_run"].test or row["_run"].valid
         return {
@@ -222,8 +259,9 @@ def _disambiguate(rows: list[dict]) -> None:
         if len(clash) < 2:
             continue
         table = [labels(row) for row in clash]
-        varying = [key for key in ("checkpoint", "protocol", "when")
-                   if len({entry[key] for entry in table}) > 1]
+        varying = [
+            key for key in ("checkpoint", "protocol", "when") if len({entry[key] for entry in table}) > 1
+        ]
         parts = [[entry[key] for key in varying] for entry in table]
         unique = len({tuple(p) for p in parts}) == len(parts)
         for number, (row, part) in enumerate(zip(clash, parts), start=1):
@@ -238,18 +276,29 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
     figure 1, 2, ... within the word-level and within the subword section (equal figures share
     a rank); unaudited rows get none."""
     section = frame["kind"].map({SUBWORD: 1, UNAUDITED: 2}).fillna(0).astype(int).rename("_section")
-    frame = (frame.join(section)
-             .sort_values(["_section", "test_ppl", "valid_ppl", "kind", "model"],
-                          na_position="last", kind="mergesort").reset_index(drop=True))
-    ranks = frame["test_ppl"].where(frame["_section"] < 2) \
-        .groupby(frame["_section"]).rank(method="min", na_option="keep")
+    frame = (
+        frame.join(section)
+        .sort_values(
+            ["_section", "test_ppl", "valid_ppl", "kind", "model"], na_position="last", kind="mergesort"
+        )
+        .reset_index(drop=True)
+    )
+    ranks = (
+        frame["test_ppl"]
+        .where(frame["_section"] < 2)
+        .groupby(frame["_section"])
+        .rank(method="min", na_option="keep")
+    )
     frame["rank"] = ranks.astype("Int64")
     return frame.drop(columns="_section")
 
 
-def build_tables(collection: Collection, reported: pd.DataFrame | None,
-                 roots: list[Path] | None = None,
-                 warnings: list[str] | None = None) -> dict[str, pd.DataFrame]:
+def build_tables(
+    collection: Collection,
+    reported: pd.DataFrame | None,
+    roots: list[Path] | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, pd.DataFrame]:
     """One ranked table per dataset: the paper benchmarks (reported rows, when ``reported`` is
     given) and every dataset with a usable result (builder corpora included)."""
     roots = roots or []
@@ -276,6 +325,7 @@ def build_tables(collection: Collection, reported: pd.DataFrame | None,
 
 # ---- rendering -------------------------------------------------------------------------------
 
+
 def format_number(value) -> str:
     """Perplexities and sizes as written: at most two decimals, at least one (100.0, 141.19)."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
@@ -297,8 +347,9 @@ def _cells(frame: pd.DataFrame) -> list[list[str]]:
             elif column == "rank":
                 cells.append("" if value is pd.NA or pd.isna(value) else str(int(value)))
             else:
-                cells.append("" if value is None or (isinstance(value, float) and math.isnan(value))
-                             else str(value))
+                cells.append(
+                    "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+                )
         rows.append(cells)
     return rows
 
@@ -307,9 +358,14 @@ def to_markdown(frame: pd.DataFrame) -> str:
     def escape(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(COLUMNS) + " |",
-             "|" + "|".join("---:" if c in ("rank", "params_millions", "valid_ppl", "test_ppl")
-                            else "---" for c in COLUMNS) + "|"]
+    lines = [
+        "| " + " | ".join(COLUMNS) + " |",
+        "|"
+        + "|".join(
+            "---:" if c in ("rank", "params_millions", "valid_ppl", "test_ppl") else "---" for c in COLUMNS
+        )
+        + "|",
+    ]
     lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in _cells(frame)]
     return "\n".join(lines) + "\n"
 
@@ -318,14 +374,18 @@ def to_html(frame: pd.DataFrame, title: str) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "\n".join(
         f'<tr class="{html.escape(row[COLUMNS.index("kind")])}">'
-        + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in _cells(frame))
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>\n"
-            "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-            "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced{background:#eef6ff}"
-            "tr.unaudited{background:#fff3e0;font-style:italic}</style>"
-            f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
-            f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n")
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
+        + "</tr>"
+        for row in _cells(frame)
+    )
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
+        "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced{background:#eef6ff}"
+        "tr.unaudited{background:#fff3e0;font-style:italic}</style>"
+        f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
+        f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n"
+    )
 
 
 def to_csv(frame: pd.DataFrame) -> str:

@@ -30,8 +30,10 @@ def real_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in PACKAGED_BENCHMARKS:
         (directory / name).mkdir()
         for filename in BENCHMARKS[name].split_files.values():
-            with lzma.open(PACKAGED_DATA / name / (filename + COMPRESSED_SUFFIX)) as source, \
-                    (directory / name / filename).open("wb") as target:
+            with (
+                lzma.open(PACKAGED_DATA / name / (filename + COMPRESSED_SUFFIX)) as source,
+                (directory / name / filename).open("wb") as target,
+            ):
                 shutil.copyfileobj(source, target)
     return directory
 

@@ -39,10 +39,13 @@ def core_outputs(core: LSTMCore, inputs: list[int]) -> list[np.ndarray]:
         for index in range(len(core.layers)):
             h, c = states[index]
             prefix = f"layers.{index}."
-            gates = (weights[prefix + "weight_ih"] @ x + weights[prefix + "bias"]
-                     + weights[prefix + "weight_hh"] @ h)
+            gates = (
+                weights[prefix + "weight_ih"] @ x
+                + weights[prefix + "bias"]
+                + weights[prefix + "weight_hh"] @ h
+            )
             size = len(h)
-            i, f, g, o = (gates[k * size:(k + 1) * size] for k in range(4))
+            i, f, g, o = (gates[k * size : (k + 1) * size] for k in range(4))
             candidate_c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
             candidate_h = _sigmoid(o) * np.tanh(candidate_c)
             h = zone_h * h + (1 - zone_h) * candidate_h
@@ -82,8 +85,7 @@ def pointer_distributions(model: PointerSentinelLSTM, inputs: list[int]) -> list
     return distributions
 
 
-def pointer_log_probs(model: PointerSentinelLSTM, inputs: list[int],
-                      targets: list[int]) -> np.ndarray:
+def pointer_log_probs(model: PointerSentinelLSTM, inputs: list[int], targets: list[int]) -> np.ndarray:
     return np.array([np.log(p[y]) for p, y in zip(pointer_distributions(model, inputs), targets)])
 
 
@@ -101,5 +103,5 @@ def cache_log_probs(cache: NeuralCache, inputs: list[int], targets: list[int]) -
                 cached[word] += weight
             probs = (1 - cache.interpolation) * probs + cache.interpolation * cached
         log_probs.append(np.log(probs[y]))
-        entries = (entries + [(h, y)])[-cache.window:]
+        entries = (entries + [(h, y)])[-cache.window :]
     return np.array(log_probs)

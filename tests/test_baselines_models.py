@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import reference_models
 import torch
 
-from harness.evaluate import evaluate, stream_bounds
 from baselines.models import CoreConfig, NeuralCache, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.models.recurrent import ZoneoutLSTMLayer
 from baselines.scoring import TorchLanguageModel
-
-import reference_models
+from harness.evaluate import evaluate, stream_bounds
 
 VOCAB = 13
 EOS = 0
-SIZES = {"vocab_size": VOCAB, "embedding_size": 6, "hidden_size": 7, "num_layers": 2,
-         "dropout": 0.3, "zoneout_hidden": 0.2, "zoneout_cell": 0.15}
+SIZES = {
+    "vocab_size": VOCAB,
+    "embedding_size": 6,
+    "hidden_size": 7,
+    "num_layers": 2,
+    "dropout": 0.3,
+    "zoneout_hidden": 0.2,
+    "zoneout_cell": 0.15,
+}
 
 
 @pytest.fixture
@@ -44,9 +50,11 @@ def make(kind: str, *, window: int = 4, seed: int = 0, theta: float = 0.7, **ove
     return NeuralCache(lstm, window=window, theta=theta, interpolation=0.3)
 
 
-REFERENCES = {"lstm": reference_models.lstm_log_probs,
-              "pointer": reference_models.pointer_log_probs,
-              "cache": reference_models.cache_log_probs}
+REFERENCES = {
+    "lstm": reference_models.lstm_log_probs,
+    "pointer": reference_models.pointer_log_probs,
+    "cache": reference_models.cache_log_probs,
+}
 
 
 @pytest.mark.parametrize("kind", ["lstm", "pointer", "cache"])
@@ -55,13 +63,25 @@ def test_vectorized_models_equal_the_naive_reference(float64, kind, batch_size, 
     model = make(kind)
     ids = _ids(37)
     scorer = TorchLanguageModel(model, "cpu")
-    result = evaluate(scorer, ids, eos_id=EOS, vocab_size=VOCAB, batch_size=batch_size, bptt=bptt,
-                      audit_positions=5, keep_token_log_probs=True, progress=False)
+    result = evaluate(
+        scorer,
+        ids,
+        eos_id=EOS,
+        vocab_size=VOCAB,
+        batch_size=batch_size,
+        bptt=bptt,
+        audit_positions=5,
+        keep_token_log_probs=True,
+        progress=False,
+    )
     inputs = np.concatenate([[EOS], ids[:-1]])
     starts, lengths = stream_bounds(len(ids), batch_size)
-    expected = np.concatenate([
-        REFERENCES[kind](model, inputs[s:s + n].tolist(), ids[s:s + n].tolist())
-        for s, n in zip(starts, lengths)])
+    expected = np.concatenate(
+        [
+            REFERENCES[kind](model, inputs[s : s + n].tolist(), ids[s : s + n].tolist())
+            for s, n in zip(starts, lengths)
+        ]
+    )
     np.testing.assert_allclose(result.token_log_probs, expected, atol=1e-5, rtol=0)
     assert result.audit.checked == 5 and result.audit.max_sum_error < 1e-9
 
@@ -69,8 +89,15 @@ def test_vectorized_models_equal_the_naive_reference(float64, kind, batch_size, 
 def test_cache_with_theta_zero_is_uniform_over_the_window(float64):
     cache = make("cache", theta=0.0)
     ids = _ids(23, seed=7)
-    result = evaluate(TorchLanguageModel(cache, "cpu"), ids, eos_id=EOS, vocab_size=VOCAB, bptt=6,
-                      keep_token_log_probs=True, progress=False)
+    result = evaluate(
+        TorchLanguageModel(cache, "cpu"),
+        ids,
+        eos_id=EOS,
+        vocab_size=VOCAB,
+        bptt=6,
+        keep_token_log_probs=True,
+        progress=False,
+    )
     inputs = np.concatenate([[EOS], ids[:-1]])
     expected = reference_models.cache_log_probs(cache, inputs.tolist(), ids.tolist())
     np.testing.assert_allclose(result.token_log_probs, expected, atol=1e-5, rtol=0)
@@ -83,14 +110,13 @@ def test_no_future_leakage(kind):
     inputs, targets = ids[:-1].unsqueeze(0), ids[1:].unsqueeze(0)
     changed_inputs, changed_targets = inputs.clone(), targets.clone()
     cut = 17  # everything after position 17 changes; the target at 17 stays
-    changed_inputs[0, cut + 1:] = (changed_inputs[0, cut + 1:] + 1) % VOCAB
-    changed_targets[0, cut + 1:] = (changed_targets[0, cut + 1:] + 2) % VOCAB
+    changed_inputs[0, cut + 1 :] = (changed_inputs[0, cut + 1 :] + 1) % VOCAB
+    changed_targets[0, cut + 1 :] = (changed_targets[0, cut + 1 :] + 2) % VOCAB
     with torch.no_grad():
         first = model(inputs, targets, model.initial_state(1, "cpu")).target_log_probs
-        second = model(changed_inputs, changed_targets,
-                       model.initial_state(1, "cpu")).target_log_probs
-    torch.testing.assert_close(first[0, :cut + 1], second[0, :cut + 1], rtol=0, atol=0)
-    assert not torch.equal(first[0, cut + 1:], second[0, cut + 1:])
+        second = model(changed_inputs, changed_targets, model.initial_state(1, "cpu")).target_log_probs
+    torch.testing.assert_close(first[0, : cut + 1], second[0, : cut + 1], rtol=0, atol=0)
+    assert not torch.equal(first[0, cut + 1 :], second[0, cut + 1 :])
 
 
 @pytest.mark.parametrize("kind", ["pointer", "cache"])
@@ -113,16 +139,22 @@ def test_pointer_gradients_reach_sentinel_query_and_embeddings():
     state = model.initial_state(1, "cpu")
     generator = torch.Generator().manual_seed(0)
     for begin in (0, 20):  # the second chunk attends over the carried window too
-        chunk = ids[:, begin:begin + 21]
+        chunk = ids[:, begin : begin + 21]
         output = model(chunk[:, :-1], chunk[:, 1:], state, generator)
         loss = -output.target_log_probs.mean() + output.auxiliary_loss.mean()
         model.zero_grad()
         loss.backward()
         state = output.state
-        state = type(state)([(h.detach(), c.detach()) for h, c in state.core],
-                            state.memory.detach(), state.memory_ids)
-        for name in ("sentinel", "query.weight", "query.bias", "core.embedding.weight",
-                     "core.layers.0.weight_hh"):
+        state = type(state)(
+            [(h.detach(), c.detach()) for h, c in state.core], state.memory.detach(), state.memory_ids
+        )
+        for name in (
+            "sentinel",
+            "query.weight",
+            "query.bias",
+            "core.embedding.weight",
+            "core.layers.0.weight_hh",
+        ):
             gradient = model.get_parameter(name).grad
             assert gradient is not None and gradient.abs().sum() > 0, name
             assert torch.isfinite(gradient).all(), name
@@ -147,12 +179,15 @@ def test_zoneout_is_deterministic_at_evaluation_and_random_in_training():
     inputs, targets = ids[:, :-1], ids[:, 1:]
     model.eval()
     with torch.no_grad():
-        runs = [model(inputs, targets, model.initial_state(1, "cpu")).target_log_probs
-                for _ in range(2)]
+        runs = [model(inputs, targets, model.initial_state(1, "cpu")).target_log_probs for _ in range(2)]
         torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
         model.train()
-        trained = [model(inputs, targets, model.initial_state(1, "cpu"),
-                         torch.Generator().manual_seed(seed)).target_log_probs for seed in (1, 1, 2)]
+        trained = [
+            model(
+                inputs, targets, model.initial_state(1, "cpu"), torch.Generator().manual_seed(seed)
+            ).target_log_probs
+            for seed in (1, 1, 2)
+        ]
     torch.testing.assert_close(trained[0], trained[1], rtol=0, atol=0)  # same seed, same masks
     assert not torch.allclose(trained[0], trained[2])
     assert not torch.allclose(trained[0], runs[0])
@@ -232,8 +267,9 @@ def test_compiled_step_equals_eager():
     for compiled in (False, True):
         if compiled:
             model.core.compile_step()
-        output = model(ids[:, :-1], ids[:, 1:], model.initial_state(1, "cpu"),
-                       torch.Generator().manual_seed(3))
+        output = model(
+            ids[:, :-1], ids[:, 1:], model.initial_state(1, "cpu"), torch.Generator().manual_seed(3)
+        )
         model.zero_grad()
         output.target_log_probs.sum().backward()
         runs.append((output.target_log_probs.detach(), model.core.layers[0].weight_hh.grad.clone()))

@@ -12,18 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import REPO, write_corpus
-from harness.cli import main as harness_main
-from harness.datasets import load_dataset
-from harness.evaluate import evaluate
-from harness.plugin import ModelUnavailable
+
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
 from baselines.models import NeuralCache
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.scoring import TorchLanguageModel
 from baselines.training import Schedule, TrainOptions, learning_rate_schedule
+from harness.cli import main as harness_main
+from harness.datasets import load_dataset
+from harness.evaluate import evaluate
+from harness.plugin import ModelUnavailable
 
 TOY = "embedding_size=8,hidden_size=8"
 REPEATED = """ the cat sat on the mat . 
@@ -43,9 +43,26 @@ def toy(tmp_path: Path) -> Path:
 def train(toy: Path, out: Path | None, *extra: str, kind: str = "zoneout_lstm") -> int:
     """``baselines train`` on the toy corpus; ``out`` None trains into the default directory."""
     where = [] if out is None else ["--output-dir", str(out)]
-    return baselines_main(["train", kind, "--dataset", str(toy), "--preset", "tiny",
-                           "--model-args", TOY, "--batch-size", "2", "--bptt", "6",
-                           "--device", "cpu", *where, *extra])
+    return baselines_main(
+        [
+            "train",
+            kind,
+            "--dataset",
+            str(toy),
+            "--preset",
+            "tiny",
+            "--model-args",
+            TOY,
+            "--batch-size",
+            "2",
+            "--bptt",
+            "6",
+            "--device",
+            "cpu",
+            *where,
+            *extra,
+        ]
+    )
 
 
 def weights(path: Path) -> dict[str, torch.Tensor]:
@@ -60,19 +77,26 @@ def epoch_records(run: Path) -> list[dict]:
 def test_resumed_training_reproduces_the_uninterrupted_run(toy, tmp_path, kind):
     assert train(toy, tmp_path / "whole", "--max-epochs", "2", kind=kind) == 0
     assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "5", kind=kind) == 0
+
     def epochs_done() -> int:
-        return len(checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["valid_history"])
+        return len(
+            checkpoints.load(tmp_path / "parts" / "checkpoint.pt")["training"]["progress"]["valid_history"]
+        )
 
     assert epochs_done() < 2
     while epochs_done() < 2:
         assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "7", kind=kind) == 0
-    whole, parts = weights(tmp_path / "whole" / "checkpoint.pt"), weights(tmp_path / "parts" / "checkpoint.pt")
+    whole, parts = (
+        weights(tmp_path / "whole" / "checkpoint.pt"),
+        weights(tmp_path / "parts" / "checkpoint.pt"),
+    )
     assert whole.keys() == parts.keys()
     for name in whole:
         assert torch.equal(whole[name], parts[name]), name
     full_epochs = [record for record in epoch_records(tmp_path / "parts") if not record["partial"]]
-    assert [r["valid_ppl"] for r in full_epochs] == \
-        [r["valid_ppl"] for r in epoch_records(tmp_path / "whole")]
+    assert [r["valid_ppl"] for r in full_epochs] == [
+        r["valid_ppl"] for r in epoch_records(tmp_path / "whole")
+    ]
     assert len(full_epochs) == 2
 
 
@@ -93,8 +117,9 @@ def test_training_follows_the_recipe_and_logs_each_epoch(toy, tmp_path, capsys):
 
 
 def test_the_schedule_is_a_function_of_the_validation_history():
-    options = TrainOptions(kind="zoneout_lstm", model_config={}, learning_rate=20, decay=0.5,
-                           patience=2, max_epochs=6)
+    options = TrainOptions(
+        kind="zoneout_lstm", model_config={}, learning_rate=20, decay=0.5, patience=2, max_epochs=6
+    )
     assert learning_rate_schedule([], options) == Schedule(20, math.inf, 0, False)
     assert learning_rate_schedule([300, 200, 210, 190], options) == Schedule(10, 190, 0, False)
     assert learning_rate_schedule([300, 200, 210, 205], options) == Schedule(5, 200, 2, True)
@@ -103,10 +128,13 @@ def test_the_schedule_is_a_function_of_the_validation_history():
 
 def test_mean_loss_is_the_summed_loss_scaled_by_the_chunk_length(toy, tmp_path):
     """``--loss mean`` at learning rate ``T * lr`` takes the step ``--loss sum`` takes at ``lr``."""
-    assert train(toy, tmp_path / "sum", "--max-steps", "1", "--loss", "sum", "--lr", "0.1",
-                 "--clip", "1e9") == 0
-    assert train(toy, tmp_path / "mean", "--max-steps", "1", "--loss", "mean", "--lr", "0.6",
-                 "--clip", "1e9") == 0  # bptt 6
+    assert (
+        train(toy, tmp_path / "sum", "--max-steps", "1", "--loss", "sum", "--lr", "0.1", "--clip", "1e9") == 0
+    )
+    assert (
+        train(toy, tmp_path / "mean", "--max-steps", "1", "--loss", "mean", "--lr", "0.6", "--clip", "1e9")
+        == 0
+    )  # bptt 6
     assert train(toy, tmp_path / "still", "--max-steps", "1", "--lr", "0") == 0
     summed, mean = weights(tmp_path / "sum" / "checkpoint.pt"), weights(tmp_path / "mean" / "checkpoint.pt")
     initial = weights(tmp_path / "still" / "checkpoint.pt")
@@ -117,8 +145,12 @@ def test_mean_loss_is_the_summed_loss_scaled_by_the_chunk_length(toy, tmp_path):
 
 @pytest.mark.parametrize("kind, groups", [("pointer_sentinel", 2), ("zoneout_lstm", 1)])
 def test_the_pointer_trains_at_its_own_learning_rate_scale(toy, tmp_path, kind, groups):
-    assert train(toy, tmp_path / "run", "--max-epochs", "3", "--lr", "4",
-                 "--pointer-lr-scale", "0.25", kind=kind) == 0
+    assert (
+        train(
+            toy, tmp_path / "run", "--max-epochs", "3", "--lr", "4", "--pointer-lr-scale", "0.25", kind=kind
+        )
+        == 0
+    )
     saved = checkpoints.load(tmp_path / "run" / "checkpoint.pt")["training"]
     options = TrainOptions(**saved["identity"]["options"])
     rate = learning_rate_schedule(saved["progress"]["valid_history"], options).learning_rate
@@ -142,8 +174,9 @@ def test_plugins_load_the_default_checkpoint_or_say_how_to_train(toy, capsys):
     # no --output-dir: the default run directory
     assert train(toy, None, "--max-steps", "3", kind="pointer_sentinel") == 0
     capsys.readouterr()
-    assert harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy),
-                         "--split", "valid"]) == 0
+    assert (
+        harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy), "--split", "valid"]) == 0
+    )
     assert "perplexity" in capsys.readouterr().out
 
 
@@ -151,28 +184,43 @@ def test_checkpoint_for_another_vocabulary_is_a_clear_error(toy, tmp_path, capsy
     assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
     other = write_corpus(tmp_path / "other")
     (other / "wiki.train.tokens").write_text(" completely different words here \n", encoding="utf-8")
-    code = harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(other),
-                         "--checkpoint", str(tmp_path / "run" / "best.pt")])
+    code = harness_main(
+        [
+            "eval",
+            "baselines.zoneout_lstm",
+            "--dataset",
+            str(other),
+            "--checkpoint",
+            str(tmp_path / "run" / "best.pt"),
+        ]
+    )
     assert code == 2
     assert "different vocabulary" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content", [b"", b"not a zip file", b"PK\x03\x04garbage",
-                                     b"hello world, a text file\n", b"text\n"])
+@pytest.mark.parametrize(
+    "content", [b"", b"not a zip file", b"PK\x03\x04garbage", b"hello world, a text file\n", b"text\n"]
+)
 def test_corrupt_checkpoint_is_a_one_line_error(toy, tmp_path, capsys, content):
     broken = tmp_path / "broken.pt"
     broken.write_bytes(content)
-    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
-                         "--checkpoint", str(broken)]) == 2
+    assert (
+        harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy), "--checkpoint", str(broken)])
+        == 2
+    )
     error = capsys.readouterr().err.strip()
     assert error.startswith("error: checkpoint") and "corrupt" in error and "\n" not in error
 
 
 def test_a_directory_as_checkpoint_is_a_one_line_error(toy, tmp_path, capsys):
-    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
-                         "--checkpoint", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.strip() == \
-        f"error: checkpoint {tmp_path} is a directory, not a checkpoint file"
+    assert (
+        harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy), "--checkpoint", str(tmp_path)])
+        == 2
+    )
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: checkpoint {tmp_path} is a directory, not a checkpoint file"
+    )
 
 
 @pytest.mark.parametrize("option", ["--batch-size", "--bptt"])
@@ -181,13 +229,16 @@ def test_train_refuses_a_zero_size(toy, tmp_path, capsys, option):
     assert capsys.readouterr().err.strip() == f"error: argument {option}: must be at least 1, got 0"
 
 
-@pytest.mark.parametrize("model_args, message", [
-    ("dropout=1.5", "dropout must be in [0, 1), got 1.5"),
-    ("zoneout_cell=high", "zoneout_cell must be a number, got 'high'"),
-    ("hidden_size=0", "hidden_size must be at least 1, got 0"),
-    ("tie_weights=3", "tie_weights must be true or false, got 3"),
-    ("window=50", "zoneout_lstm has no field window (its fields: vocab_size, "),
-])
+@pytest.mark.parametrize(
+    "model_args, message",
+    [
+        ("dropout=1.5", "dropout must be in [0, 1), got 1.5"),
+        ("zoneout_cell=high", "zoneout_cell must be a number, got 'high'"),
+        ("hidden_size=0", "hidden_size must be at least 1, got 0"),
+        ("tie_weights=3", "tie_weights must be true or false, got 3"),
+        ("window=50", "zoneout_lstm has no field window (its fields: vocab_size, "),
+    ],
+)
 def test_train_refuses_bad_model_args_in_one_line(toy, tmp_path, capsys, model_args, message):
     assert train(toy, tmp_path / "run", "--model-args", model_args) == 2
     err = capsys.readouterr().err
@@ -201,10 +252,23 @@ def test_a_checkpoint_with_a_bad_config_is_a_one_line_error(toy, tmp_path, capsy
     payload["config"]["dropout"] = 2.0
     torch.save(payload, tmp_path / "bad.pt")
     capsys.readouterr()
-    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
-                         "--checkpoint", str(tmp_path / "bad.pt")]) == 2
-    assert capsys.readouterr().err == \
-        f"error: checkpoint {tmp_path / 'bad.pt'}: dropout must be in [0, 1), got 2.0\n"
+    assert (
+        harness_main(
+            [
+                "eval",
+                "baselines.zoneout_lstm",
+                "--dataset",
+                str(toy),
+                "--checkpoint",
+                str(tmp_path / "bad.pt"),
+            ]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == f"error: checkpoint {tmp_path / 'bad.pt'}: dropout must be in [0, 1), got 2.0\n"
+    )
 
 
 def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys):
@@ -213,47 +277,100 @@ def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys)
     (toy / "wiki.valid.tokens").write_text("", encoding="utf-8")
     capsys.readouterr()
     commands = [
-        ["tune", "--checkpoint", str(tmp_path / "lstm" / "best.pt"), "--output",
-         str(tmp_path / "tuning.json")],
+        [
+            "tune",
+            "--checkpoint",
+            str(tmp_path / "lstm" / "best.pt"),
+            "--output",
+            str(tmp_path / "tuning.json"),
+        ],
         ["analyze", "pointer_sentinel", "--checkpoint", str(tmp_path / "run" / "best.pt")],
-        ["analyze", "neural_cache", "--checkpoint", str(tmp_path / "lstm" / "best.pt"),
-         "--theta", "0.1", "--interpolation", "0.1"],
+        [
+            "analyze",
+            "neural_cache",
+            "--checkpoint",
+            str(tmp_path / "lstm" / "best.pt"),
+            "--theta",
+            "0.1",
+            "--interpolation",
+            "0.1",
+        ],
     ]
     for command in commands:
         assert baselines_main([*command, "--dataset", str(toy), "--device", "cpu"]) == 2
-        assert capsys.readouterr().err == (f"error: {toy / 'wiki.valid.tokens'}: the valid split "
-                                           "is empty (no tokens): nothing to score\n")
+        assert capsys.readouterr().err == (
+            f"error: {toy / 'wiki.valid.tokens'}: the valid split is empty (no tokens): nothing to score\n"
+        )
     assert not (tmp_path / "tuning.json").exists()
 
 
-@pytest.mark.parametrize("device, message", [
-    ("tpu", "--device 'tpu' is not a device (auto, cpu, cuda or cuda:N)"),
-    ("cuda", "--device cuda: CUDA is not available on this machine (use --device cpu)"),
-])
+@pytest.mark.parametrize(
+    "device, message",
+    [
+        ("tpu", "--device 'tpu' is not a device (auto, cpu, cuda or cuda:N)"),
+        ("cuda", "--device cuda: CUDA is not available on this machine (use --device cpu)"),
+    ],
+)
 def test_devices_are_checked_before_any_work(toy, tmp_path, capsys, device, message):
     if device == "cuda" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     assert harness_main(["eval", "unigram", "--dataset", str(toy), "--device", device]) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"
-    assert baselines_main(["train", "zoneout_lstm", "--dataset", str(toy), "--device", device,
-                           "--output-dir", str(tmp_path / "run")]) == 2
+    assert (
+        baselines_main(
+            [
+                "train",
+                "zoneout_lstm",
+                "--dataset",
+                str(toy),
+                "--device",
+                device,
+                "--output-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err.strip() == f"error: {message}"
 
 
 def test_checkpoint_holding_code_is_refused(toy, tmp_path, capsys):
     evil = tmp_path / "evil.pt"
     torch.save({"format": checkpoints.FORMAT, "payload": Path("not/allowed")}, evil)
-    assert harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy),
-                         "--checkpoint", str(evil)]) == 2
+    assert (
+        harness_main(["eval", "baselines.zoneout_lstm", "--dataset", str(toy), "--checkpoint", str(evil)])
+        == 2
+    )
     assert "holds Python objects other than tensors" in capsys.readouterr().err
 
 
 def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
     assert train(toy, tmp_path / "run", "--max-steps", "4") == 0
     best = tmp_path / "run" / "best.pt"
-    assert baselines_main(["tune", "--dataset", str(toy), "--checkpoint", str(best),
-                           "--windows", "3", "20", "--thetas", "0.0", "0.5",
-                           "--interpolations", "0.0", "0.2", "0.4", "--device", "cpu"]) == 0
+    assert (
+        baselines_main(
+            [
+                "tune",
+                "--dataset",
+                str(toy),
+                "--checkpoint",
+                str(best),
+                "--windows",
+                "3",
+                "20",
+                "--thetas",
+                "0.0",
+                "0.5",
+                "--interpolations",
+                "0.0",
+                "0.2",
+                "0.4",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     tuning = json.loads((tmp_path / "run" / "neural_cache.json").read_text())
     dataset = load_dataset(str(toy))
     lstm, _ = checkpoints.load_model(best, dataset.vocab)
@@ -262,20 +379,47 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
         for i, theta in enumerate((0.0, 0.5)):  # theta 0: a uniform cache over the window
             for j, interpolation in enumerate((0.0, 0.2, 0.4)):
                 cache = TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), "cpu")
-                result = evaluate(cache, valid, eos_id=dataset.vocab.eos_id,
-                                  vocab_size=len(dataset.vocab), progress=False)
+                result = evaluate(
+                    cache, valid, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), progress=False
+                )
                 assert tuning["grid"][str(window)][i][j] == pytest.approx(result.perplexity, rel=1e-6)
     # The plugin reads the tuned theta and lambda for its window.
     capsys.readouterr()
-    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy), "--split", "valid",
-                         "--checkpoint", str(best), "--model-args", "window=20"]) == 0
+    assert (
+        harness_main(
+            [
+                "eval",
+                "baselines.neural_cache",
+                "--dataset",
+                str(toy),
+                "--split",
+                "valid",
+                "--checkpoint",
+                str(best),
+                "--model-args",
+                "window=20",
+            ]
+        )
+        == 0
+    )
     assert f"{tuning['best']['20']['perplexity']:.2f}" in capsys.readouterr().out
 
 
 def test_neural_cache_without_tuning_says_how_to_tune(toy, tmp_path, capsys):
     assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
-    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy),
-                         "--checkpoint", str(tmp_path / "run" / "best.pt")]) == 2
+    assert (
+        harness_main(
+            [
+                "eval",
+                "baselines.neural_cache",
+                "--dataset",
+                str(toy),
+                "--checkpoint",
+                str(tmp_path / "run" / "best.pt"),
+            ]
+        )
+        == 2
+    )
     assert "python -m baselines tune" in capsys.readouterr().err
 
 
@@ -284,8 +428,9 @@ def test_the_cache_plugin_and_analyze_resolve_theta_and_lambda_alike(toy, tmp_pa
     others, out-of-range values are one-line errors."""
     assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
     best = tmp_path / "run" / "best.pt"
-    (tmp_path / "run" / "neural_cache.json").write_text(json.dumps(
-        {"best": {"5": {"theta": 0.5, "interpolation": 0.2, "perplexity": 10.0}}}))
+    (tmp_path / "run" / "neural_cache.json").write_text(
+        json.dumps({"best": {"5": {"theta": 0.5, "interpolation": 0.2, "perplexity": 10.0}}})
+    )
     dataset = load_dataset(str(toy))
     cache = cache_from_checkpoint(best, dataset, 5)
     assert (cache.window, cache.theta, cache.interpolation) == (5, 0.5, 0.2)
@@ -293,60 +438,162 @@ def test_the_cache_plugin_and_analyze_resolve_theta_and_lambda_alike(toy, tmp_pa
     with pytest.raises(ModelUnavailable, match="python -m baselines tune"):
         cache_from_checkpoint(best, dataset, 7, theta=0.5)
     attention = tmp_path / "attention.json"
-    assert baselines_main(["analyze", "neural_cache", "--dataset", str(toy), "--checkpoint",
-                           str(best), "--window", "5", "--save-attention", str(attention),
-                           "--device", "cpu"]) == 0
+    assert (
+        baselines_main(
+            [
+                "analyze",
+                "neural_cache",
+                "--dataset",
+                str(toy),
+                "--checkpoint",
+                str(best),
+                "--window",
+                "5",
+                "--save-attention",
+                str(attention),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    for command in (["analyze", "neural_cache", "--window", "5", "--interpolation", "1.5",
-                     "--device", "cpu"], ["analyze", "neural_cache", "--window", "7", "--device", "cpu"]):
+    for command in (
+        ["analyze", "neural_cache", "--window", "5", "--interpolation", "1.5", "--device", "cpu"],
+        ["analyze", "neural_cache", "--window", "7", "--device", "cpu"],
+    ):
         assert baselines_main([*command, "--dataset", str(toy), "--checkpoint", str(best)]) == 2
         assert capsys.readouterr().err.count("\n") == 1
 
 
-@pytest.mark.parametrize("model_args, message", [
-    ("window=abc", "window must be a positive integer, got 'abc'"),
-    ("window=2.5", "window must be a positive integer, got 2.5"),
-    ("theta=abc", "theta must be a number, got 'abc'"),
-    ("interpolation=true", "interpolation must be a number, got True"),
-])
-def test_the_cache_plugin_refuses_bad_arguments_in_one_line(toy, tmp_path, capsys, model_args,
-                                                            message):
-    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy), "--checkpoint",
-                         str(tmp_path / "best.pt"), "--model-args", model_args]) == 2
+@pytest.mark.parametrize(
+    "model_args, message",
+    [
+        ("window=abc", "window must be a positive integer, got 'abc'"),
+        ("window=2.5", "window must be a positive integer, got 2.5"),
+        ("theta=abc", "theta must be a number, got 'abc'"),
+        ("interpolation=true", "interpolation must be a number, got True"),
+    ],
+)
+def test_the_cache_plugin_refuses_bad_arguments_in_one_line(toy, tmp_path, capsys, model_args, message):
+    assert (
+        harness_main(
+            [
+                "eval",
+                "baselines.neural_cache",
+                "--dataset",
+                str(toy),
+                "--checkpoint",
+                str(tmp_path / "best.pt"),
+                "--model-args",
+                model_args,
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err == f"error: neural_cache: {message}\n"
 
 
 def test_analyze_writes_gates_and_attention(toy, tmp_path):
     assert train(toy, tmp_path / "run", "--max-steps", "3", kind="pointer_sentinel") == 0
     gates, attention = tmp_path / "gates.npy", tmp_path / "attention.json"
-    assert baselines_main(["analyze", "pointer_sentinel", "--dataset", str(toy),
-                           "--checkpoint", str(tmp_path / "run" / "best.pt"), "--span", "2:6",
-                           "--save-gates", str(gates), "--save-attention", str(attention),
-                           "--device", "cpu"]) == 0
+    assert (
+        baselines_main(
+            [
+                "analyze",
+                "pointer_sentinel",
+                "--dataset",
+                str(toy),
+                "--checkpoint",
+                str(tmp_path / "run" / "best.pt"),
+                "--span",
+                "2:6",
+                "--save-gates",
+                str(gates),
+                "--save-attention",
+                str(attention),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     values = np.load(gates)
     assert values.shape == (load_dataset(str(toy)).tokens("valid").ids.shape[0],)
     assert ((values > 0) & (values <= 1)).all()
     positions = json.loads(attention.read_text())["positions"]
     assert [p["position"] for p in positions] == [2, 3, 4, 5]
     for position in positions:
-        assert sum(weight for _, weight in position["attended"]) + position["gate"] == \
-            pytest.approx(1.0, abs=1e-5)
+        assert sum(weight for _, weight in position["attended"]) + position["gate"] == pytest.approx(
+            1.0, abs=1e-5
+        )
 
 
 def test_distributed_training_matches_one_process(toy, tmp_path):
     """Two gloo processes with half the streams each take the same steps as one process
     (no dropout or zoneout, so the only difference is the order of the gradient sums)."""
-    settings = ["--model-args", TOY + ",dropout=0,zoneout_hidden=0,zoneout_cell=0",
-                "--max-epochs", "1", "--lr", "1"]
-    assert baselines_main(["train", "zoneout_lstm", "--dataset", str(toy), "--preset", "tiny",
-                           "--batch-size", "2", "--bptt", "6", "--device", "cpu",
-                           "--output-dir", str(tmp_path / "single"), *settings]) == 0
+    settings = [
+        "--model-args",
+        TOY + ",dropout=0,zoneout_hidden=0,zoneout_cell=0",
+        "--max-epochs",
+        "1",
+        "--lr",
+        "1",
+    ]
+    assert (
+        baselines_main(
+            [
+                "train",
+                "zoneout_lstm",
+                "--dataset",
+                str(toy),
+                "--preset",
+                "tiny",
+                "--batch-size",
+                "2",
+                "--bptt",
+                "6",
+                "--device",
+                "cpu",
+                "--output-dir",
+                str(tmp_path / "single"),
+                *settings,
+            ]
+        )
+        == 0
+    )
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     completed = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "baselines", "train", "zoneout_lstm", "--dataset", str(toy),
-         "--preset", "tiny", "--batch-size", "2", "--bptt", "6", "--device", "cpu",
-         "--output-dir", str(tmp_path / "ddp"), *settings],
-        capture_output=True, text=True, env=environment, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "baselines",
+            "train",
+            "zoneout_lstm",
+            "--dataset",
+            str(toy),
+            "--preset",
+            "tiny",
+            "--batch-size",
+            "2",
+            "--bptt",
+            "6",
+            "--device",
+            "cpu",
+            "--output-dir",
+            str(tmp_path / "ddp"),
+            *settings,
+        ],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "2 process(es)" in completed.stderr
     single, ddp = weights(tmp_path / "single" / "checkpoint.pt"), weights(tmp_path / "ddp" / "checkpoint.pt")
@@ -360,15 +607,43 @@ def test_the_gpu_code_path_runs_on_cpu(toy, tmp_path):
     autocast, a stop mid-epoch agreed through the device-side stop flag, validation on process 0
     broadcast to the other, and a resume to the end of the run."""
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-               "-m", "baselines", "train", "pointer_sentinel", "--dataset", str(toy), "--preset", "tiny",
-               "--model-args", TOY, "--batch-size", "2", "--bptt", "6", "--device", "cpu",
-               "--amp", "on", "--compile", "on", "--max-epochs", "2",
-               "--output-dir", str(tmp_path / "run")]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "baselines",
+        "train",
+        "pointer_sentinel",
+        "--dataset",
+        str(toy),
+        "--preset",
+        "tiny",
+        "--model-args",
+        TOY,
+        "--batch-size",
+        "2",
+        "--bptt",
+        "6",
+        "--device",
+        "cpu",
+        "--amp",
+        "on",
+        "--compile",
+        "on",
+        "--max-epochs",
+        "2",
+        "--output-dir",
+        str(tmp_path / "run"),
+    ]
     outcomes = []
     for extra in (["--max-steps", "3"], []):
-        completed = subprocess.run(command + extra, capture_output=True, text=True, env=environment,
-                                   timeout=600)
+        completed = subprocess.run(
+            command + extra, capture_output=True, text=True, env=environment, timeout=600
+        )
         assert completed.returncode == 0, completed.stderr[-2000:]
         outcomes.append(completed.stderr)
     assert "--max-steps 3 reached: stopped in epoch 1 at step 3/" in outcomes[0]

@@ -53,7 +53,11 @@ def test_revisions_batch_resolves_redirects_normalization_missing_and_continuati
     page = wiki.pages["Town D03"]
     article = batch.found["Town D03"]
     assert (article.page_id, article.revision_id, article.timestamp, article.wikitext) == (
-        page.page_id, page.revision_id, page.timestamp, page.wikitext)
+        page.page_id,
+        page.revision_id,
+        page.timestamp,
+        page.wikitext,
+    )
     params = wiki.revision_requests()
     assert len(params) == 3  # 5 pages with content, 2 per response: rvcontinue twice
     assert [p.get("rvcontinue") for p in params] == [None, "2", "4"]
@@ -78,8 +82,9 @@ def test_more_than_fifty_titles_is_refused_before_any_request() -> None:
 
 
 def test_transient_failures_are_retried_honouring_retry_after() -> None:
-    wiki = FakeWiki.with_articles(4, faults={1: "429", 2: "maxlag", 3: "500", 4: "503", 5: "drop",
-                                            6: "slow"}, slow_seconds=1.0)
+    wiki = FakeWiki.with_articles(
+        4, faults={1: "429", 2: "maxlag", 3: "500", 4: "503", 5: "drop", 6: "slow"}, slow_seconds=1.0
+    )
     sleeps: list[float] = []
     with FakeMediaWikiServer(wiki) as server:
         titles = listed(make_client(server.url, sleeps, timeout=0.3), "Good articles")
@@ -131,8 +136,11 @@ def recorded_api() -> Path:
 
 def test_real_recorded_categorymembers_response_is_understood() -> None:
     """A real (formatversion=1) response: pages of other namespaces are left out."""
-    cassette = json.loads((recorded_api() / "Wikipedia-API" /
-                           "TestVcrWikiCategorymembers.test_categorymembers.json").read_text())
+    cassette = json.loads(
+        (
+            recorded_api() / "Wikipedia-API" / "TestVcrWikiCategorymembers.test_categorymembers.json"
+        ).read_text()
+    )
     body = json.loads(cassette["interactions"][0]["response"]["body"]["string"])
     wiki = FakeWiki(pages={}, categories={}, recorded=[body])
     with FakeMediaWikiServer(wiki) as server:

@@ -24,8 +24,19 @@ from wikitext_builder.sources import Article
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUTS = (*TEXT_FILES, "stats.json", "manifest.jsonl", "SHA256SUMS")
-FAST = ["--retry-backoff", "0.01", "--timeout", "0.5", "--quiet", "--valid-articles", "2",
-        "--test-articles", "2", "--min-count", "2"]
+FAST = [
+    "--retry-backoff",
+    "0.01",
+    "--timeout",
+    "0.5",
+    "--quiet",
+    "--valid-articles",
+    "2",
+    "--test-articles",
+    "2",
+    "--min-count",
+    "2",
+]
 
 
 def shared_wikipedia() -> Path:
@@ -88,8 +99,18 @@ def test_build_killed_mid_way_resumes_without_refetching(reference, tmp_path: Pa
     out = tmp_path / "killed"
     wiki = make_wiki(block_at_batch=3)
     with FakeMediaWikiServer(wiki) as server:
-        command = [sys.executable, "-m", "wikitext_builder", "--api-url", server.url, "--out", str(out),
-                   *FAST, "--batch-size", "5"]
+        command = [
+            sys.executable,
+            "-m",
+            "wikitext_builder",
+            "--api-url",
+            server.url,
+            "--out",
+            str(out),
+            *FAST,
+            "--batch-size",
+            "5",
+        ]
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             assert wiki.blocked.wait(60), "the build never reached its third batch"
@@ -122,8 +143,10 @@ def test_shards_merge_into_the_unsharded_corpus(reference, tmp_path: Path, capsy
             caches.append(str(tmp_path / "shards" / f"cache.shard-{k}-of-2.sqlite"))
     for k, path in enumerate(caches, start=1):
         with Cache(Path(path)) as cache:
-            fetched = [row[0] for row in cache.connection.execute(
-                "SELECT title FROM articles WHERE status != 'pending'")]
+            fetched = [
+                row[0]
+                for row in cache.connection.execute("SELECT title FROM articles WHERE status != 'pending'")
+            ]
         assert fetched and all(shard_of(title, 2) == k for title in fetched)  # each its own titles
     assert main(["merge", "--out", str(tmp_path / "merged"), "--quiet", *caches]) == 0
     assert outputs(tmp_path / "merged") == outputs(expected)
@@ -135,25 +158,36 @@ def test_shard_membership_is_a_stable_partition() -> None:
     titles = [f"Article {i}" for i in range(200)]
     shards = [shard_of(title, 3) for title in titles]
     assert set(shards) == {1, 2, 3} and shards == [shard_of(title, 3) for title in titles]
-    assert shard_of("Aristotle", 4) == int.from_bytes(hashlib.sha256(b"Aristotle").digest()[:8], "big") % 4 + 1
+    assert (
+        shard_of("Aristotle", 4) == int.from_bytes(hashlib.sha256(b"Aristotle").digest()[:8], "big") % 4 + 1
+    )
 
 
 def test_rebuild_from_manifest_fetches_exact_revisions(reference, tmp_path: Path, capsys) -> None:
     _, expected = reference
     manifest = tmp_path / "manifest.jsonl"
-    gone = {"title": "Deleted town", "page_id": 1, "revision_id": 99_999, "timestamp": None,
-            "split": "train", "sha256": "0" * 64}
+    gone = {
+        "title": "Deleted town",
+        "page_id": 1,
+        "revision_id": 99_999,
+        "timestamp": None,
+        "split": "train",
+        "sha256": "0" * 64,
+    }
     manifest.write_text((expected / "manifest.jsonl").read_text() + json.dumps(gone) + "\n")
     wiki = make_wiki()
     with FakeMediaWikiServer(wiki) as server:
         assert build(server.url, tmp_path / "again", "--from-manifest", str(manifest)) == 0
     again, before = outputs(tmp_path / "again"), outputs(expected)
     assert {name: again[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")} == {
-        name: before[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")}
+        name: before[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")
+    }
     stats = json.loads(again["stats.json"])
     assert stats["builder"]["skipped"] == [{"title": "Deleted town", "reason": "revision not found"}]
-    assert f"skipped 1 article (1 revision not found); each named in {tmp_path / 'again' / 'stats.json'}\n" \
+    assert (
+        f"skipped 1 article (1 revision not found); each named in {tmp_path / 'again' / 'stats.json'}\n"
         in capsys.readouterr().err
+    )
     assert wiki.revision_requests() and all("revids" in params for params in wiki.revision_requests())
 
 
@@ -176,8 +210,20 @@ def test_workers_give_identical_output_and_bad_markup_is_skipped(tmp_path: Path,
     folder = write_folder(tmp_path / "folder", 10)
     (folder / "Broken_town.wikitext").write_text("'''Broken''' town {{Infobox place|name=x\n")
     for workers in (1, 2):
-        assert main(["--folder", str(folder), "--out", str(tmp_path / f"w{workers}"), "--workers",
-                     str(workers), *FAST]) == 0
+        assert (
+            main(
+                [
+                    "--folder",
+                    str(folder),
+                    "--out",
+                    str(tmp_path / f"w{workers}"),
+                    "--workers",
+                    str(workers),
+                    *FAST,
+                ]
+            )
+            == 0
+        )
     assert outputs(tmp_path / "w1") == outputs(tmp_path / "w2")
     assert "skipped 1 article (1 malformed markup)" in capsys.readouterr().err
     stats = json.loads((tmp_path / "w1" / "stats.json").read_text())
@@ -188,19 +234,41 @@ def test_workers_give_identical_output_and_bad_markup_is_skipped(tmp_path: Path,
 
 
 def test_jsonl_pool_in_any_order_gives_the_same_corpus(tmp_path: Path, capsys) -> None:
-    records = [{"source_index": i, "title_guess": f"town {chr(65 + i)}{i:02d}", "class": "GA" if i % 2 else "FA",
-                "wikitext": article_text(f"Town {chr(65 + i)}{i:02d}", i)} for i in range(10)]
+    records = [
+        {
+            "source_index": i,
+            "title_guess": f"town {chr(65 + i)}{i:02d}",
+            "class": "GA" if i % 2 else "FA",
+            "wikitext": article_text(f"Town {chr(65 + i)}{i:02d}", i),
+        }
+        for i in range(10)
+    ]
     records.append({**records[3], "wikitext": "a later duplicate"})
     for name, ordered in (("forward", records), ("backward", records[-2::-1] + [records[-1]])):
         with gzip.open(tmp_path / f"{name}.jsonl.gz", "wt") as handle:
             handle.writelines(json.dumps(record) + "\n" for record in ordered)
-        assert main(["--jsonl", str(tmp_path / f"{name}.jsonl.gz"), "--out", str(tmp_path / name), *FAST]) == 0
+        assert (
+            main(["--jsonl", str(tmp_path / f"{name}.jsonl.gz"), "--out", str(tmp_path / name), *FAST]) == 0
+        )
     assert outputs(tmp_path / "forward") == outputs(tmp_path / "backward")
     assert json.loads((tmp_path / "forward" / "stats.json").read_text())["builder"]["skipped"] == [
-        {"title": "Town D03", "reason": "duplicate title"}]
+        {"title": "Town D03", "reason": "duplicate title"}
+    ]
     assert "skipped 1 article (1 duplicate title)" in capsys.readouterr().err
-    assert main(["--jsonl", str(tmp_path / "forward.jsonl.gz"), "--articles", "good", "--out",
-                 str(tmp_path / "good"), *FAST]) == 0
+    assert (
+        main(
+            [
+                "--jsonl",
+                str(tmp_path / "forward.jsonl.gz"),
+                "--articles",
+                "good",
+                "--out",
+                str(tmp_path / "good"),
+                *FAST,
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "good" / "stats.json").read_text())["articles"]["train"] == 1
 
 
@@ -233,12 +301,15 @@ def test_cache_refuses_another_source(tmp_path: Path, capsys) -> None:
     assert "was filled from" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--shard", "3/2"], "--shard takes K/N"),
-    (["--folder", "/nonexistent/folder"], "not a directory"),
-    (["--folder", ".", "--api-url", "http://x"], "do not go with"),
-    (["--limit", "0"], "--limit must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--shard", "3/2"], "--shard takes K/N"),
+        (["--folder", "/nonexistent/folder"], "not a directory"),
+        (["--folder", ".", "--api-url", "http://x"], "do not go with"),
+        (["--limit", "0"], "--limit must be at least 1"),
+    ],
+)
 def test_bad_options_give_one_line_errors(arguments, message, tmp_path: Path, capsys) -> None:
     assert main([*arguments, "--out", str(tmp_path / "o"), "--quiet"]) == 2
     error = capsys.readouterr().err
@@ -252,8 +323,22 @@ def test_real_articles_build_validates_and_loads_in_the_harness(tmp_path: Path, 
     for name in ("Cyclone_Joy", "Turquoise_parrot", "Titanium", "Arts_Club_of_Chicago", "Hurricane_Hattie"):
         (folder / f"{name}.wikitext").symlink_to(source / f"{name}.wikitext")
     out = tmp_path / "corpus"
-    assert main(["--folder", str(folder), "--out", str(out), "--quiet", "--valid-articles", "1",
-                 "--test-articles", "1"]) == 0
+    assert (
+        main(
+            [
+                "--folder",
+                str(folder),
+                "--out",
+                str(out),
+                "--quiet",
+                "--valid-articles",
+                "1",
+                "--test-articles",
+                "1",
+            ]
+        )
+        == 0
+    )
     stats = json.loads((out / "stats.json").read_text())
     dataset = load_dataset(str(out))
     for split in ("train", "valid", "test"):
@@ -267,21 +352,44 @@ def test_real_articles_build_validates_and_loads_in_the_harness(tmp_path: Path, 
 
 
 def test_builder_imports_no_torch_and_only_the_shared_cli_plumbing_of_harness() -> None:
-    code = ("import sys, wikitext_builder, wikitext_builder.cli, wikitext_builder.render; "
-            "print(*(m for m in sys.modules if m == 'torch' or m.split('.')[0] == 'harness'))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    code = (
+        "import sys, wikitext_builder, wikitext_builder.cli, wikitext_builder.render; "
+        "print(*(m for m in sys.modules if m == 'torch' or m.split('.')[0] == 'harness'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     # harness/__init__ pulls in the plugin contract (numpy only); beside it, only the shared CLI
-    # plumbing and the format constants, and no torch.
-    assert set(result.stdout.split()) <= {"harness", "harness.cli_common", "harness.format",
-                                          "harness.plugin"}, result.stdout
+    # plumbing, the file helpers (atomic writes, checksums) and the format constants; no torch.
+    assert set(result.stdout.split()) <= {
+        "harness",
+        "harness.cli_common",
+        "harness.files",
+        "harness.format",
+        "harness.plugin",
+    }, result.stdout
 
 
 def test_validate_command_reports_planted_violations(tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 6)
     out = tmp_path / "out"
-    assert main(["--folder", str(folder), "--out", str(out), *FAST, "--valid-articles", "1",
-                 "--test-articles", "1"]) == 0
+    assert (
+        main(
+            [
+                "--folder",
+                str(folder),
+                "--out",
+                str(out),
+                *FAST,
+                "--valid-articles",
+                "1",
+                "--test-articles",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert main(["validate", str(out)]) == 0
     lines = (out / "wiki.valid.tokens").read_text().splitlines(keepends=True)
     lines[3] = lines[3].replace(" ", "  ", 2)  # a double space in a paragraph line
@@ -293,15 +401,19 @@ def test_validate_command_reports_planted_violations(tmp_path: Path, capsys) -> 
     assert main(["validate", str(tmp_path / "folder")]) == 2
 
 
-def test_network_loss_stops_with_one_line_error_and_the_rerun_resumes(reference, tmp_path: Path, capsys) -> None:
+def test_network_loss_stops_with_one_line_error_and_the_rerun_resumes(
+    reference, tmp_path: Path, capsys
+) -> None:
     _, expected = reference
     out = tmp_path / "lost"
     wiki = make_wiki(outage_from_batch=3)
     with FakeMediaWikiServer(wiki) as server:
         assert build(server.url, out, "--batch-size", "5", "--max-attempts", "2") == 2
         retrying, error = capsys.readouterr().err.splitlines()
-        assert retrying == (f"retrying: MediaWiki API at {server.url}: HTTP 503; up to 1 more attempt over "
-                            "about 0.01 s (--max-attempts, --retry-backoff)")
+        assert retrying == (
+            f"retrying: MediaWiki API at {server.url}: HTTP 503; up to 1 more attempt over "
+            "about 0.01 s (--max-attempts, --retry-backoff)"
+        )
         assert error == f"error: MediaWiki API at {server.url} unreachable after 2 attempts: HTTP 503"
         committed = set("|".join(wiki.batches()[:2]).split("|"))
         wiki.outage_from_batch = None
@@ -355,12 +467,15 @@ def test_unk_mapping_keeps_heading_markers() -> None:
     assert _map_line(" \n", vocabulary) == " \n"
 
 
-@pytest.mark.parametrize("arguments, expected", [
-    (["--preset", "wikitext-2"], (720, 60, 60)),
-    (["--preset", "wikitext-103"], (28_595, 60, 60)),
-    (["--preset", "wikitext-2", "--valid-articles", "10", "--limit", "100"], (100, 10, 60)),
-    ([], (None, 60, 60)),
-])
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        (["--preset", "wikitext-2"], (720, 60, 60)),
+        (["--preset", "wikitext-103"], (28_595, 60, 60)),
+        (["--preset", "wikitext-2", "--valid-articles", "10", "--limit", "100"], (100, 10, 60)),
+        ([], (None, 60, 60)),
+    ],
+)
 def test_presets_set_sizes_that_options_override(arguments, expected) -> None:
     from wikitext_builder.cli import _plan_from_args, build_parser
 

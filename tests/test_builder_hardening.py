@@ -32,8 +32,12 @@ def write_folder(directory: Path, count: int) -> Path:
 
 def pool_record(index: int, title: str | None = None) -> dict[str, object]:
     title = f"Town {chr(65 + index)}{index:02d}" if title is None else title
-    return {"source_index": index, "title_guess": title, "class": "GA",
-            "wikitext": article_text(title or "Nameless", index)}
+    return {
+        "source_index": index,
+        "title_guess": title,
+        "class": "GA",
+        "wikitext": article_text(title or "Nameless", index),
+    }
 
 
 def write_pool(path: Path, records: list[dict[str, object]]) -> Path:
@@ -55,16 +59,21 @@ def one_line_error(capsys: pytest.CaptureFixture[str], *fragments: str) -> str:
 
 # --- 1. a rebuild reflects its local source exactly ----------------------------------------------
 
+
 def test_rebuild_follows_an_edited_folder(tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 6)
     command = ["--folder", str(folder), "--output-dir", str(tmp_path / "out"), *SMALL]
     assert main(command) == 0
-    (folder / "Town_A00.wikitext").write_text(article_text("Town A00", 0).replace("market", "Zanzibar market"))
+    (folder / "Town_A00.wikitext").write_text(
+        article_text("Town A00", 0).replace("market", "Zanzibar market")
+    )
     (folder / "Town_B01.wikitext").unlink()
     capsys.readouterr()
     assert main(command) == 0
     assert "Town B01" not in titles(tmp_path / "out")
-    assert "Zanzibar" in "".join((tmp_path / "out" / f"wiki.{s}.raw").read_text() for s in ("train", "valid", "test"))
+    assert "Zanzibar" in "".join(
+        (tmp_path / "out" / f"wiki.{s}.raw").read_text() for s in ("train", "valid", "test")
+    )
     assert f"{folder.resolve()} changed since" in capsys.readouterr().err
     assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "fresh"), *SMALL]) == 0
     for name in OUTPUTS:
@@ -86,6 +95,7 @@ def test_rebuild_follows_a_record_appended_to_the_pool(tmp_path: Path, capsys) -
 
 # --- 2. every article left out is counted and named ------------------------------------------------
 
+
 def test_every_article_left_out_is_named_in_stats_and_summarised(tmp_path: Path, capsys) -> None:
     records = [pool_record(index) for index in range(5)]
     records += [pool_record(5, title=""), records[1], pool_record(7, title="Broken town")]
@@ -93,15 +103,22 @@ def test_every_article_left_out_is_named_in_stats_and_summarised(tmp_path: Path,
     pool = write_pool(tmp_path / "pool.jsonl.gz", records)
     assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), *SMALL]) == 0
     builder = json.loads((tmp_path / "out" / "stats.json").read_text())["builder"]
-    assert [{key: skip[key] for key in ("title", "record", "reason") if key in skip}
-            for skip in builder["skipped"]] == [
+    assert [
+        {key: skip[key] for key in ("title", "record", "reason") if key in skip}
+        for skip in builder["skipped"]
+    ] == [
         {"title": "Town B01", "reason": "duplicate title"},
         {"title": "Broken town", "reason": "malformed markup"},
-        {"record": "pool.jsonl.gz:6", "reason": "no title"}]
+        {"record": "pool.jsonl.gz:6", "reason": "no title"},
+    ]
     assert builder["skipped_counts"] == {"duplicate title": 1, "malformed markup": 1, "no title": 1}
     summary = [line for line in capsys.readouterr().err.splitlines() if line.startswith("skipped")]
-    assert summary == [(f"skipped 3 articles (1 duplicate title, 1 malformed markup, 1 no title); "
-                        f"each named in {tmp_path / 'out' / 'stats.json'}")]
+    assert summary == [
+        (
+            f"skipped 3 articles (1 duplicate title, 1 malformed markup, 1 no title); "
+            f"each named in {tmp_path / 'out' / 'stats.json'}"
+        )
+    ]
 
 
 def test_real_pool_names_its_records_without_a_title(tmp_path: Path, capsys) -> None:
@@ -116,16 +133,38 @@ def test_real_pool_names_its_records_without_a_title(tmp_path: Path, capsys) -> 
 
 # --- 3. an empty train split is an error -------------------------------------------------------------
 
+
 def test_split_sizes_that_leave_train_empty_are_refused_with_sizes_that_fit(tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 12)
-    assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), "--quiet",
-                 "--valid-articles", "6", "--test-articles", "6"]) == 2
-    one_line_error(capsys, "12 articles", "--valid-articles 6", "--test-articles 6", "no article for train",
-                   "--valid-articles 1 --test-articles 1")
+    assert (
+        main(
+            [
+                "--folder",
+                str(folder),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--quiet",
+                "--valid-articles",
+                "6",
+                "--test-articles",
+                "6",
+            ]
+        )
+        == 2
+    )
+    one_line_error(
+        capsys,
+        "12 articles",
+        "--valid-articles 6",
+        "--test-articles 6",
+        "no article for train",
+        "--valid-articles 1 --test-articles 1",
+    )
     assert not (tmp_path / "out" / "wiki.train.tokens").exists()
 
 
 # --- 4. a truncated pool ---------------------------------------------------------------------------
+
 
 def test_truncated_gzip_pool_is_a_one_line_error(tmp_path: Path, capsys) -> None:
     pool = write_pool(tmp_path / "pool.jsonl.gz", [pool_record(index) for index in range(30)])
@@ -136,16 +175,41 @@ def test_truncated_gzip_pool_is_a_one_line_error(tmp_path: Path, capsys) -> None
 
 # --- 5. outputs checked before any work ------------------------------------------------------------
 
+
 def test_unwritable_out_is_refused_before_reading_the_source(tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 4)
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    assert main(["--folder", str(folder), "--output-dir", str(blocker / "out"), "--cache",
-                 str(tmp_path / "cache.sqlite"), *SMALL]) == 2
+    assert (
+        main(
+            [
+                "--folder",
+                str(folder),
+                "--output-dir",
+                str(blocker / "out"),
+                "--cache",
+                str(tmp_path / "cache.sqlite"),
+                *SMALL,
+            ]
+        )
+        == 2
+    )
     one_line_error(capsys, f"{blocker / 'out'}: ", "not a directory")
     assert not (tmp_path / "cache.sqlite").exists()  # refused before the cache was filled
-    assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), "--cache",
-                 str(blocker / "cache.sqlite"), *SMALL]) == 2
+    assert (
+        main(
+            [
+                "--folder",
+                str(folder),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--cache",
+                str(blocker / "cache.sqlite"),
+                *SMALL,
+            ]
+        )
+        == 2
+    )
     one_line_error(capsys, f"{blocker / 'cache.sqlite'}: ", "not a directory")
 
 
@@ -156,20 +220,41 @@ def test_read_only_cache_directory_is_refused_before_any_work(tmp_path: Path, ca
     read_only.chmod(0o555)
     if os.geteuid() == 0:  # root may write anywhere: deny it here as the permissions would
         real_access = os.access
-        monkeypatch.setattr(os, "access", lambda path, mode, **kwargs: False if (
-            Path(os.path.abspath(path)) == read_only and mode & os.W_OK) else real_access(path, mode, **kwargs))
+        monkeypatch.setattr(
+            os,
+            "access",
+            lambda path, mode, **kwargs: (
+                False
+                if (Path(os.path.abspath(path)) == read_only and mode & os.W_OK)
+                else real_access(path, mode, **kwargs)
+            ),
+        )
     try:
-        assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), "--cache",
-                     str(read_only / "cache.sqlite"), *SMALL]) == 2
-        one_line_error(capsys, f"--cache {read_only / 'cache.sqlite'}: cannot write in {read_only} "
-                               "(permission denied)")
+        assert (
+            main(
+                [
+                    "--folder",
+                    str(folder),
+                    "--output-dir",
+                    str(tmp_path / "out"),
+                    "--cache",
+                    str(read_only / "cache.sqlite"),
+                    *SMALL,
+                ]
+            )
+            == 2
+        )
+        one_line_error(
+            capsys, f"--cache {read_only / 'cache.sqlite'}: cannot write in {read_only} (permission denied)"
+        )
         assert not (tmp_path / "out").exists()
     finally:
         read_only.chmod(0o755)
 
 
-@pytest.mark.parametrize("case", ["out is the folder", "out holds the pool", "cache is the pool",
-                                  "out holds the manifest"])
+@pytest.mark.parametrize(
+    "case", ["out is the folder", "out holds the pool", "cache is the pool", "out holds the manifest"]
+)
 def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 4)
     pool = tmp_path / "manifest.jsonl"
@@ -177,14 +262,28 @@ def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path,
     arguments = {
         "out is the folder": ["--folder", str(folder), "--output-dir", str(folder)],
         "out holds the pool": ["--jsonl", str(pool), "--output-dir", str(tmp_path)],
-        "cache is the pool": ["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), "--cache", str(pool)],
-        "out holds the manifest": ["--from-manifest", str(tmp_path / "manifest.jsonl"), "--output-dir", str(tmp_path),
-                                   "--api-url", "http://127.0.0.1:9/w/api.php"],
+        "cache is the pool": [
+            "--jsonl",
+            str(pool),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--cache",
+            str(pool),
+        ],
+        "out holds the manifest": [
+            "--from-manifest",
+            str(tmp_path / "manifest.jsonl"),
+            "--output-dir",
+            str(tmp_path),
+            "--api-url",
+            "http://127.0.0.1:9/w/api.php",
+        ],
     }[case]
     before = {path: path.read_bytes() for path in [pool, *folder.iterdir()]}
     if case == "out holds the manifest":
-        (tmp_path / "manifest.jsonl").write_text(json.dumps(
-            {"title": "Town A00", "page_id": 1, "revision_id": 7, "split": "train"}) + "\n")
+        (tmp_path / "manifest.jsonl").write_text(
+            json.dumps({"title": "Town A00", "page_id": 1, "revision_id": 7, "split": "train"}) + "\n"
+        )
         before = {}
     assert main([*arguments, *SMALL]) == 2
     one_line_error(capsys, "an input of this command")
@@ -194,20 +293,46 @@ def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path,
 
 # --- 6. validate reports markup residue --------------------------------------------------------------
 
-@pytest.mark.parametrize("residue", ["[ [ Avon | the Avon ] ]", "the Avon ] ] .", "{ { cite web } }",
-                                     "< ref > x", "< / ref >", "' ' ' Town ' ' '", "a & nbsp ; b", "[[Avon]]",
-                                     "{{reflist}}", "x <ref>", "'''Town'''", "{ | class = wikitable",
-                                     "_ _ NOTOC _ _"])
+
+@pytest.mark.parametrize(
+    "residue",
+    [
+        "[ [ Avon | the Avon ] ]",
+        "the Avon ] ] .",
+        "{ { cite web } }",
+        "< ref > x",
+        "< / ref >",
+        "' ' ' Town ' ' '",
+        "a & nbsp ; b",
+        "[[Avon]]",
+        "{{reflist}}",
+        "x <ref>",
+        "'''Town'''",
+        "{ | class = wikitable",
+        "_ _ NOTOC _ _",
+    ],
+)
 def test_validate_reports_markup_residue(residue: str) -> None:
     lines = [" \n", " = Town = \n", " \n", f" The town lies on the river {residue} here . \n", " \n"]
     errors = [v for v in validate_lines(lines) if v.severity == ERROR]
     assert [v.line_number for v in errors] == [4], errors
-    assert errors[0].message.startswith("wikitext markup residue ") and \
-        errors[0].message.endswith(" (markup that rendering should have removed)")
+    assert errors[0].message.startswith("wikitext markup residue ") and errors[0].message.endswith(
+        " (markup that rendering should have removed)"
+    )
 
 
-@pytest.mark.parametrize("text", ["the < pre > tag", "[ sic ]", "| x | = 1", "the dancers ' ' naked suits '",
-                                  "AT & T ;", "< <unk> > 1 < / <unk> >", "Category : Dover Athletic F.C. players"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the < pre > tag",
+        "[ sic ]",
+        "| x | = 1",
+        "the dancers ' ' naked suits '",
+        "AT & T ;",
+        "< <unk> > 1 < / <unk> >",
+        "Category : Dover Athletic F.C. players",
+    ],
+)
 def test_validate_accepts_what_real_wikitext_contains(text: str) -> None:
     lines = [" \n", " = Town = \n", " \n", f" {text} . \n", " \n"]
     assert validate_lines(lines) == []
@@ -215,9 +340,12 @@ def test_validate_accepts_what_real_wikitext_contains(text: str) -> None:
 
 # --- 7. article size limit --------------------------------------------------------------------------
 
+
 def test_article_over_the_size_limit_is_skipped_before_parsing(tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 4)
-    (folder / "Huge_town.wikitext").write_text("{{" + "x" * MAX_ARTICLE_BYTES + "\n")  # unclosed: slow to parse
+    (folder / "Huge_town.wikitext").write_text(
+        "{{" + "x" * MAX_ARTICLE_BYTES + "\n"
+    )  # unclosed: slow to parse
     assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), *SMALL]) == 0
     builder = json.loads((tmp_path / "out" / "stats.json").read_text())["builder"]
     assert [(skip["title"], skip["reason"]) for skip in builder["skipped"]] == [("Huge town", "too large")]
@@ -227,6 +355,7 @@ def test_article_over_the_size_limit_is_skipped_before_parsing(tmp_path: Path, c
 
 # --- 8. retries are announced at the first failure --------------------------------------------------
 
+
 def closed_port_url() -> str:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
@@ -235,32 +364,53 @@ def closed_port_url() -> str:
 
 def test_first_failure_says_how_long_retries_will_go_on(tmp_path: Path, capsys) -> None:
     url = closed_port_url()
-    assert main(["--api-url", url, "--output-dir", str(tmp_path / "out"), "--quiet", "--max-attempts", "4",
-                 "--retry-backoff", "0.01"]) == 2
+    assert (
+        main(
+            [
+                "--api-url",
+                url,
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--quiet",
+                "--max-attempts",
+                "4",
+                "--retry-backoff",
+                "0.01",
+            ]
+        )
+        == 2
+    )
     retrying, error = capsys.readouterr().err.splitlines()
     assert retrying.startswith(f"retrying: MediaWiki API at {url}: ConnectionError: [Errno ")
-    assert retrying.endswith("] Connection refused; up to 3 more attempts over about 0.07 s "
-                             "(--max-attempts, --retry-backoff)")
+    assert retrying.endswith(
+        "] Connection refused; up to 3 more attempts over about 0.07 s (--max-attempts, --retry-backoff)"
+    )
     assert error.startswith(f"error: MediaWiki API at {url} unreachable after 4 attempts: ConnectionError")
     assert error.endswith("] Connection refused")  # the reason, not the request's URL
 
 
 def test_retry_notice_once_per_failing_request() -> None:
     notices: list[str] = []
-    client = MediaWikiClient(closed_port_url(), max_attempts=3, backoff_base=5, backoff_cap=8,
-                             sleep=lambda seconds: None, notify=notices.append)
+    client = MediaWikiClient(
+        closed_port_url(),
+        max_attempts=3,
+        backoff_base=5,
+        backoff_cap=8,
+        sleep=lambda seconds: None,
+        notify=notices.append,
+    )
     for _ in range(2):
         with pytest.raises(Exception, match="unreachable after 3 attempts"):
             client.query({"list": "categorymembers"})
-    assert len(notices) == 2 and all(n.endswith("up to 2 more attempts over about 13 s "
-                                                 "(--max-attempts, --retry-backoff)") for n in notices)
+    assert len(notices) == 2 and all(
+        n.endswith("up to 2 more attempts over about 13 s (--max-attempts, --retry-backoff)") for n in notices
+    )
 
 
 # --- 9. no temporary files left behind --------------------------------------------------------------
 
-def test_failed_write_leaves_no_temporary_files(tmp_path: Path, monkeypatch) -> None:
-    from wikitext_builder import corpus
 
+def test_failed_write_leaves_no_temporary_files(tmp_path: Path, monkeypatch) -> None:
     folder = write_folder(tmp_path / "folder", 4)
     real_replace = os.replace
 
@@ -269,7 +419,7 @@ def test_failed_write_leaves_no_temporary_files(tmp_path: Path, monkeypatch) -> 
             raise OSError(28, "No space left on device")
         real_replace(source, target)
 
-    monkeypatch.setattr(corpus.os, "replace", failing_replace)
+    monkeypatch.setattr(os, "replace", failing_replace)
     assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), *SMALL]) == 2
     left = sorted(path.name for path in (tmp_path / "out").iterdir() if path.name.startswith("."))
     assert left == []

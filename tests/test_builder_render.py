@@ -34,6 +34,7 @@ def one(wikitext: str) -> str:
 
 # --- layout -------------------------------------------------------------------------------
 
+
 def test_exact_byte_layout() -> None:
     wikitext = """{{Infobox ship|name=X|length={{convert|10|m}}}}
 '''Berg''' is a [[Railway station|station]] on the [[Sognsvann Line]].<ref>{{cite web|title=x}}</ref>
@@ -90,6 +91,7 @@ def test_heading_levels_and_markup_in_headings() -> None:
 
 
 # --- removal ------------------------------------------------------------------------------
+
 
 def test_refs_tables_files_categories_interwiki_comments_removed() -> None:
     wikitext = """[[File:X.jpg|thumb|A caption with [[link]]]]
@@ -150,20 +152,37 @@ def test_column_blocks_and_template_tables_removed() -> None:
         '| {{grammy|1998}} || "Song" || [[Best Metal Performance]] || {{won}}\n'
         "|-\n| 2001 || Other || Award || Nominated\n|}\nClosing text.\n"
     )
-    assert body(wikitext) == [" ", " = = Personnel = = ", " ", " ", " = = Members = = ", " ", " After . ",
-                              " ", " = = Awards = = ", " ", " Closing text . "]
+    assert body(wikitext) == [
+        " ",
+        " = = Personnel = = ",
+        " ",
+        " ",
+        " = = Members = = ",
+        " ",
+        " After . ",
+        " ",
+        " = = Awards = = ",
+        " ",
+        " Closing text . ",
+    ]
 
 
 def test_brackets_emptied_by_removed_templates_are_tidied() -> None:
-    assert one("Merkel ({{audio|a.ogg}}) and Bush ({{respell|x}}; {{coord|1|2}}) "
-               "and Smith ({{IPAc-en|}}; born 1950) wrote.") == \
-        "Merkel and Bush and Smith ( born 1950 ) wrote ."
+    assert (
+        one(
+            "Merkel ({{audio|a.ogg}}) and Bush ({{respell|x}}; {{coord|1|2}}) "
+            "and Smith ({{IPAc-en|}}; born 1950) wrote."
+        )
+        == "Merkel and Bush and Smith ( born 1950 ) wrote ."
+    )
 
 
 def test_apostrophes_next_to_quote_markup() -> None:
     q2, q3, q4 = "'" * 2, "'" * 3, "'" * 4
-    assert one(f"{q2}Billboard{q3}s list and {q2}Billboard{q2}{{{{'}}}}s chart") == \
-        "Billboard 's list and Billboard 's chart"
+    assert (
+        one(f"{q2}Billboard{q3}s list and {q2}Billboard{q2}{{{{'}}}}s chart")
+        == "Billboard 's list and Billboard 's chart"
+    )
     assert one(f"x {q4}Four{q4} and L{q3}arc{q3} d'x") == "x ' Four ' and Larc d 'x"
 
 
@@ -171,27 +190,46 @@ def test_dropped_template_keeps_quote_runs_apart() -> None:
     # MediaWiki's quote rule sees a template's output between the runs: ''{{x}}'' is an
     # empty italic span, not four apostrophes (an apostrophe and bold)
     assert one("Words like ''{{foo|3}}'' 'wood'.") == "Words like ' wood ' ."
-    assert one("Greeks called themselves '''''Hellenes''''' ('''''{{foo|x}}'''''), though.") == \
-        "Greeks called themselves Hellenes , though ."
+    assert (
+        one("Greeks called themselves '''''Hellenes''''' ('''''{{foo|x}}'''''), though.")
+        == "Greeks called themselves Hellenes , though ."
+    )
 
 
 def test_only_a_matched_blockquote_breaks_the_paragraph() -> None:
     # Charles-Valentin Alkan, dev pair: a closing tag with no open block quote is dropped
     assert body('Lead.\n\nHe wrote: "No goal."<ref>x</ref></blockquote> This spirit led him.\n') == [
-        " Lead . ", ' He wrote : " No goal . " This spirit led him . ']
+        " Lead . ",
+        ' He wrote : " No goal . " This spirit led him . ',
+    ]
     assert body("Lead.\n\nBefore.<blockquote>Quoted.</blockquote> After.\n") == [
-        " Lead . ", " Before . ", " Quoted . ", " After . "]
+        " Lead . ",
+        " Before . ",
+        " Quoted . ",
+        " After . ",
+    ]
 
 
 def test_list_items_become_paragraph_lines() -> None:
     assert body("Intro:\n* first item\n** nested [[item]]\n# numbered\n; term\n: definition\nAfter.\n") == [
-        " Intro : ", " first item ", " nested item ", " numbered ", " term ", " definition ", " After . "]
+        " Intro : ",
+        " first item ",
+        " nested item ",
+        " numbered ",
+        " term ",
+        " definition ",
+        " After . ",
+    ]
 
 
 def test_wikilinks_and_external_links() -> None:
-    assert one("[[Oslo Metro]] [[Ring Line (Oslo)|Ring Line]] [[cat]]s [[Foo (bar)|]] "
-               "[[:Category:Trains|trains]] [http://x.org the site] [http://y.org] http://z.org") == \
-        "Oslo Metro Ring Line cats Foo trains the site"
+    assert (
+        one(
+            "[[Oslo Metro]] [[Ring Line (Oslo)|Ring Line]] [[cat]]s [[Foo (bar)|]] "
+            "[[:Category:Trains|trains]] [http://x.org the site] [http://y.org] http://z.org"
+        )
+        == "Oslo Metro Ring Line cats Foo trains the site"
+    )
 
 
 def test_unmatched_link_and_template_markup_never_leaks() -> None:
@@ -221,22 +259,43 @@ def test_stray_ref_closer_and_unusual_tables_leave_no_markup() -> None:
         '== Episodes ==\n<onlyinclude>{| class="wikitable"\n! No.\n|-\n| 1 || Pilot\n|}</onlyinclude>\n'
         "After.\n\n"
         '== Charts ==\n{| class="wikitable"\n!Chart\n|-\n{{singlechart|Canada|42}}|}\nEnd.\n\n'
-        "== Legacy ==\nText.\n")
-    assert body(wikitext) == [" Lead . More . ", " ", " = = Summary = = ", " ", " ", " = = Dukes = = ", " ",
-                              " ", " = = Episodes = = ", " ", " After . ", " ", " = = Charts = = ", " ",
-                              " ", " = = Legacy = = ", " ", " Text . "]
+        "== Legacy ==\nText.\n"
+    )
+    assert body(wikitext) == [
+        " Lead . More . ",
+        " ",
+        " = = Summary = = ",
+        " ",
+        " ",
+        " = = Dukes = = ",
+        " ",
+        " ",
+        " = = Episodes = = ",
+        " ",
+        " After . ",
+        " ",
+        " = = Charts = = ",
+        " ",
+        " ",
+        " = = Legacy = = ",
+        " ",
+        " Text . ",
+    ]
 
 
 def test_bold_italic_removed_and_entities_decoded() -> None:
-    assert one("'''Bold''' and ''italic'' and '''''both''''' &amp; &nbsp;x&ndash;y &eacute; "
-               "&#x3b1; &lt;tag&gt;") == "Bold and italic and both & x – y é α < tag >"
+    assert (
+        one("'''Bold''' and ''italic'' and '''''both''''' &amp; &nbsp;x&ndash;y &eacute; &#x3b1; &lt;tag&gt;")
+        == "Bold and italic and both & x – y é α < tag >"
+    )
 
 
 def test_magic_words_nowiki_and_inline_html() -> None:
-    assert body("__NOTOC__\nText here . __TOC__\n{{DISPLAYTITLE:x}}{{DEFAULTSORT:y}}\n\n"
-                "More <nowiki>[[x]]</nowiki> <code>c</code> H<sub>2</sub>O "
-                "<span style=\"color:red\">red</span> a<br/>b.") == [
-        " Text here . ", " More x c H2O red a b . "]
+    assert body(
+        "__NOTOC__\nText here . __TOC__\n{{DISPLAYTITLE:x}}{{DEFAULTSORT:y}}\n\n"
+        "More <nowiki>[[x]]</nowiki> <code>c</code> H<sub>2</sub>O "
+        '<span style="color:red">red</span> a<br/>b.'
+    ) == [" Text here . ", " More x c H2O red a b . "]
 
 
 def test_unbalanced_style_quotes_inside_templates_are_harmless() -> None:
@@ -245,106 +304,136 @@ def test_unbalanced_style_quotes_inside_templates_are_harmless() -> None:
 
 
 def test_math_becomes_formula() -> None:
-    lines = body("Inline <math>x^2</math> and {{math|''y''}} text.\n"
-                 ":<math>a = b</math>\n"
-                 ":<math>2^x = </math> ''variation''\n"
-                 "Then <math display=\"block\">z</math> after.\n")
-    assert lines == [" Inline <formula> and <formula> text . ", " <formula> ", " <formula> ",
-                     " Then ", " <formula> ", " after . "]
+    lines = body(
+        "Inline <math>x^2</math> and {{math|''y''}} text.\n"
+        ":<math>a = b</math>\n"
+        ":<math>2^x = </math> ''variation''\n"
+        'Then <math display="block">z</math> after.\n'
+    )
+    assert lines == [
+        " Inline <formula> and <formula> text . ",
+        " <formula> ",
+        " <formula> ",
+        " Then ",
+        " <formula> ",
+        " after . ",
+    ]
     # a bullet item keeps its text around an inline formula
     assert body("Intro.\n* bullet with <math>x</math> inline\n") == [
-        " Intro . ", " bullet with <formula> inline "]
+        " Intro . ",
+        " bullet with <formula> inline ",
+    ]
 
 
 # --- templates ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("markup, expected", [
-    ("{{convert|60|cm|abbr=on}}", "60 cm ( 24 in )"),
-    ("{{convert|6.1|km}}", "6 @.@ 1 kilometres ( 3 @.@ 8 mi )"),
-    ("{{convert|100|m}}", "100 metres ( 330 ft )"),
-    ("{{convert|1|mi|km}}", "1 mile ( 1 @.@ 6 km )"),
-    ("{{convert|201|ft|m}}", "201 feet ( 61 m )"),
-    ("{{convert|1500|m|ft}}", "1 @,@ 500 metres ( 4 @,@ 900 ft )"),
-    ("{{convert|700|ft|m|0}}", "700 feet ( 213 m )"),
-    ("{{convert|10|kn}}", "10 knots ( 19 km / h ; 12 mph )"),
-    ("{{convert|100|F|C}}", "100 ° F ( 38 ° C )"),
-    ("{{convert|505|ft|6|in|m|1}}", "505 feet 6 inches ( 154 @.@ 1 m )"),
-    ("{{convert|132.3|m|ftin|abbr=on}}", "132 @.@ 3 m ( 434 ft 1 in )"),
-    ("{{convert|12000|to|14500|ft|m}}", "12 @,@ 000 to 14 @,@ 500 feet ( 3 @,@ 700 to 4 @,@ 400 m )"),
-    ("{{convert|650|m|ft|adj=on}}", "650 @-@ metre ( 2 @,@ 100 ft )"),
-    ("{{convert|9.2|in|mm|abbr=on|sigfig=3}}", "9 @.@ 2 in ( 234 mm )"),
-    ("{{cvt|5|kg}}", "5 kg ( 11 lb )"),
-    ("{{convert|3|cubit}}", "3 cubit"),
-    ("{{lang-ar|الله|translit=Allāh}}", "Arabic : الله , translit . Allāh"),
-    ("{{lang|fr|bonjour}}", "bonjour"),
-    ("{{langx|de|Gott}}", "German : Gott"),
-    ("{{transl|ar|ALA|Allāh}}", "Allāh"),
-    ("{{IPAc-en|ˈ|oʊ|l|d|əm}}", "/ ˈoʊldəm /"),
-    ("{{IPA-fr|kʁak}}", "French pronunciation : [ kʁak ]"),
-    ("{{IPA|/ˈzɛnɒn/}}", "/ ˈzɛnɒn /"),
-    ("{{nihongo|Valkyria Chronicles III|戦場のヴァルキュリア3|Senjō no Varukyuria}}",
-     "Valkyria Chronicles III ( Japanese : 戦場のヴァルキュリア3 , Hepburn : Senjō no Varukyuria )"),
-    ("{{abbr|NASA|National Aeronautics}}", "NASA"),
-    ("{{nowrap|10 May}}", "10 May"),
-    ("{{frac|132|1|3}}", "132 1 ⁄ 3"),
-    ("{{sortname|John|Smith}}", "John Smith"),
-    ("{{start date|2010|5|3}}", "May 3 , 2010"),
-    ("{{birth date|1950|5|3|df=y}}", "3 May 1950"),
-    ("{{death date and age|2000|1|2|1950|5|3}}", "January 2 , 2000 ( aged 49 )"),
-    ("{{as of|2010|5}}", "As of May 2010"),
-    ("{{as of|2020|lc=y}}", "as of 2020"),
-    ("{{chem|H|2|O}}", "H2O"),
-    ("{{ship|HMS|Dreadnought|1906}}", "HMS Dreadnought ( 1906 )"),
-    ("{{SMS|Emden}}", "SMS Emden"),
-    ("{{Solar mass}}", "M ☉"),
-    ("a{{snd}}b", "a – b"),
-    # issue 16: {{convert}} units, forms and ranges
-    ("{{convert|6.1|km|mi|sing=on}}", "6 @.@ 1 @-@ kilometre ( 3 @.@ 8 mi )"),
-    ("{{convert|10|x|20|m}}", "10 by 20 metres ( 33 ft × 66 ft )"),
-    ("{{convert|7|x|26|mm|in|abbr=on}}", "7 mm × 26 mm ( 0 @.@ 28 in × 1 @.@ 02 in )"),
-    ("{{convert|3/4|mi|m}}", "3 ⁄ 4 mile ( 1 @,@ 200 m )"),
-    ("{{convert|1+1/2|in|mm}}", "1 1 ⁄ 2 inches ( 38 mm )"),
-    ("{{convert|12|in}}", "12 inches ( 300 mm )"),
-    ("{{convert|30|psi}}", "30 pounds per square inch ( 210 kPa )"),
-    ("{{convert|5|l}}", "5 litres ( 1 @.@ 1 imp gal ; 1 @.@ 3 US gal )"),
-    ("{{convert|20|kn|disp=flip}}", "37 km / h ( 20 knots )"),
-    # issue 16: ship classes, {{sic}}, symbols, wrappers, pronunciation, nihongo3
-    ("{{sclass|Duke of Edinburgh|cruiser|0}} armoured cruiser",
-     "Duke of Edinburgh @-@ class armoured cruiser"),
-    ("{{sclass|Radetzky|battleship}}", "Radetzky @-@ class battleship"),
-    ("{{sic}}", "[ sic ]"),
-    ("{{sic|Teh}}", "Teh [ sic ]"),
-    ("{{sic|hide=y|Teh}}", "Teh"),
-    ("F{{music|sharp}}m", "F ♯ m"),
-    ("{{nobreak|10 May}}", "10 May"),
-    ("{{IPA-fr|kʁak|pron}}", "pronounced [ kʁak ]"),
-    ("{{IPAc-en|pron|ˈ|oʊ|l|d|əm}}", "pronounced / ˈoʊldəm /"),
-    ("{{nihongo3|English|漢字|rōmaji}}", "rōmaji ( 漢字 , English )"),
-    ("{{zh|s=中国|t=中國|p=Zhōngguó}}", "simplified Chinese : 中国 ; traditional Chinese : 中國 ; pinyin : Zhōngguó"),
-    ("{{korean|hangul=조선|hanja=朝鮮|rr=Joseon}}", "Korean : 조선 ; Hanja : 朝鮮 ; RR : Joseon"),
-    ("{{not a typo|teh}}", "teh"),
-    ("{{USS|Chattanooga|CL-18|6}}", "Chattanooga ( CL @-@ 18 )"),
-    ("{{SMS|Radetzky||2}}", "Radetzky"),
-    ("{{HMS|Dreadnought|1906|3}}", "HMS Dreadnought"),
-    ("{{color|red|Red text}} {{font|text=Font}}", "Red text Font"),
-    ("then{{...}}", "then …"),
-    # script wrappers and year links print their text
-    ("{{polytonic|Ἕλληνες}} {{semxlit|ḥeth}}", "Ἕλληνες ḥeth"),
-    ("a {{vgy|1990}} game", "a 1990 game"),
-])
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        ("{{convert|60|cm|abbr=on}}", "60 cm ( 24 in )"),
+        ("{{convert|6.1|km}}", "6 @.@ 1 kilometres ( 3 @.@ 8 mi )"),
+        ("{{convert|100|m}}", "100 metres ( 330 ft )"),
+        ("{{convert|1|mi|km}}", "1 mile ( 1 @.@ 6 km )"),
+        ("{{convert|201|ft|m}}", "201 feet ( 61 m )"),
+        ("{{convert|1500|m|ft}}", "1 @,@ 500 metres ( 4 @,@ 900 ft )"),
+        ("{{convert|700|ft|m|0}}", "700 feet ( 213 m )"),
+        ("{{convert|10|kn}}", "10 knots ( 19 km / h ; 12 mph )"),
+        ("{{convert|100|F|C}}", "100 ° F ( 38 ° C )"),
+        ("{{convert|505|ft|6|in|m|1}}", "505 feet 6 inches ( 154 @.@ 1 m )"),
+        ("{{convert|132.3|m|ftin|abbr=on}}", "132 @.@ 3 m ( 434 ft 1 in )"),
+        ("{{convert|12000|to|14500|ft|m}}", "12 @,@ 000 to 14 @,@ 500 feet ( 3 @,@ 700 to 4 @,@ 400 m )"),
+        ("{{convert|650|m|ft|adj=on}}", "650 @-@ metre ( 2 @,@ 100 ft )"),
+        ("{{convert|9.2|in|mm|abbr=on|sigfig=3}}", "9 @.@ 2 in ( 234 mm )"),
+        ("{{cvt|5|kg}}", "5 kg ( 11 lb )"),
+        ("{{convert|3|cubit}}", "3 cubit"),
+        ("{{lang-ar|الله|translit=Allāh}}", "Arabic : الله , translit . Allāh"),
+        ("{{lang|fr|bonjour}}", "bonjour"),
+        ("{{langx|de|Gott}}", "German : Gott"),
+        ("{{transl|ar|ALA|Allāh}}", "Allāh"),
+        ("{{IPAc-en|ˈ|oʊ|l|d|əm}}", "/ ˈoʊldəm /"),
+        ("{{IPA-fr|kʁak}}", "French pronunciation : [ kʁak ]"),
+        ("{{IPA|/ˈzɛnɒn/}}", "/ ˈzɛnɒn /"),
+        (
+            "{{nihongo|Valkyria Chronicles III|戦場のヴァルキュリア3|Senjō no Varukyuria}}",
+            "Valkyria Chronicles III ( Japanese : 戦場のヴァルキュリア3 , Hepburn : Senjō no Varukyuria )",
+        ),
+        ("{{abbr|NASA|National Aeronautics}}", "NASA"),
+        ("{{nowrap|10 May}}", "10 May"),
+        ("{{frac|132|1|3}}", "132 1 ⁄ 3"),
+        ("{{sortname|John|Smith}}", "John Smith"),
+        ("{{start date|2010|5|3}}", "May 3 , 2010"),
+        ("{{birth date|1950|5|3|df=y}}", "3 May 1950"),
+        ("{{death date and age|2000|1|2|1950|5|3}}", "January 2 , 2000 ( aged 49 )"),
+        ("{{as of|2010|5}}", "As of May 2010"),
+        ("{{as of|2020|lc=y}}", "as of 2020"),
+        ("{{chem|H|2|O}}", "H2O"),
+        ("{{ship|HMS|Dreadnought|1906}}", "HMS Dreadnought ( 1906 )"),
+        ("{{SMS|Emden}}", "SMS Emden"),
+        ("{{Solar mass}}", "M ☉"),
+        ("a{{snd}}b", "a – b"),
+        # issue 16: {{convert}} units, forms and ranges
+        ("{{convert|6.1|km|mi|sing=on}}", "6 @.@ 1 @-@ kilometre ( 3 @.@ 8 mi )"),
+        ("{{convert|10|x|20|m}}", "10 by 20 metres ( 33 ft × 66 ft )"),
+        ("{{convert|7|x|26|mm|in|abbr=on}}", "7 mm × 26 mm ( 0 @.@ 28 in × 1 @.@ 02 in )"),
+        ("{{convert|3/4|mi|m}}", "3 ⁄ 4 mile ( 1 @,@ 200 m )"),
+        ("{{convert|1+1/2|in|mm}}", "1 1 ⁄ 2 inches ( 38 mm )"),
+        ("{{convert|12|in}}", "12 inches ( 300 mm )"),
+        ("{{convert|30|psi}}", "30 pounds per square inch ( 210 kPa )"),
+        ("{{convert|5|l}}", "5 litres ( 1 @.@ 1 imp gal ; 1 @.@ 3 US gal )"),
+        ("{{convert|20|kn|disp=flip}}", "37 km / h ( 20 knots )"),
+        # issue 16: ship classes, {{sic}}, symbols, wrappers, pronunciation, nihongo3
+        (
+            "{{sclass|Duke of Edinburgh|cruiser|0}} armoured cruiser",
+            "Duke of Edinburgh @-@ class armoured cruiser",
+        ),
+        ("{{sclass|Radetzky|battleship}}", "Radetzky @-@ class battleship"),
+        ("{{sic}}", "[ sic ]"),
+        ("{{sic|Teh}}", "Teh [ sic ]"),
+        ("{{sic|hide=y|Teh}}", "Teh"),
+        ("F{{music|sharp}}m", "F ♯ m"),
+        ("{{nobreak|10 May}}", "10 May"),
+        ("{{IPA-fr|kʁak|pron}}", "pronounced [ kʁak ]"),
+        ("{{IPAc-en|pron|ˈ|oʊ|l|d|əm}}", "pronounced / ˈoʊldəm /"),
+        ("{{nihongo3|English|漢字|rōmaji}}", "rōmaji ( 漢字 , English )"),
+        (
+            "{{zh|s=中国|t=中國|p=Zhōngguó}}",
+            "simplified Chinese : 中国 ; traditional Chinese : 中國 ; pinyin : Zhōngguó",
+        ),
+        ("{{korean|hangul=조선|hanja=朝鮮|rr=Joseon}}", "Korean : 조선 ; Hanja : 朝鮮 ; RR : Joseon"),
+        ("{{not a typo|teh}}", "teh"),
+        ("{{USS|Chattanooga|CL-18|6}}", "Chattanooga ( CL @-@ 18 )"),
+        ("{{SMS|Radetzky||2}}", "Radetzky"),
+        ("{{HMS|Dreadnought|1906|3}}", "HMS Dreadnought"),
+        ("{{color|red|Red text}} {{font|text=Font}}", "Red text Font"),
+        ("then{{...}}", "then …"),
+        # script wrappers and year links print their text
+        ("{{polytonic|Ἕλληνες}} {{semxlit|ḥeth}}", "Ἕλληνες ḥeth"),
+        ("a {{vgy|1990}} game", "a 1990 game"),
+    ],
+)
 def test_text_templates_rendered(markup: str, expected: str) -> None:
     assert one(f"x {markup} y") == f"x {expected} y"
 
 
-@pytest.mark.parametrize("markup", [
-    "{{Infobox person|name=X|birth_date={{birth date|1950|1|1}}}}",
-    "{{Navbox|title=Y|list1=[[A]] [[B]]}}",
-    "{{cite web|url=http://x|title=T}}", "{{citation|title=T}}", "{{sfn|Smith|2000|p=1}}",
-    "{{efn|a note}}", "{{Citation needed|date=May 2020}}", "{{Use dmy dates|date=2020}}",
-    "{{main|Other article}}", "{{Good article}}", "{{coord|59|57|N|10|44|E}}",
-    "{{Quote box|quote=A sidebar quotation.|source=X}}",
-    "{{Some unknown template|with text}}",
-])
+@pytest.mark.parametrize(
+    "markup",
+    [
+        "{{Infobox person|name=X|birth_date={{birth date|1950|1|1}}}}",
+        "{{Navbox|title=Y|list1=[[A]] [[B]]}}",
+        "{{cite web|url=http://x|title=T}}",
+        "{{citation|title=T}}",
+        "{{sfn|Smith|2000|p=1}}",
+        "{{efn|a note}}",
+        "{{Citation needed|date=May 2020}}",
+        "{{Use dmy dates|date=2020}}",
+        "{{main|Other article}}",
+        "{{Good article}}",
+        "{{coord|59|57|N|10|44|E}}",
+        "{{Quote box|quote=A sidebar quotation.|source=X}}",
+        "{{Some unknown template|with text}}",
+    ],
+)
 def test_other_templates_dropped(markup: str) -> None:
     assert one(f"x {markup} y") == "x y"
 
@@ -359,13 +448,17 @@ def test_template_table_is_a_dict() -> None:
 
 # --- errors and purity ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("wikitext, fragment", [
-    ("", "empty article"),
-    ("   \n\n ", "empty article"),
-    ("#REDIRECT [[Other]]", "redirect"),
-    ("Text with {{convert|1|km\nnever closed and more text.", "unbalanced template"),
-    ("{{Infobox x|a=b}}\n[[Category:Y]]", "no text left"),
-])
+
+@pytest.mark.parametrize(
+    "wikitext, fragment",
+    [
+        ("", "empty article"),
+        ("   \n\n ", "empty article"),
+        ("#REDIRECT [[Other]]", "redirect"),
+        ("Text with {{convert|1|km\nnever closed and more text.", "unbalanced template"),
+        ("{{Infobox x|a=b}}\n[[Category:Y]]", "no text left"),
+    ],
+)
 def test_markup_errors(wikitext: str, fragment: str) -> None:
     with pytest.raises(MarkupError) as info:
         render_article("Some Title", wikitext)
@@ -392,7 +485,10 @@ def test_stray_closers_and_unclosed_tags_are_tolerated() -> None:
     assert one("Text }} with a stray closer.") == "Text with a stray closer ."
     assert one("A {{Sidebar|content=<div>side}} and <small>small text.") == "A and small text ."
     assert body("A {{Quote|text=<div>quoted}} and <small>small text.") == [
-        " A ", " quoted ", " and small text . "]
+        " A ",
+        " quoted ",
+        " and small text . ",
+    ]
 
 
 def test_escaped_markup_is_unescaped() -> None:
@@ -400,6 +496,7 @@ def test_escaped_markup_is_unescaped() -> None:
 
 
 # --- real articles --------------------------------------------------------------------------
+
 
 def _shared(sub: str) -> Path:
     path = WIKIPEDIA / sub
@@ -443,7 +540,7 @@ def _pairs(real_data_dir: Path):
         out = render_article(title, (folder / f"{name}.wikitext").read_text(encoding="utf-8"))
         ours = [t if t in vocab else "<unk>" for t in out.split()]
         ref = (folder / f"{name}.wt2.tokens").read_text(encoding="utf-8").split()
-        assert ours[:len(row[3].split())] == row[3].split(), name  # the title line
+        assert ours[: len(row[3].split())] == row[3].split(), name  # the title line
         yield ours, ref
 
 
@@ -457,12 +554,15 @@ def test_fidelity_on_wt2_pairs_token_f1(real_data_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_fidelity_on_wt2_pairs_difflib_ratio(real_data_dir: Path) -> None:
-    ratios = [difflib.SequenceMatcher(None, ours, ref, autojunk=False).ratio()
-              for ours, ref in _pairs(real_data_dir)]
+    ratios = [
+        difflib.SequenceMatcher(None, ours, ref, autojunk=False).ratio()
+        for ours, ref in _pairs(real_data_dir)
+    ]
     assert sum(ratios) / len(ratios) >= FLOOR_MEAN_RATIO
 
 
 # --- fidelity fixes measured on the wt2_pairs ----------------------------------------------
+
 
 def test_column_divs_dropped_like_column_templates() -> None:
     # Lágrimas Cálidas: WikiText keeps "Performance credits" but none of the list in the
@@ -473,85 +573,138 @@ def test_column_divs_dropped_like_column_templates() -> None:
         "*B – bass\n</div>\n\n'''Technical credits'''\n<div class=\"plain\">Kept text.</div>\n"
         '<div style="column-width: 20em">\n*unclosed\n== Next ==\nText.\n'
     )
-    assert body(wikitext) == [" ", " = = Credits = = ", " ", " From Allmusic . ", " Performance credits ",
-                              " Technical credits ", " Kept text . ", " ", " = = Next = = ", " ", " Text . "]
+    assert body(wikitext) == [
+        " ",
+        " = = Credits = = ",
+        " ",
+        " From Allmusic . ",
+        " Performance credits ",
+        " Technical credits ",
+        " Kept text . ",
+        " ",
+        " = = Next = = ",
+        " ",
+        " Text . ",
+    ]
 
 
 def test_formatnum_parser_function() -> None:
     # Oldham: "{{formatnum:12000}} in 1801" reads "12 @,@ 000 in 1801" in WikiText-2
-    assert one("From {{formatnum:12000}} to {{formatnum:1234567.5}}, {{formatnum:950}} "
-               "and {{formatnum:1,200|R}}.") == "From 12 @,@ 000 to 1 @,@ 234 @,@ 567 @.@ 5 , 950 and 1200 ."
+    assert (
+        one(
+            "From {{formatnum:12000}} to {{formatnum:1234567.5}}, {{formatnum:950}} "
+            "and {{formatnum:1,200|R}}."
+        )
+        == "From 12 @,@ 000 to 1 @,@ 234 @,@ 567 @.@ 5 , 950 and 1200 ."
+    )
     assert one("Cost {{formatnum:{{Inflation|US|5|1961}}|0}} dollars.") == "Cost dollars ."
 
 
 def test_dash_and_space_template_spellings() -> None:
     # Charmbracelet: '"Satisfy"{{emdash}}the latter' reads '" Satisfy " — the latter'
-    assert one('"Satisfy"{{emdash}}the latter, 1990{{endash}}91, "Yours"{{sp}}"a" and b{{space}}c.') == \
-        '" Satisfy " — the latter , 1990 – 91 , " Yours " " a " and b c .'
+    assert (
+        one('"Satisfy"{{emdash}}the latter, 1990{{endash}}91, "Yours"{{sp}}"a" and b{{space}}c.')
+        == '" Satisfy " — the latter , 1990 – 91 , " Yours " " a " and b c .'
+    )
 
 
 def test_external_link_templates_in_surviving_link_lists() -> None:
     # Alkan, Finkelstein, Federer: link-list sub-sections WikiText kept read "T on YouTube",
     # "Free scores by C at the International Music Score Library Project", "N at the Internet Movie Database"
-    wikitext = ("== Performances ==\n"
-                "*{{YouTube|id=adyZmD14F0w|link=no|title=Scherzo Focoso, Op. 34}}, played by Lloyd Buck\n"
-                "*{{IMSLP|id=Alkan, Charles-Valentin|cname=Alkan}}\n"
-                "*{{IMDb name|0001168|Bob Dylan}}\n*{{IMDb name|id=1|name=Norman Finkelstein}}\n")
+    wikitext = (
+        "== Performances ==\n"
+        "*{{YouTube|id=adyZmD14F0w|link=no|title=Scherzo Focoso, Op. 34}}, played by Lloyd Buck\n"
+        "*{{IMSLP|id=Alkan, Charles-Valentin|cname=Alkan}}\n"
+        "*{{IMDb name|0001168|Bob Dylan}}\n*{{IMDb name|id=1|name=Norman Finkelstein}}\n"
+    )
     assert body(wikitext, "Alkan") == [
-        " ", " = = Performances = = ", " ",
+        " ",
+        " = = Performances = = ",
+        " ",
         " Scherzo Focoso , Op. 34 on YouTube , played by Lloyd Buck ",
         " Free scores by Alkan at the International Music Score Library Project ",
-        " Bob Dylan at the Internet Movie Database ", " Norman Finkelstein at the Internet Movie Database "]
+        " Bob Dylan at the Internet Movie Database ",
+        " Norman Finkelstein at the Internet Movie Database ",
+    ]
 
 
 # --- issue 16: fidelity fixes measured on the development pairs -----------------------------
 
+
 def test_block_quote_templates_are_paragraphs() -> None:
     assert body("Before.\n{{cquote|Pulled quote.}}\n{{bquote|Kept text.|Author}}\nAfter.\n") == [
-        " Before . ", " Pulled quote . ", " Kept text . ", " After . "]
+        " Before . ",
+        " Pulled quote . ",
+        " Kept text . ",
+        " After . ",
+    ]
 
 
 Q2, Q3 = "'" * 2, "'" * 3
 
 
-@pytest.mark.parametrize("wikitext, expected", [
-    # Bob Dylan: MediaWiki reads quote markup before links, so a link's edge apostrophe stays
-    (f"{Q2}[[The Times They Are a-Changin']]{Q2}, reflected", "The Times They Are a @-@ Changin ' , reflected"),
-    # Bob Dylan: odd bold and italic counts: the bold run after a word is apostrophe + italic
-    (f"on {Q2}The New York Times{Q3} Hardcover list", "on The New York Times ' Hardcover list"),
-    # Cole Hamels: <nowiki>'</nowiki> is a literal apostrophe
-    (f"the <nowiki>'</nowiki>{Q2}Phantastic Phour{Q2}<nowiki>'</nowiki> by fans",
-     "the ' Phantastic Phour ' by fans"),
-    # an entity apostrophe is text too
-    (f"x &#39;{Q2}d{Q2}&#39; y", "x ' d ' y"),
-])
+@pytest.mark.parametrize(
+    "wikitext, expected",
+    [
+        # Bob Dylan: MediaWiki reads quote markup before links, so a link's edge apostrophe stays
+        (
+            f"{Q2}[[The Times They Are a-Changin']]{Q2}, reflected",
+            "The Times They Are a @-@ Changin ' , reflected",
+        ),
+        # Bob Dylan: odd bold and italic counts: the bold run after a word is apostrophe + italic
+        (f"on {Q2}The New York Times{Q3} Hardcover list", "on The New York Times ' Hardcover list"),
+        # Cole Hamels: <nowiki>'</nowiki> is a literal apostrophe
+        (
+            f"the <nowiki>'</nowiki>{Q2}Phantastic Phour{Q2}<nowiki>'</nowiki> by fans",
+            "the ' Phantastic Phour ' by fans",
+        ),
+        # an entity apostrophe is text too
+        (f"x &#39;{Q2}d{Q2}&#39; y", "x ' d ' y"),
+    ],
+)
 def test_apostrophes_kept_as_mediawiki_does(wikitext: str, expected: str) -> None:
     assert one(wikitext) == expected
 
 
 def test_reference_section_spellings_removed() -> None:
-    out = render_article("T", "Lead.\n\n== Online sources ==\n* A site.\n\n"
-                              "== Cultural references ==\nKept.\n\n== Notes and references ==\nX.\n")
+    out = render_article(
+        "T",
+        "Lead.\n\n== Online sources ==\n* A site.\n\n"
+        "== Cultural references ==\nKept.\n\n== Notes and references ==\nX.\n",
+    )
     assert "Online" not in out and "A site" not in out and " X . " not in out
     assert " = = Cultural references = = \n \n Kept . \n" in out
 
 
 def test_reference_list_blocks_dropped() -> None:
     # Chagas disease: a citation in <div class="references-small"> is not in WikiText-2
-    wikitext = ("== Original publication ==\n<div class=\"references-small\">\n* Chagas, C. Nova.\n</div>\n"
-                "== Works ==\n{{Refbegin|2}}\n* A book.\n{{Refend}}\nKept text.\n<div class=\"plain\">Kept too.</div>\n")
-    assert body(wikitext) == [" ", " = = Original publication = = ", " ", " ", " = = Works = = ", " ",
-                              " Kept text . ", " Kept too . "]
+    wikitext = (
+        '== Original publication ==\n<div class="references-small">\n* Chagas, C. Nova.\n</div>\n'
+        '== Works ==\n{{Refbegin|2}}\n* A book.\n{{Refend}}\nKept text.\n<div class="plain">Kept too.</div>\n'
+    )
+    assert body(wikitext) == [
+        " ",
+        " = = Original publication = = ",
+        " ",
+        " ",
+        " = = Works = = ",
+        " ",
+        " Kept text . ",
+        " Kept too . ",
+    ]
 
 
 def test_comment_alone_on_its_line_keeps_the_paragraph() -> None:
     # MediaWiki removes such a line with its newline: the text around stays one paragraph
-    assert body("Text one.\n<!-- hidden -->\nMore text.\n  <!-- a\nb --> <!-- c -->\nLast <!-- x --> word.\n\n"
-                "New.") == [" Text one . More text . Last word . ", " New . "]
+    assert body(
+        "Text one.\n<!-- hidden -->\nMore text.\n  <!-- a\nb --> <!-- c -->\nLast <!-- x --> word.\n\nNew."
+    ) == [" Text one . More text . Last word . ", " New . "]
 
 
 def test_a_line_starting_with_equals_inside_a_block_is_no_heading() -> None:
     # a template parameter continued on a line that starts with "=" does not end the block
-    wikitext = ("Text.\n\n;Books cited\n{{Refbegin}}\n* {{cite book | title = Mammals | year\n"
-                "= 2007 | isbn = 978-0-300-12550-4}}\n{{Refend}}\n\n== Next ==\nMore.\n")
+    wikitext = (
+        "Text.\n\n;Books cited\n{{Refbegin}}\n* {{cite book | title = Mammals | year\n"
+        "= 2007 | isbn = 978-0-300-12550-4}}\n{{Refend}}\n\n== Next ==\nMore.\n"
+    )
     assert body(wikitext) == [" Text . ", " Books cited ", " ", " = = Next = = ", " ", " More . "]

@@ -26,8 +26,11 @@ def _internal_imports(path: Path) -> set[str]:
             elif node.level == 0 and (node.module or "").startswith("wikitext_builder.render."):
                 found.add(node.module.split(".")[2])
         elif isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[2] for alias in node.names
-                         if alias.name.startswith("wikitext_builder.render."))
+            found.update(
+                alias.name.split(".")[2]
+                for alias in node.names
+                if alias.name.startswith("wikitext_builder.render.")
+            )
     return found
 
 
@@ -46,7 +49,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(name)
         for target in sorted(graph[name]):
             if state.get(target) == 1:
-                return path[path.index(target):] + [target]
+                return path[path.index(target) :] + [target]
             if target not in state:
                 cycle = visit(target)
                 if cycle:
@@ -90,7 +93,12 @@ def test_convert_units_are_named_records() -> None:
     km = convert.UNITS["km"]
     assert isinstance(km, convert.Unit)
     assert (km.dimension, km.symbol, km.singular, km.plural, km.default_output) == (
-        "length", "km", "kilometre", "kilometres", "mi")
+        "length",
+        "km",
+        "kilometre",
+        "kilometres",
+        "mi",
+    )
     assert convert.UNITS["kilometre"] is km
     for code, unit in convert.UNITS.items():
         for output in unit.default_output.split():

@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from wikitext_builder.cli import main
-from wikitext_builder.validate import (CORPUS_FILES, ERROR, IRREGULARITY, Violation, heading_level,
-                                       validate_corpus, validate_file, validate_lines)
+from wikitext_builder.validate import (
+    CORPUS_FILES,
+    ERROR,
+    IRREGULARITY,
+    Violation,
+    heading_level,
+    validate_corpus,
+    validate_file,
+    validate_lines,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,28 +77,37 @@ def test_heading_level() -> None:
     assert heading_level(" text = x = \n") == 0
 
 
-@pytest.mark.parametrize("line, message", [
-    ("Some text . \n", "does not start with a space"),
-    (" Some text .\n", "does not end with a space"),
-    (" Some  text . \n", "two spaces"),
-    (" Some\ttext . \n", "tab"),
-    (" Some text . \r\n", "carriage return"),
-    (" Some \x07 text . \n", "control character"),
-    ("\n", "empty line"),
-    (" a red-tipped bird . \n", "unsplit hyphen 'red-tipped'"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("Some text . \n", "does not start with a space"),
+        (" Some text .\n", "does not end with a space"),
+        (" Some  text . \n", "two spaces"),
+        (" Some\ttext . \n", "tab"),
+        (" Some text . \r\n", "carriage return"),
+        (" Some \x07 text . \n", "control character"),
+        ("\n", "empty line"),
+        (" a red-tipped bird . \n", "unsplit hyphen 'red-tipped'"),
+    ],
+)
 def test_line_errors_with_line_numbers(line: str, message: str) -> None:
     violations = found(replace_line(GOOD, 4, line))
     assert violations and all(n == 4 and s == ERROR for n, s, _ in violations), violations
     assert any(message in m for _, _, m in violations), violations
 
 
-@pytest.mark.parametrize("line, token", [(" cost 8,600 dollars . \n", "8,600"),
-                                         (" a 0.7 m pole . \n", "0.7"),
-                                         (" the 1,000th game . \n", "1,000th")])
+@pytest.mark.parametrize(
+    "line, token",
+    [
+        (" cost 8,600 dollars . \n", "8,600"),
+        (" a 0.7 m pole . \n", "0.7"),
+        (" the 1,000th game . \n", "1,000th"),
+    ],
+)
 def test_unsplit_number_is_an_irregularity(line: str, token: str) -> None:
     assert found(replace_line(GOOD, 4, line)) == [
-        (4, IRREGULARITY, f"unsplit number {token!r} (expected @,@ / @.@ between digits)")]
+        (4, IRREGULARITY, f"unsplit number {token!r} (expected @,@ / @.@ between digits)")
+    ]
 
 
 def test_allowed_tokens_are_not_flagged() -> None:
@@ -119,8 +136,10 @@ def test_paragraph_rendered_as_title_is_an_irregularity() -> None:
     assert found("".join(lines)) == [(12, IRREGULARITY, FAKE_TITLE)]
     # a title followed directly by a section heading is an error, not this quirk
     text = " \n = T = \n = = S = = \n \n Body . \n \n"
-    assert found(text) == [(2, ERROR, "heading not followed by a blank line"),
-                           (3, ERROR, "heading not preceded by a blank line")]
+    assert found(text) == [
+        (2, ERROR, "heading not followed by a blank line"),
+        (3, ERROR, "heading not preceded by a blank line"),
+    ]
     # a title as the very last line is not followed by text either
     assert (2, ERROR, "heading not followed by a blank line") in found(" \n = T = \n")
 
@@ -148,8 +167,9 @@ def test_last_article_not_terminated_and_file_start() -> None:
 def test_stray_blank_line() -> None:
     lines = lines_of(GOOD)
     lines.insert(4, " \n")  # a blank between two paragraphs of one section
-    assert found("".join(lines)) == [(5, ERROR, "stray blank line (blank lines only surround headings "
-                                                "and terminate articles)")]
+    assert found("".join(lines)) == [
+        (5, ERROR, "stray blank line (blank lines only surround headings and terminate articles)")
+    ]
 
 
 def test_missing_final_newline() -> None:
@@ -186,7 +206,8 @@ def test_validate_file_and_corpus(tmp_path: Path) -> None:
         Violation(1, "carriage return (CR) in line", ERROR),
         Violation(1, "line does not end with a space before the newline", ERROR),
         Violation(1, "file does not start with a blank line ' \\n'", ERROR),
-        Violation(2, "heading not preceded by a blank line", ERROR)]
+        Violation(2, "heading not preceded by a blank line", ERROR),
+    ]
     assert validate_file(tmp_path / "wiki.train.tokens") == []
     assert "wiki.test.raw" in CORPUS_FILES and len(CORPUS_FILES) == 6
     assert str(Violation(3, "x", IRREGULARITY)) == "line 3: irregularity: x"
@@ -198,7 +219,9 @@ def test_validate_file_splits_lines_at_newline_only(tmp_path: Path) -> None:
     data = GOOD.encode().replace(b" Some text ,", b" Some\r text ,").replace(b" Body . ", b" B\xff . ")
     (tmp_path / "wiki.test.tokens").write_bytes(data)
     assert [(v.line_number, v.severity, v.message) for v in validate_file(tmp_path / "wiki.test.tokens")] == [
-        (4, ERROR, "carriage return (CR) in line"), (17, ERROR, "bytes that are not valid UTF-8")]
+        (4, ERROR, "carriage return (CR) in line"),
+        (17, ERROR, "bytes that are not valid UTF-8"),
+    ]
 
 
 def _corpus_dir(tmp_path: Path, train: str) -> Path:
@@ -214,10 +237,12 @@ def test_cli_reports_both_severities_and_exits_by_mode(tmp_path: Path, capsys) -
     train, valid = directory / "wiki.train.tokens", directory / "wiki.valid.tokens"
     assert main(["validate", str(directory)]) == 0  # irregularities only
     captured = capsys.readouterr()
-    assert captured.out == (f"{train}:4: irregularity: unsplit number '1,000th' "
-                            "(expected @,@ / @.@ between digits)\n")
-    assert captured.err == (f"{train}: 0 errors, 1 irregularity; passes\n"
-                            f"{valid}: 0 errors, 0 irregularities; passes\n")
+    assert captured.out == (
+        f"{train}:4: irregularity: unsplit number '1,000th' (expected @,@ / @.@ between digits)\n"
+    )
+    assert captured.err == (
+        f"{train}: 0 errors, 1 irregularity; passes\n{valid}: 0 errors, 0 irregularities; passes\n"
+    )
     assert main(["validate", "--strict", str(directory)]) == 1
     assert capsys.readouterr().err.splitlines()[0] == f"{train}: 0 errors, 1 irregularity; fails --strict"
 
@@ -236,14 +261,30 @@ def test_cli_reports_both_severities_and_exits_by_mode(tmp_path: Path, capsys) -
 # in train, one in test).
 REAL_KNOWN = {
     "wiki.train.tokens": {
-        NOT_TERMINATED: [406, 4787, 6914, 9666, 12565, 17069, 17789, 18153, 23324, 26883, 30729,
-                         33420, 33801, 36544],
+        NOT_TERMINATED: [
+            406,
+            4787,
+            6914,
+            9666,
+            12565,
+            17069,
+            17789,
+            18153,
+            23324,
+            26883,
+            30729,
+            33420,
+            33801,
+            36544,
+        ],
         FAKE_TITLE: [8031],
         "unsplit number '1,000th' (expected @,@ / @.@ between digits)": [401, 14489, 16939],
     },
     "wiki.valid.tokens": {NOT_TERMINATED: [1757]},
-    "wiki.test.tokens": {NOT_TERMINATED: [4303],
-                         "unsplit number '1,000th' (expected @,@ / @.@ between digits)": [1135]},
+    "wiki.test.tokens": {
+        NOT_TERMINATED: [4303],
+        "unsplit number '1,000th' (expected @,@ / @.@ between digits)": [1135],
+    },
 }
 
 
@@ -268,24 +309,43 @@ def test_real_wikitext2_has_only_the_known_irregularities(real_data_dir: Path, c
 # section heading of the first article comes before any title once that title is gone).
 PLANTED = {
     "leading space": (lambda ls: ls.__setitem__(3, ls[3][1:]), 4, "line does not start with a space"),
-    "trailing space": (lambda ls: ls.__setitem__(3, ls[3][:-2] + "\n"), 4,
-                       "line does not end with a space before the newline"),
+    "trailing space": (
+        lambda ls: ls.__setitem__(3, ls[3][:-2] + "\n"),
+        4,
+        "line does not end with a space before the newline",
+    ),
     "double space": (lambda ls: ls.__setitem__(3, ls[3].replace(" , ", " ,  ", 1)), 4, "two spaces in a row"),
     "tab": (lambda ls: ls.__setitem__(8, ls[8].replace(" ", "\t", 3)), 9, "tab in line"),
     "CR": (lambda ls: ls.__setitem__(8, ls[8][:-1] + "\r\n"), 9, "carriage return (CR) in line"),
-    "control": (lambda ls: ls.__setitem__(8, ls[8].replace(" . ", " \x0c . ", 1)), 9, "control character in line"),
+    "control": (
+        lambda ls: ls.__setitem__(8, ls[8].replace(" . ", " \x0c . ", 1)),
+        9,
+        "control character in line",
+    ),
     "empty line": (lambda ls: ls.__setitem__(8, "\n"), 9, "empty line (a blank line is ' \\n')"),
-    "malformed heading": (lambda ls: ls.__setitem__(5, " = = Description = \n"), 6,
-                          "malformed heading '= = Description =' (unbalanced '=' or empty title)"),
+    "malformed heading": (
+        lambda ls: ls.__setitem__(5, " = = Description = \n"),
+        6,
+        "malformed heading '= = Description =' (unbalanced '=' or empty title)",
+    ),
     "heading without blank after": (lambda ls: ls.__delitem__(6), 6, "heading not followed by a blank line"),
     "heading without blank before": (lambda ls: ls.__delitem__(4), 5, "heading not preceded by a blank line"),
-    "stray blank": (lambda ls: ls.insert(8, " \n"), 9,
-                    "stray blank line (blank lines only surround headings and terminate articles)"),
+    "stray blank": (
+        lambda ls: ls.insert(8, " \n"),
+        9,
+        "stray blank line (blank lines only surround headings and terminate articles)",
+    ),
     "file start": (lambda ls: ls.__delitem__(0), 1, "file does not start with a blank line ' \\n'"),
-    "unsplit hyphen": (lambda ls: ls.__setitem__(3, ls[3].replace(" , ", " red-tipped ", 1)), 4,
-                       "unsplit hyphen 'red-tipped' (expected @-@ between letters/digits)"),
-    "section before title": (lambda ls: ls.__setitem__(1, " = = Homarus gammarus = = \n"), 2,
-                             "section heading before any article title"),
+    "unsplit hyphen": (
+        lambda ls: ls.__setitem__(3, ls[3].replace(" , ", " red-tipped ", 1)),
+        4,
+        "unsplit hyphen 'red-tipped' (expected @-@ between letters/digits)",
+    ),
+    "section before title": (
+        lambda ls: ls.__setitem__(1, " = = Homarus gammarus = = \n"),
+        2,
+        "section heading before any article title",
+    ),
 }
 
 
@@ -309,9 +369,18 @@ def test_planted_raw_unk_is_caught(real_data_dir: Path) -> None:
 
 
 # real Good/Featured articles with display math, Japanese, conversions, many numbers, lists
-STRICT_ARTICLES = ("E_(mathematical_constant)", "Mayer_Vietoris_sequence", "Japanese_cruiser_Yakumo",
-                   "Actinium", "Hurricane_Kate_(1985)", "Chandralekha_(1948_film)", "Infinity_Blade",
-                   "Arts_Club_of_Chicago", "Love_It_to_Death", "Bootham_Crescent")
+STRICT_ARTICLES = (
+    "E_(mathematical_constant)",
+    "Mayer_Vietoris_sequence",
+    "Japanese_cruiser_Yakumo",
+    "Actinium",
+    "Hurricane_Kate_(1985)",
+    "Chandralekha_(1948_film)",
+    "Infinity_Blade",
+    "Arts_Club_of_Chicago",
+    "Love_It_to_Death",
+    "Bootham_Crescent",
+)
 
 
 def test_builder_output_from_real_articles_passes_strict(tmp_path: Path, capsys) -> None:
@@ -324,8 +393,24 @@ def test_builder_output_from_real_articles_passes_strict(tmp_path: Path, capsys)
     for name in STRICT_ARTICLES:
         (folder / f"{name}.wikitext").symlink_to(source / f"{name}.wikitext")
     out = tmp_path / "corpus"
-    assert main(["--folder", str(folder), "--out", str(out), "--quiet", "--valid-articles", "2",
-                 "--test-articles", "2", "--min-count", "2"]) == 0
+    assert (
+        main(
+            [
+                "--folder",
+                str(folder),
+                "--out",
+                str(out),
+                "--quiet",
+                "--valid-articles",
+                "2",
+                "--test-articles",
+                "2",
+                "--min-count",
+                "2",
+            ]
+        )
+        == 0
+    )
     results = validate_corpus(out)
     assert set(results) == set(CORPUS_FILES) and all(found == [] for found in results.values()), results
     capsys.readouterr()

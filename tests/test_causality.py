@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_evaluate import TorchLSTM
 
 from harness.datasets import load_dataset
 from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, causality_audit, evaluate
 from harness.plugin import Chunk, ChunkScores, PluginError
 from harness.plugins import unigram
-
-from test_evaluate import TorchLSTM
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -52,8 +51,12 @@ class ReadsCurrentTargets(Bigram):
 
     def log_dists(self, chunk: Chunk) -> np.ndarray:
         mixed = 0.5 * np.exp(super().log_dists(chunk))
-        np.put_along_axis(mixed, chunk.targets[..., None],
-                          np.take_along_axis(mixed, chunk.targets[..., None], axis=2) + 0.5, axis=2)
+        np.put_along_axis(
+            mixed,
+            chunk.targets[..., None],
+            np.take_along_axis(mixed, chunk.targets[..., None], axis=2) + 0.5,
+            axis=2,
+        )
         return np.log(mixed)
 
 
@@ -78,35 +81,54 @@ class NormalisesOverTheChunk(Bigram):
 
 def _audit(model, dataset, **options):
     stream = dataset.tokens("test")
-    return causality_audit(model, stream.ids, eos_id=dataset.vocab.eos_id,
-                           vocab_size=len(dataset.vocab), bptt=options.pop("bptt", 100),
-                           points=options.pop("points", 4), name="leaky", **options)
+    return causality_audit(
+        model,
+        stream.ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        bptt=options.pop("bptt", 100),
+        points=options.pop("points", 4),
+        name="leaky",
+        **options,
+    )
 
 
-@pytest.mark.parametrize("plugin, give_distributions, message", [
-    (ReadsCurrentTargets, True,
-     r"the distribution at token (\d+) changes \(by [\d.e+-]+\) when token \1 or a later token"),
-    (ReadsCurrentTargets, False,
-     r"the probabilities it gives 4 different values of token (\d+), each in its own run, sum "
-     r"to [\d.]+ > 1: it reads the token it predicts"),
-    (ReadsLaterInputs, True, r"the log-probability of its target at token \d+ changes"),
-    (ReadsLaterInputs, False, r"the log-probability of its target at token \d+ changes"),
-    (NormalisesOverTheChunk, True, r"the log-probability of its target at token \d+ changes"),
-    (NormalisesOverTheChunk, False, r"the log-probability of its target at token \d+ changes"),
-])
+@pytest.mark.parametrize(
+    "plugin, give_distributions, message",
+    [
+        (
+            ReadsCurrentTargets,
+            True,
+            r"the distribution at token (\d+) changes \(by [\d.e+-]+\) when token \1 or a later token",
+        ),
+        (
+            ReadsCurrentTargets,
+            False,
+            r"the probabilities it gives 4 different values of token (\d+), each in its own run, sum "
+            r"to [\d.]+ > 1: it reads the token it predicts",
+        ),
+        (ReadsLaterInputs, True, r"the log-probability of its target at token \d+ changes"),
+        (ReadsLaterInputs, False, r"the log-probability of its target at token \d+ changes"),
+        (NormalisesOverTheChunk, True, r"the log-probability of its target at token \d+ changes"),
+        (NormalisesOverTheChunk, False, r"the log-probability of its target at token \d+ changes"),
+    ],
+)
 def test_leaking_plugins_fail_with_one_line_naming_the_position(
-        corpus: Path, plugin, give_distributions: bool, message: str) -> None:
+    corpus: Path, plugin, give_distributions: bool, message: str
+) -> None:
     dataset = load_dataset(str(corpus))
     model = plugin(len(dataset.vocab), give_distributions)
-    with pytest.raises(PluginError, match=r"^leaky: causality audit failed at token \d+: "
-                                          + message) as error:
+    with pytest.raises(
+        PluginError, match=r"^leaky: causality audit failed at token \d+: " + message
+    ) as error:
         _audit(model, dataset)
     assert "\n" not in str(error.value)
     # The evaluation runs the audit first, so the leaky figure is never produced.
     stream = dataset.tokens("test")
     with pytest.raises(PluginError, match="causality audit failed"):
-        evaluate(model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                 progress=False)
+        evaluate(
+            model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), progress=False
+        )
 
 
 def test_a_target_reader_scores_near_perplexity_one_without_the_audit(corpus: Path) -> None:
@@ -114,8 +136,7 @@ def test_a_target_reader_scores_near_perplexity_one_without_the_audit(corpus: Pa
     dataset = load_dataset(str(corpus))
     stream = dataset.tokens("test")
     options = dict(eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), progress=False)
-    leaky = evaluate(ReadsCurrentTargets(len(dataset.vocab)), stream.ids, causality_points=0,
-                     **options)
+    leaky = evaluate(ReadsCurrentTargets(len(dataset.vocab)), stream.ids, causality_points=0, **options)
     honest = evaluate(Bigram(len(dataset.vocab)), stream.ids, **options)
     assert leaky.perplexity < 2 < honest.perplexity
     assert not leaky.causality.passed and honest.causality.passed
@@ -124,10 +145,11 @@ def test_a_target_reader_scores_near_perplexity_one_without_the_audit(corpus: Pa
 @pytest.mark.parametrize("bptt", [1, 3, 100])
 def test_honest_plugins_pass(corpus: Path, bptt: int) -> None:
     dataset = load_dataset(str(corpus))
-    for model, compared in [(Bigram(len(dataset.vocab)), "targets and distributions"),
-                            (Bigram(len(dataset.vocab), False), "targets"),
-                            (unigram.load_model(dataset, device="cpu", checkpoint=None),
-                             "targets and distributions")]:
+    for model, compared in [
+        (Bigram(len(dataset.vocab)), "targets and distributions"),
+        (Bigram(len(dataset.vocab), False), "targets"),
+        (unigram.load_model(dataset, device="cpu", checkpoint=None), "targets and distributions"),
+    ]:
         audit = _audit(model, dataset, bptt=bptt, points=8)
         assert (audit.points, audit.candidates, audit.compared) == (8, 4, compared)
         assert audit.passed and audit.max_difference == 0.0
@@ -162,9 +184,10 @@ def test_tolerance_admits_small_nondeterminism_only(corpus: Path) -> None:
 
         def score(self, chunk: Chunk) -> ChunkScores:
             scores = super().score(chunk)
-            return ChunkScores(FakeGpuTensor(scores.target_log_probs),
-                               None if scores.distributions is None
-                               else FakeGpuTensor(scores.distributions))
+            return ChunkScores(
+                FakeGpuTensor(scores.target_log_probs),
+                None if scores.distributions is None else FakeGpuTensor(scores.distributions),
+            )
 
     audit = _audit(OnAccelerator(len(dataset.vocab)), dataset)  # default tolerance: 1e-4 there
     assert audit.passed and audit.tolerance == ACCELERATOR_CAUSALITY_TOLERANCE
@@ -180,13 +203,13 @@ class FakeGpuTensor:
     def __init__(self, values: np.ndarray) -> None:
         self.values = values
 
-    def detach(self) -> "FakeGpuTensor":
+    def detach(self) -> FakeGpuTensor:
         return self
 
-    def to(self, device: str) -> "FakeGpuTensor":
+    def to(self, device: str) -> FakeGpuTensor:
         return self
 
-    def double(self) -> "FakeGpuTensor":
+    def double(self) -> FakeGpuTensor:
         return self
 
     def numpy(self) -> np.ndarray:
@@ -196,8 +219,14 @@ class FakeGpuTensor:
 def test_the_audit_is_recorded_in_the_evaluation(corpus: Path) -> None:
     dataset = load_dataset(str(corpus))
     stream = dataset.tokens("test")
-    result = evaluate(Bigram(len(dataset.vocab)), stream.ids, eos_id=dataset.vocab.eos_id,
-                      vocab_size=len(dataset.vocab), causality_points=3, progress=False)
+    result = evaluate(
+        Bigram(len(dataset.vocab)),
+        stream.ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        causality_points=3,
+        progress=False,
+    )
     record = result.causality.to_json()
     assert record["points"] == 3 and record["passed"] is True and record["seconds"] > 0
     assert record["compared"] == "targets and distributions" and record["tolerance"] == 0.0

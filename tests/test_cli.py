@@ -8,26 +8,60 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO, write_corpus
 
 from harness import cli, datasets
 from harness.cli import main
 from harness.datasets import PACKAGED_DATA, SPLITS, Benchmark
 
-from conftest import REPO, write_corpus
-
 REQUIRED_FIELDS = {
-    "model", "model_args", "checkpoint", "dataset", "split", "dataset_sha256", "tokens", "nll",
-    "perplexity", "bits_per_token", "protocol", "num_parameters", "runtime_seconds",
-    "tokens_per_second", "device", "torch_version", "package_version", "git_commit", "created",
+    "model",
+    "model_args",
+    "checkpoint",
+    "dataset",
+    "split",
+    "dataset_sha256",
+    "tokens",
+    "nll",
+    "perplexity",
+    "bits_per_token",
+    "protocol",
+    "num_parameters",
+    "runtime_seconds",
+    "tokens_per_second",
+    "device",
+    "torch_version",
+    "package_version",
+    "git_commit",
+    "created",
 }
 
 
-def test_eval_writes_the_result_record_and_token_log_probs(corpus: Path, tmp_path: Path,
-                                                           capsys: pytest.CaptureFixture) -> None:
+def test_eval_writes_the_result_record_and_token_log_probs(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     output, log_probs = tmp_path / "r.json", tmp_path / "lp.npy"
-    assert main(["eval", "kneser_ney", "--dataset", str(corpus), "--model-args", "order=3",
-                 "--batch-size", "2", "--bptt", "4", "--output", str(output),
-                 "--save-token-logprobs", str(log_probs)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "kneser_ney",
+                "--dataset",
+                str(corpus),
+                "--model-args",
+                "order=3",
+                "--batch-size",
+                "2",
+                "--bptt",
+                "4",
+                "--output",
+                str(output),
+                "--save-token-logprobs",
+                str(log_probs),
+            ]
+        )
+        == 0
+    )
     record = json.loads(output.read_text())
     assert REQUIRED_FIELDS <= record.keys()
     assert record["model"] == "baselines.kneser_ney" and record["model_args"] == {"order": 3}
@@ -40,38 +74,83 @@ def test_eval_writes_the_result_record_and_token_log_probs(corpus: Path, tmp_pat
     assert re.fullmatch(r"baselines\.kneser_ney on toy/test: perplexity [\d.]+ \(.* tokens/s\)", line)
 
 
-def test_output_dir_holds_one_record_per_evaluation(corpus: Path, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture) -> None:
-    assert main(["eval", "unigram", "--dataset", str(corpus), "--split", "valid", "test",
-                 "--output-dir", str(tmp_path / "out")]) == 0
+def test_output_dir_holds_one_record_per_evaluation(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert (
+        main(
+            [
+                "eval",
+                "unigram",
+                "--dataset",
+                str(corpus),
+                "--split",
+                "valid",
+                "test",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names == ["harness.plugins.unigram.toy.test.json", "harness.plugins.unigram.toy.test.logprobs.npy",
-                     "harness.plugins.unigram.toy.valid.json", "harness.plugins.unigram.toy.valid.logprobs.npy"]
+    assert names == [
+        "harness.plugins.unigram.toy.test.json",
+        "harness.plugins.unigram.toy.test.logprobs.npy",
+        "harness.plugins.unigram.toy.valid.json",
+        "harness.plugins.unigram.toy.valid.logprobs.npy",
+    ]
     table = capsys.readouterr().out
     assert "toy              valid" in table and "toy              test" in table
     # Runs with other model arguments get their own files instead of overwriting these.
-    assert main(["eval", "kneser_ney", "--dataset", str(corpus), "--split", "valid",
-                 "--model-args", "order=3", "--output-dir", str(tmp_path / "out")]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "kneser_ney",
+                "--dataset",
+                str(corpus),
+                "--split",
+                "valid",
+                "--model-args",
+                "order=3",
+                "--output-dir",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "out" / "baselines.kneser_ney+order=3.toy.valid.json").is_file()
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--split", "valid", "test", "--output", "x.json"], "--output and --save-token-logprobs take one dataset"),
-    (["--model-args", "order"], "'order' is not key=value"),
-    (["--bptt", "0"], "argument --bptt: must be at least 1, got 0"),
-])
-def test_usage_errors_are_one_line(corpus: Path, capsys: pytest.CaptureFixture,
-                                   arguments: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            ["--split", "valid", "test", "--output", "x.json"],
+            "--output and --save-token-logprobs take one dataset",
+        ),
+        (["--model-args", "order"], "'order' is not key=value"),
+        (["--bptt", "0"], "argument --bptt: must be at least 1, got 0"),
+    ],
+)
+def test_usage_errors_are_one_line(
+    corpus: Path, capsys: pytest.CaptureFixture, arguments: list[str], message: str
+) -> None:
     assert main(["eval", "unigram", "--dataset", str(corpus), *arguments]) == 2
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1
 
 
 def test_without_dataset_every_servable_local_benchmark_is_evaluated(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     for name in ("toy-a", "toy-b", "toy-missing"):
-        monkeypatch.setitem(datasets.BENCHMARKS, name, Benchmark(
-            name, {s: f"wiki.{s}.tokens" for s in SPLITS}, {}, (), "test"))
+        monkeypatch.setitem(
+            datasets.BENCHMARKS,
+            name,
+            Benchmark(name, {s: f"wiki.{s}.tokens" for s in SPLITS}, {}, (), "test"),
+        )
     monkeypatch.setattr(cli, "PAPER_BENCHMARKS", ("toy-a", "toy-b", "toy-missing"))
     write_corpus(tmp_path / "data" / "toy-a")
     write_corpus(tmp_path / "data" / "toy-b")
@@ -81,7 +160,8 @@ def test_without_dataset_every_servable_local_benchmark_is_evaluated(
         "def load_model(dataset, *, device, checkpoint):\n"
         "    if dataset.name == 'toy-b':\n"
         "        raise ModelUnavailable('no checkpoint; run `train toy-b` first')\n"
-        "    return unigram(dataset, device=device, checkpoint=checkpoint)\n")
+        "    return unigram(dataset, device=device, checkpoint=checkpoint)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["eval", "picky", "--data-dir", str(tmp_path / "data")]) == 0
     captured = capsys.readouterr()
@@ -90,16 +170,36 @@ def test_without_dataset_every_servable_local_benchmark_is_evaluated(
     assert "toy-missing: not found locally; `python -m harness download toy-missing`" in captured.err
 
 
-def test_readme_example_plugin_runs_and_passes_the_audit(corpus: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_example_plugin_runs_and_passes_the_audit(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     readme = (REPO / "README.md").read_text()
     code = re.search(r"<!-- example-plugin -->\n```python\n(.*?)```", readme, re.S).group(1)
     assert len(code.splitlines()) <= 36
     (tmp_path / "my_cache_model.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     output = tmp_path / "r.json"
-    assert main(["eval", "my_cache_model", "--dataset", str(corpus), "--model-args", "weight=0.2",
-                 "--batch-size", "3", "--bptt", "4", "--audit", "20", "--output", str(output)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "my_cache_model",
+                "--dataset",
+                str(corpus),
+                "--model-args",
+                "weight=0.2",
+                "--batch-size",
+                "3",
+                "--bptt",
+                "4",
+                "--audit",
+                "20",
+                "--output",
+                str(output),
+            ]
+        )
+        == 0
+    )
     record = json.loads(output.read_text())
     assert record["audit"]["checked"] == 20 and record["audit"]["max_sum_error"] < 1e-9
 
@@ -115,9 +215,24 @@ def test_must_show_command_kn5_on_ptb(tmp_path: Path) -> None:
     """The issue's acceptance command, run as a user would (on the packaged PTB)."""
     output = tmp_path / "kn5.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "harness", "eval", "baselines.kneser_ney", "--dataset", "ptb",
-         "--split", "test", "--output", str(output)],
-        capture_output=True, text=True, check=True, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "eval",
+            "baselines.kneser_ney",
+            "--dataset",
+            "ptb",
+            "--split",
+            "test",
+            "--output",
+            str(output),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     record = json.loads(output.read_text())
     assert record["tokens"] == 82_430 and record["dataset_verified"]
     assert abs(record["perplexity"] - 141.2) / 141.2 < 0.02
@@ -137,4 +252,5 @@ def test_download_command_verifies_present_benchmarks(tmp_path: Path, capsys: py
 def test_download_command_verifies_the_packaged_benchmarks(capsys: pytest.CaptureFixture) -> None:
     assert main(["download", "ptb", "wikitext-2"]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"{name}: {PACKAGED_DATA / name} (checksums verified)" for name in ("ptb", "wikitext-2")]
+        f"{name}: {PACKAGED_DATA / name} (checksums verified)" for name in ("ptb", "wikitext-2")
+    ]

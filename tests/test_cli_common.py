@@ -11,6 +11,7 @@ import sys
 from importlib import import_module
 
 import pytest
+from conftest import REPO
 
 import baselines.cli
 import harness.cli
@@ -18,10 +19,12 @@ import leaderboard.cli
 import wikitext_builder.cli
 from harness.cli_common import ArgumentParser, UsageError, positive_int, run
 
-from conftest import REPO
-
-TOOLS = {"lm-harness": harness.cli, "lm-baselines": baselines.cli,
-         "lm-leaderboard": leaderboard.cli, "wikitext-builder": wikitext_builder.cli}
+TOOLS = {
+    "lm-harness": harness.cli,
+    "lm-baselines": baselines.cli,
+    "lm-leaderboard": leaderboard.cli,
+    "wikitext-builder": wikitext_builder.cli,
+}
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -54,14 +57,18 @@ def test_console_scripts_are_the_mains() -> None:
         assert getattr(import_module(module), attribute) is TOOLS[name].main
 
 
-@pytest.mark.parametrize("module, argv", [
-    (harness.cli, ["eval", "unigram", "--bptt", "0"]),
-    (baselines.cli, ["train", "zoneout_lstm", "--dataset", "ptb", "--batch-size", "x"]),
-    (leaderboard.cli, ["compare", "a.json"]),
-    (wikitext_builder.cli, ["--workers", "0"]),
-])
-def test_argparse_errors_are_one_line_and_exit_2(module, argv: list[str],
-                                                 capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "module, argv",
+    [
+        (harness.cli, ["eval", "unigram", "--bptt", "0"]),
+        (baselines.cli, ["train", "zoneout_lstm", "--dataset", "ptb", "--batch-size", "x"]),
+        (leaderboard.cli, ["compare", "a.json"]),
+        (wikitext_builder.cli, ["--workers", "0"]),
+    ],
+)
+def test_argparse_errors_are_one_line_and_exit_2(
+    module, argv: list[str], capsys: pytest.CaptureFixture
+) -> None:
     assert module.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
@@ -91,8 +98,11 @@ def test_run_contract(capsys: pytest.CaptureFixture) -> None:
         return 0
 
     assert run(_parser(handler), []) == 0
-    for size, line in ((0, "error: argument --size: must be at least 1, got 0"),
-                       (2, "error: options do not fit"), (3, "error: a missing file")):
+    for size, line in (
+        (0, "error: argument --size: must be at least 1, got 0"),
+        (2, "error: options do not fit"),
+        (3, "error: a missing file"),
+    ):
         assert run(_parser(handler), ["--size", str(size)], errors=(ToolError,)) == 2
         assert capsys.readouterr().err == line + "\n"
     assert run(_parser(handler), ["--size", "4"], interrupted="interrupted: rerun to resume") == 130
@@ -101,39 +111,58 @@ def test_run_contract(capsys: pytest.CaptureFixture) -> None:
         run(_parser(handler), ["--size", "5"], errors=(ToolError,))
 
 
-@pytest.mark.parametrize("module, command", [
-    (leaderboard.cli, "command_build"), (baselines.cli, "command_tune"),
-    (harness.cli, "command_list"), (wikitext_builder.cli, "command_stats"),
-])
-def test_a_bug_in_any_tool_keeps_its_traceback(module, command: str,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "module, command",
+    [
+        (leaderboard.cli, "command_build"),
+        (baselines.cli, "command_tune"),
+        (harness.cli, "command_list"),
+        (wikitext_builder.cli, "command_stats"),
+    ],
+)
+def test_a_bug_in_any_tool_keeps_its_traceback(module, command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     def buggy(args: argparse.Namespace) -> int:
         raise ValueError("a bug, not a user error")
 
     monkeypatch.setattr(module, command, buggy)
-    argv = {"command_build": ["build", "results", "--output-dir", "x"],
-            "command_tune": ["tune", "--dataset", "ptb"], "command_list": ["list"],
-            "command_stats": ["stats", "corpus"]}[command]
+    argv = {
+        "command_build": ["build", "results", "--output-dir", "x"],
+        "command_tune": ["tune", "--dataset", "ptb"],
+        "command_list": ["list"],
+        "command_stats": ["stats", "corpus"],
+    }[command]
     with pytest.raises(ValueError, match="a bug"):
         module.main(argv)
 
 
 def test_the_shared_module_is_stdlib_only_and_import_harness_needs_no_torch() -> None:
     tree = ast.parse((REPO / "harness" / "cli_common.py").read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
-    code = ("import sys, harness, harness.cli_common, wikitext_builder.cli; "
-            "print('torch' in sys.modules)")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               check=True, cwd=REPO)
+    code = "import sys, harness, harness.cli_common, wikitext_builder.cli; print('torch' in sys.modules)"
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
     assert completed.stdout.strip() == "False"
 
 
 def test_no_tool_defines_its_own_usage_error() -> None:
     for module in TOOLS.values():
-        own = [name for name, value in vars(module).items() if isinstance(value, type)
-               and issubclass(value, Exception) and value.__module__ == module.__name__]
+        own = [
+            name
+            for name, value in vars(module).items()
+            if isinstance(value, type)
+            and issubclass(value, Exception)
+            and value.__module__ == module.__name__
+        ]
         assert own == [], module.__name__

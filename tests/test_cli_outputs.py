@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_corpus
+from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
@@ -21,9 +23,6 @@ from harness.cli import main as harness_main
 from harness.cli_common import UsageError, check_output_dir, check_output_file
 from leaderboard.cli import main as leaderboard_main
 from wikitext_builder.cli import main as builder_main
-
-from conftest import write_corpus
-from test_leaderboard import make_result
 
 
 @pytest.fixture
@@ -56,10 +55,13 @@ def assert_one_line_error(capsys: pytest.CaptureFixture, *parts: str) -> str:
 
 # ---- harness -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("option, name", [("--output", "r.json"), ("--save-token-logprobs", "lp.npy"),
-                                          ("--output-dir", "out")])
-def test_eval_refuses_a_read_only_output_before_scoring(corpus: Path, read_only: Path, option: str,
-                                                        name: str, capsys: pytest.CaptureFixture) -> None:
+
+@pytest.mark.parametrize(
+    "option, name", [("--output", "r.json"), ("--save-token-logprobs", "lp.npy"), ("--output-dir", "out")]
+)
+def test_eval_refuses_a_read_only_output_before_scoring(
+    corpus: Path, read_only: Path, option: str, name: str, capsys: pytest.CaptureFixture
+) -> None:
     target = read_only / name
     assert harness_main(["eval", "unigram", "--dataset", str(corpus), option, str(target)]) == 2
     assert_one_line_error(capsys, f"{option} {target}: cannot write in {read_only} (permission denied)")
@@ -69,15 +71,19 @@ def test_eval_refuses_a_read_only_output_before_scoring(corpus: Path, read_only:
 def test_eval_refuses_to_overwrite_its_input(corpus: Path, capsys: pytest.CaptureFixture) -> None:
     valid = corpus / "wiki.valid.tokens"
     before = valid.read_bytes()
-    assert harness_main(["eval", "unigram", "--dataset", str(corpus), "--split", "test",
-                         "--output", str(valid)]) == 2
-    assert_one_line_error(capsys, f"--output {valid}: is an input of this command",
-                          "refusing to overwrite it")
+    assert (
+        harness_main(["eval", "unigram", "--dataset", str(corpus), "--split", "test", "--output", str(valid)])
+        == 2
+    )
+    assert_one_line_error(
+        capsys, f"--output {valid}: is an input of this command", "refusing to overwrite it"
+    )
     assert valid.read_bytes() == before
 
 
 def test_eval_output_that_is_a_directory_is_refused_and_leaves_nothing(
-        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     directory = tmp_path / "results"
     directory.mkdir()
     assert harness_main(["eval", "unigram", "--dataset", str(corpus), "--output", str(directory)]) == 2
@@ -86,9 +92,9 @@ def test_eval_output_that_is_a_directory_is_refused_and_leaves_nothing(
     assert list(directory.iterdir()) == []
 
 
-def test_eval_prints_the_result_before_writing_it(corpus: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture) -> None:
+def test_eval_prints_the_result_before_writing_it(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     def disk_full(path: Path, write: object) -> None:
         raise OSError(28, "No space left on device")
 
@@ -104,8 +110,7 @@ def test_empty_split_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.
     assert_one_line_error(capsys, f"{corpus / 'wiki.test.tokens'}: the test split is empty (no tokens)")
 
 
-def test_tampered_builder_corpus_says_how_to_recover(tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture) -> None:
+def test_tampered_builder_corpus_says_how_to_recover(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     corpus = write_corpus(tmp_path / "built")
     builder_sums = "".join(f"{'0' * 64}  wiki.{split}.tokens\n" for split in ("train", "valid", "test"))
     (corpus / "SHA256SUMS").write_text(builder_sums)
@@ -114,14 +119,16 @@ def test_tampered_builder_corpus_says_how_to_recover(tmp_path: Path,
     assert "download" not in error
 
 
-def test_read_only_cache_is_one_line(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                     capsys: pytest.CaptureFixture) -> None:
+def test_read_only_cache_is_one_line(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     not_a_directory = tmp_path / "cache-file"
     not_a_directory.write_text("")
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(not_a_directory))
     assert harness_main(["download", "wikitext-103"]) == 2
-    assert_one_line_error(capsys, f"cannot write the download cache {not_a_directory / 'data'}",
-                          "HARNESS_CACHE_DIR")
+    assert_one_line_error(
+        capsys, f"cannot write the download cache {not_a_directory / 'data'}", "HARNESS_CACHE_DIR"
+    )
     # Evaluating still works: the token cache is only an optimisation.
     assert harness_main(["eval", "unigram", "--dataset", str(corpus)]) == 0
     assert "perplexity" in capsys.readouterr().out
@@ -129,34 +136,58 @@ def test_read_only_cache_is_one_line(corpus: Path, tmp_path: Path, monkeypatch: 
 
 # ---- baselines -----------------------------------------------------------------------------------
 
-def test_train_refuses_a_read_only_run_directory(corpus: Path, read_only: Path,
-                                                 capsys: pytest.CaptureFixture) -> None:
+
+def test_train_refuses_a_read_only_run_directory(
+    corpus: Path, read_only: Path, capsys: pytest.CaptureFixture
+) -> None:
     run = read_only / "run"
-    assert baselines_main(["train", "zoneout_lstm", "--dataset", str(corpus), "--preset", "tiny",
-                           "--max-steps", "1", "--device", "cpu", "--output-dir", str(run)]) == 2
+    assert (
+        baselines_main(
+            [
+                "train",
+                "zoneout_lstm",
+                "--dataset",
+                str(corpus),
+                "--preset",
+                "tiny",
+                "--max-steps",
+                "1",
+                "--device",
+                "cpu",
+                "--output-dir",
+                str(run),
+            ]
+        )
+        == 2
+    )
     assert_one_line_error(capsys, f"--output-dir {run}: cannot write in {read_only}")
 
 
 @pytest.mark.parametrize("option", ["--save-gates", "--save-attention"])
-def test_analyze_refuses_a_read_only_output_first(corpus: Path, read_only: Path, option: str,
-                                                  capsys: pytest.CaptureFixture) -> None:
+def test_analyze_refuses_a_read_only_output_first(
+    corpus: Path, read_only: Path, option: str, capsys: pytest.CaptureFixture
+) -> None:
     target = read_only / "out"
-    assert baselines_main(["analyze", "pointer_sentinel", "--dataset", str(corpus), "--device", "cpu",
-                           option, str(target)]) == 2
+    assert (
+        baselines_main(
+            ["analyze", "pointer_sentinel", "--dataset", str(corpus), "--device", "cpu", option, str(target)]
+        )
+        == 2
+    )
     assert_one_line_error(capsys, f"{option} {target}: cannot write in {read_only}")
 
 
-def test_tune_refuses_a_read_only_output_first(corpus: Path, read_only: Path,
-                                               capsys: pytest.CaptureFixture) -> None:
+def test_tune_refuses_a_read_only_output_first(
+    corpus: Path, read_only: Path, capsys: pytest.CaptureFixture
+) -> None:
     target = read_only / "tuned.json"
-    assert baselines_main(["tune", "--dataset", str(corpus), "--device", "cpu",
-                           "--output", str(target)]) == 2
+    assert baselines_main(["tune", "--dataset", str(corpus), "--device", "cpu", "--output", str(target)]) == 2
     assert_one_line_error(capsys, f"--output {target}: cannot write in {read_only}")
 
 
-def test_package_refuses_a_read_only_package_directory(tmp_path: Path, read_only: Path,
-                                                       monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture) -> None:
+def test_package_refuses_a_read_only_package_directory(
+    tmp_path: Path, read_only: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     monkeypatch.setattr(checkpoints, "PACKAGED", read_only)
     checkpoint = tmp_path / "best.pt"
     checkpoint.write_bytes(b"not read before the outputs are checked")
@@ -166,13 +197,18 @@ def test_package_refuses_a_read_only_package_directory(tmp_path: Path, read_only
 
 # ---- leaderboard ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [
-    ["build", "RESULTS", "--output-dir", "OUT"],
-    ["regenerate", "--results", "RESULTS", "--output-dir", "OUT"],
-    ["plot", "bars", "RESULTS", "--dataset", "ptb", "--output", "OUT"],
-])
-def test_leaderboard_refuses_a_read_only_output_first(tmp_path: Path, read_only: Path, command: list[str],
-                                                      capsys: pytest.CaptureFixture) -> None:
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["build", "RESULTS", "--output-dir", "OUT"],
+        ["regenerate", "--results", "RESULTS", "--output-dir", "OUT"],
+        ["plot", "bars", "RESULTS", "--dataset", "ptb", "--output", "OUT"],
+    ],
+)
+def test_leaderboard_refuses_a_read_only_output_first(
+    tmp_path: Path, read_only: Path, command: list[str], capsys: pytest.CaptureFixture
+) -> None:
     make_result(tmp_path / "results", "m.test", ppl=100.0)
     target = read_only / "out"
     arguments = [{"RESULTS": str(tmp_path / "results"), "OUT": str(target)}.get(a, a) for a in command]
@@ -180,8 +216,9 @@ def test_leaderboard_refuses_a_read_only_output_first(tmp_path: Path, read_only:
     assert_one_line_error(capsys, f"{target}: cannot write in {read_only}")
 
 
-def test_regenerate_says_unchanged_when_nothing_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                        capsys: pytest.CaptureFixture) -> None:
+def test_regenerate_says_unchanged_when_nothing_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     monkeypatch.chdir(tmp_path)
     make_result(tmp_path / "results", "m.test", ppl=100.0)
     readme = tmp_path / "README.md"
@@ -196,13 +233,19 @@ def test_regenerate_says_unchanged_when_nothing_changed(tmp_path: Path, monkeypa
     assert "updated" not in second and readme.stat().st_mtime_ns == written
 
 
-def test_compare_needs_enough_samples_for_its_interval(tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture) -> None:
+def test_compare_needs_enough_samples_for_its_interval(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     paths = []
     for name, shift in (("a", 0.0), ("b", 0.1)):
         values = np.random.default_rng(0).normal(-4.0 - shift, 1.0, 500)
-        paths.append(make_result(tmp_path / "results", f"{name}.test", model=f"model.{name}",
-                                 ppl=float(np.exp(-values.mean())), tokens=len(values)))
+        paths.append(
+            make_result(
+                tmp_path / "results",
+                f"{name}.test",
+                model=f"model.{name}",
+                ppl=float(np.exp(-values.mean())),
+                tokens=len(values),
+            )
+        )
         np.save(tmp_path / "results" / f"{name}.test.logprobs.npy", values)
     a, b = map(str, paths)
     assert leaderboard_main(["compare", a, b, "--samples", "1"]) == 2
@@ -212,12 +255,17 @@ def test_compare_needs_enough_samples_for_its_interval(tmp_path: Path,
     assert leaderboard_main(["compare", a, b, "--samples", "200"]) == 0
 
 
-def test_zipf_does_not_ask_for_the_data_dir_it_was_given(tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture) -> None:
+def test_zipf_does_not_ask_for_the_data_dir_it_was_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    assert leaderboard_main(["plot", "zipf", "wikitext-103", "--data-dir", str(data),
-                             "--output", str(tmp_path / "z.png")]) == 2
+    assert (
+        leaderboard_main(
+            ["plot", "zipf", "wikitext-103", "--data-dir", str(data), "--output", str(tmp_path / "z.png")]
+        )
+        == 2
+    )
     error = assert_one_line_error(capsys, "wikitext-103: not found")
     assert "pass --data-dir" not in error
     assert leaderboard_main(["plot", "zipf", "wikitext-103", "--output", str(tmp_path / "z.png")]) == 2
@@ -226,23 +274,42 @@ def test_zipf_does_not_ask_for_the_data_dir_it_was_given(tmp_path: Path,
 
 # ---- builder -------------------------------------------------------------------------------------
 
-def test_builder_refuses_a_read_only_output_directory(tmp_path: Path, read_only: Path,
-                                                      capsys: pytest.CaptureFixture) -> None:
+
+def test_builder_refuses_a_read_only_output_directory(
+    tmp_path: Path, read_only: Path, capsys: pytest.CaptureFixture
+) -> None:
     folder = tmp_path / "articles"
     folder.mkdir()
     for name in ("Alpha", "Beta", "Gamma"):
         (folder / f"{name}.wikitext").write_text(f"'''{name}''' is a town. It has a river.\n")
     out = read_only / "corpus"
-    assert builder_main(["--folder", str(folder), "--output-dir", str(out), "--quiet",
-                         "--valid-articles", "1", "--test-articles", "1"]) == 2
+    assert (
+        builder_main(
+            [
+                "--folder",
+                str(folder),
+                "--output-dir",
+                str(out),
+                "--quiet",
+                "--valid-articles",
+                "1",
+                "--test-articles",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert_one_line_error(capsys, f"--output-dir {out}: cannot write in {read_only} (permission denied)")
 
 
 # ---- the shared checks ---------------------------------------------------------------------------
 
+
 def test_output_checks(tmp_path: Path, read_only: Path) -> None:
-    assert check_output_file(tmp_path / "new" / "deeper" / "r.json", "--output") == \
-        tmp_path / "new" / "deeper" / "r.json"
+    assert (
+        check_output_file(tmp_path / "new" / "deeper" / "r.json", "--output")
+        == tmp_path / "new" / "deeper" / "r.json"
+    )
     assert check_output_dir(tmp_path / "new-dir", "--output-dir") == tmp_path / "new-dir"
     (tmp_path / "file").write_text("")
     with pytest.raises(UsageError, match="is a file; name a directory"):

@@ -5,11 +5,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TRAIN, write_corpus
 
 from harness import datasets
 from harness.datasets import EOS, UNK, Benchmark, DatasetError, load_dataset
-
-from conftest import TRAIN, write_corpus
 
 
 def test_token_stream_counts_one_eos_per_line_including_blank_lines(corpus: Path) -> None:
@@ -93,8 +92,8 @@ def toy_benchmark(monkeypatch: pytest.MonkeyPatch) -> Benchmark:
 
 
 def test_resolution_order_data_dir_then_env_then_cache(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path,
-        toy_benchmark: Benchmark) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path, toy_benchmark: Benchmark
+) -> None:
     for place in ("flag", "env"):
         write_corpus(tmp_path / place / "toy")
     write_corpus(isolated_cache / "data" / "toy")
@@ -106,10 +105,14 @@ def test_resolution_order_data_dir_then_env_then_cache(
     assert load_dataset("toy").directory == isolated_cache / "data" / "toy"
 
 
-def test_not_found_without_download_names_the_places_searched(toy_benchmark: Benchmark,
-                                                               tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match=rf"toy: not found \(searched --data-dir {tmp_path}/toy, "
-                                           r"packaged .*/harness/data/toy, cache"):
+def test_not_found_without_download_names_the_places_searched(
+    toy_benchmark: Benchmark, tmp_path: Path
+) -> None:
+    with pytest.raises(
+        DatasetError,
+        match=rf"toy: not found \(searched --data-dir {tmp_path}/toy, "
+        r"packaged .*/harness/data/toy, cache",
+    ):
         load_dataset("toy", data_dir=tmp_path, download=False)
 
 
@@ -118,12 +121,16 @@ def test_a_data_dir_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
         load_dataset("ptb", data_dir=tmp_path / "nowhere")
 
 
-@pytest.mark.parametrize("name, counts, vocab_size", [
-    ("ptb", (929_589, 73_760, 82_430), 10_000),
-    ("wikitext-2", (2_088_628, 217_646, 245_569), 33_278),
-])
-def test_packaged_benchmarks_match_the_papers_table_1(name: str, counts: tuple[int, ...],
-                                                      vocab_size: int) -> None:
+@pytest.mark.parametrize(
+    "name, counts, vocab_size",
+    [
+        ("ptb", (929_589, 73_760, 82_430), 10_000),
+        ("wikitext-2", (2_088_628, 217_646, 245_569), 33_278),
+    ],
+)
+def test_packaged_benchmarks_match_the_papers_table_1(
+    name: str, counts: tuple[int, ...], vocab_size: int
+) -> None:
     dataset = load_dataset(name, download=False)
     assert dataset.directory == datasets.PACKAGED_DATA / name
     assert tuple(len(dataset.tokens(split).ids) for split in datasets.SPLITS) == counts

@@ -11,15 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import TEST, TRAIN, VALID
 
 from harness import datasets, download
 from harness.catalogue import RemoteFile
 from harness.datasets import SPLITS, Benchmark, DatasetError, load_dataset
 
-from conftest import TEST, TRAIN, VALID
-
-FILES = {f"wiki.{split}.tokens": text.encode() for split, text in
-         (("train", TRAIN), ("valid", VALID), ("test", TEST))}
+FILES = {
+    f"wiki.{split}.tokens": text.encode()
+    for split, text in (("train", TRAIN), ("valid", VALID), ("test", TEST))
+}
 
 
 def build_zip(files: dict[str, bytes]) -> bytes:
@@ -85,22 +86,37 @@ def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(download, "BACKOFF_SECONDS", 0.0)
 
 
-def register(monkeypatch: pytest.MonkeyPatch, urls: list[str], archive: bytes,
-             file_sha256: dict[str, str] | None = None) -> Benchmark:
-    source = RemoteFile("toy-v1.zip", tuple(urls), hashlib.sha256(archive).hexdigest(), 0.001,
-                        {f"toy/{name}": name for name in FILES})
-    benchmark = Benchmark("toy", {s: f"wiki.{s}.tokens" for s in SPLITS}, file_sha256 or {},
-                          (source,), "test")
+def register(
+    monkeypatch: pytest.MonkeyPatch,
+    urls: list[str],
+    archive: bytes,
+    file_sha256: dict[str, str] | None = None,
+) -> Benchmark:
+    source = RemoteFile(
+        "toy-v1.zip",
+        tuple(urls),
+        hashlib.sha256(archive).hexdigest(),
+        0.001,
+        {f"toy/{name}": name for name in FILES},
+    )
+    benchmark = Benchmark(
+        "toy", {s: f"wiki.{s}.tokens" for s in SPLITS}, file_sha256 or {}, (source,), "test"
+    )
     monkeypatch.setitem(datasets.BENCHMARKS, "toy", benchmark)
     return benchmark
 
 
 def test_download_verifies_installs_and_then_reads_from_the_cache(
-        server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
     archive = build_zip(FILES)
     server.routes["/toy-v1.zip"] = archive
-    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive,
-             {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items()})
+    register(
+        monkeypatch,
+        [f"{server.url}/toy-v1.zip"],
+        archive,
+        {name: hashlib.sha256(data).hexdigest() for name, data in FILES.items()},
+    )
     dataset = load_dataset("toy")
     assert dataset.directory == isolated_cache / "data" / "toy"
     assert sorted(p.name for p in dataset.directory.iterdir()) == sorted([*FILES, "SHA256SUMS"])
@@ -111,19 +127,24 @@ def test_download_verifies_installs_and_then_reads_from_the_cache(
 
 
 def test_tampered_archive_is_refused_and_nothing_is_installed(
-        server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
     genuine = build_zip(FILES)
     server.routes["/toy-v1.zip"] = build_zip({**FILES, "wiki.test.tokens": b" tampered \n"})
     register(monkeypatch, [f"{server.url}/toy-v1.zip"], genuine)
-    with pytest.raises(DatasetError, match=r"toy-v1\.zip from http://127\.0\.0\.1:\d+/toy-v1\.zip: "
-                                           r"sha256 mismatch .*refusing the download"):
+    with pytest.raises(
+        DatasetError,
+        match=r"toy-v1\.zip from http://127\.0\.0\.1:\d+/toy-v1\.zip: "
+        r"sha256 mismatch .*refusing the download",
+    ):
         load_dataset("toy")
     assert not (isolated_cache / "data" / "toy").exists()
     assert not list((isolated_cache / "data").glob(".toy.partial/*.part"))
 
 
 def test_member_failing_the_release_checksum_is_refused(
-        server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> None:
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
     archive = build_zip(FILES)
     server.routes["/toy-v1.zip"] = archive
     register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive, {"wiki.test.tokens": "0" * 64})
@@ -133,19 +154,25 @@ def test_member_failing_the_release_checksum_is_refused(
 
 
 def test_mirrors_are_tried_in_order_and_transient_errors_retried(
-        server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
     archive = build_zip(FILES)
     server.routes["/mirror/toy-v1.zip"] = archive
     server.failures["/mirror/toy-v1.zip"] = [503, 429]
     register(monkeypatch, [f"{server.url}/gone/toy-v1.zip", f"{server.url}/mirror/toy-v1.zip"], archive)
     load_dataset("toy")
     assert [path for path, _ in server.requests] == [
-        "/gone/toy-v1.zip", "/mirror/toy-v1.zip", "/mirror/toy-v1.zip", "/mirror/toy-v1.zip"]
+        "/gone/toy-v1.zip",
+        "/mirror/toy-v1.zip",
+        "/mirror/toy-v1.zip",
+        "/mirror/toy-v1.zip",
+    ]
 
 
 @pytest.mark.parametrize("ranges", [True, False])
-def test_interrupted_download_resumes(server: Server, monkeypatch: pytest.MonkeyPatch,
-                                      isolated_cache: Path, ranges: bool) -> None:
+def test_interrupted_download_resumes(
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path, ranges: bool
+) -> None:
     archive = build_zip(FILES)
     server.routes["/toy-v1.zip"] = archive
     server.ranges = ranges
@@ -162,7 +189,10 @@ def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
     url = f"http://127.0.0.1:{closed.server_address[1]}/toy-v1.zip"
     closed.server_close()  # nothing listens there any more
     register(monkeypatch, [url], b"unused")
-    with pytest.raises(DatasetError, match=r"could not download toy-v1\.zip: http://127\.0\.0\.1:\d+/toy-v1\.zip: ConnectionError"):
+    with pytest.raises(
+        DatasetError,
+        match=r"could not download toy-v1\.zip: http://127\.0\.0\.1:\d+/toy-v1\.zip: ConnectionError",
+    ):
         load_dataset("toy")
     with pytest.raises(DatasetError) as failure:
         load_dataset("toy")
@@ -172,8 +202,9 @@ def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) ->
     assert "DIR/toy/" in message
 
 
-def test_failed_download_leaves_no_empty_partial_files(monkeypatch: pytest.MonkeyPatch,
-                                                       isolated_cache: Path) -> None:
+def test_failed_download_leaves_no_empty_partial_files(
+    monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
     def dropped(url: str, part: Path) -> None:  # the connection drops before the first byte
         part.touch()
         raise download._TransferError("ConnectionError", retriable=True)
@@ -186,8 +217,9 @@ def test_failed_download_leaves_no_empty_partial_files(monkeypatch: pytest.Monke
     assert list((isolated_cache / "data").iterdir()) == []
 
 
-def test_partial_bytes_are_kept_for_the_next_attempt(server: Server, monkeypatch: pytest.MonkeyPatch,
-                                                     isolated_cache: Path) -> None:
+def test_partial_bytes_are_kept_for_the_next_attempt(
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
     archive = build_zip(FILES)
     register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive)
     server.failures["/toy-v1.zip"] = [404]
@@ -207,6 +239,9 @@ def test_unwritable_download_cache_is_one_line(monkeypatch: pytest.MonkeyPatch, 
     cache.write_text("")
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(cache))
     register(monkeypatch, ["http://127.0.0.1:9/never-asked.zip"], b"unused")
-    with pytest.raises(DatasetError, match=r"cannot write the download cache .*a-file/data "
-                                           r"\(Not a directory\): set HARNESS_CACHE_DIR"):
+    with pytest.raises(
+        DatasetError,
+        match=r"cannot write the download cache .*a-file/data "
+        r"\(Not a directory\): set HARNESS_CACHE_DIR",
+    ):
         load_dataset("toy")

@@ -6,19 +6,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TEST, TRAIN
 
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate, stream_bounds, stream_grid
 from harness.plugin import Chunk, ChunkScores, PluginError
 from harness.plugins import unigram
 
-from conftest import TEST, TRAIN
-
 
 def _evaluate(model, dataset, split="test", **options):
     stream = dataset.tokens(split)
-    return evaluate(model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                    progress=False, **options)
+    return evaluate(
+        model,
+        stream.ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        progress=False,
+        **options,
+    )
 
 
 def test_unigram_perplexity_equals_a_hand_computation(corpus: Path) -> None:
@@ -35,8 +40,9 @@ def test_unigram_perplexity_equals_a_hand_computation(corpus: Path) -> None:
 
 @pytest.mark.parametrize("batch_size", [1, 3, 7])
 @pytest.mark.parametrize("bptt", [1, 5, 35])
-def test_every_token_counted_once_and_stateless_ppl_invariant(corpus: Path, batch_size: int,
-                                                              bptt: int) -> None:
+def test_every_token_counted_once_and_stateless_ppl_invariant(
+    corpus: Path, batch_size: int, bptt: int
+) -> None:
     dataset = load_dataset(str(corpus))
     model = unigram.load_model(dataset, device="cpu", checkpoint=None)
     reference = _evaluate(model, dataset, keep_token_log_probs=True)
@@ -64,8 +70,9 @@ class Recorder:
 
 
 @pytest.mark.parametrize("batch_size, bptt", [(1, 4), (3, 5), (7, 2), (100, 3)])
-def test_streams_are_contiguous_pieces_of_the_split_in_order(corpus: Path, batch_size: int,
-                                                             bptt: int) -> None:
+def test_streams_are_contiguous_pieces_of_the_split_in_order(
+    corpus: Path, batch_size: int, bptt: int
+) -> None:
     dataset = load_dataset(str(corpus))
     ids = dataset.tokens("test").ids
     model = Recorder(len(dataset.vocab))
@@ -132,21 +139,24 @@ class Faulty:
         return ChunkScores(log_probs, distributions)
 
 
-@pytest.mark.parametrize("fault, message", [
-    ("nan", r"an invalid log-probability \(nan\) for token 4 \(stream 0, position 4\)"),
-    ("positive", r"a positive log-probability \(0\.5\) for token 0"),
-    ("shape", r"target_log_probs has shape \(1, 4\), expected \(1, 5\)"),
-    ("unnormalized", r"unnormalized distribution: probabilities sum to 2, not 1"),
-    ("disagrees", r"reported log p\(target\) = .* but its full distribution gives"),
-    ("distribution shape", r"distributions has shape \(\d+, \d+\), expected"),
-    ("not scores", r"score\(\) returned ndarray, not harness.ChunkScores"),
-])
-def test_misbehaving_plugins_are_rejected_with_a_clear_message(corpus: Path, fault: str,
-                                                               message: str) -> None:
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("nan", r"an invalid log-probability \(nan\) for token 4 \(stream 0, position 4\)"),
+        ("positive", r"a positive log-probability \(0\.5\) for token 0"),
+        ("shape", r"target_log_probs has shape \(1, 4\), expected \(1, 5\)"),
+        ("unnormalized", r"unnormalized distribution: probabilities sum to 2, not 1"),
+        ("disagrees", r"reported log p\(target\) = .* but its full distribution gives"),
+        ("distribution shape", r"distributions has shape \(\d+, \d+\), expected"),
+        ("not scores", r"score\(\) returned ndarray, not harness.ChunkScores"),
+    ],
+)
+def test_misbehaving_plugins_are_rejected_with_a_clear_message(
+    corpus: Path, fault: str, message: str
+) -> None:
     dataset = load_dataset(str(corpus))
     with pytest.raises(PluginError, match=message):  # found by the scoring loop
-        _evaluate(Faulty(len(dataset.vocab), fault), dataset, bptt=5, audit_positions=30,
-                  causality_points=0)
+        _evaluate(Faulty(len(dataset.vocab), fault), dataset, bptt=5, audit_positions=30, causality_points=0)
     # With the causality audit on (the default), it may find the fault first, at another token.
     what = message.split(r" \(")[0].split(" for token")[0]
     with pytest.raises(PluginError, match=what):
@@ -172,8 +182,10 @@ def test_torch_tensors_are_accepted(corpus: Path) -> None:
         def score(self, chunk: Chunk) -> ChunkScores:
             scores = model.score(chunk)
             distributions = scores.distributions
-            return ChunkScores(torch.from_numpy(scores.target_log_probs).float(),
-                               None if distributions is None else torch.tensor(distributions).float())
+            return ChunkScores(
+                torch.from_numpy(scores.target_log_probs).float(),
+                None if distributions is None else torch.tensor(distributions).float(),
+            )
 
     reference = _evaluate(model, dataset)
     result = _evaluate(TorchUnigram(), dataset)

@@ -11,14 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
 from harness import files
 from harness.files import write_atomically
 from leaderboard import plots
 from leaderboard.cli import main as leaderboard_main
-
-from test_leaderboard import make_result
 
 
 def leftovers(directory: Path) -> list[Path]:
@@ -28,6 +27,7 @@ def leftovers(directory: Path) -> list[Path]:
 
 def fill_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every later atomic write fail after writing its bytes, before they are on disk."""
+
     def fsync(fd: int) -> None:
         raise OSError(28, "No space left on device")
 
@@ -36,7 +36,7 @@ def fill_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_text_bytes_and_a_writer_function_are_written(tmp_path: Path) -> None:
     assert write_atomically(tmp_path / "a" / "b.txt", "é\n") == tmp_path / "a" / "b.txt"
-    assert (tmp_path / "a" / "b.txt").read_bytes() == "é\n".encode("utf-8")
+    assert (tmp_path / "a" / "b.txt").read_bytes() == "é\n".encode()
     write_atomically(tmp_path / "c.bin", b"\x00\xff")
     assert (tmp_path / "c.bin").read_bytes() == b"\x00\xff"
     write_atomically(tmp_path / "d.json", lambda handle: handle.write(json.dumps([1]).encode()))
@@ -55,7 +55,8 @@ def test_a_new_file_gets_the_usual_permissions(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("failure", [RuntimeError("a bug mid-write"), KeyboardInterrupt()])
 def test_a_failure_mid_write_keeps_the_previous_file_and_leaves_no_temporary(
-        tmp_path: Path, failure: BaseException) -> None:
+    tmp_path: Path, failure: BaseException
+) -> None:
     target = tmp_path / "record.json"
     target.write_text("previous")
 
@@ -77,7 +78,8 @@ def test_a_directory_in_the_way_is_an_error_that_leaves_no_temporary(tmp_path: P
 
 
 def test_checkpoint_save_that_fails_mid_write_keeps_the_previous_checkpoint(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "run" / checkpoints.BEST
     checkpoints.save(path, {"format": checkpoints.FORMAT, "model": {"w": torch.ones(3)}})
     real_save = torch.save
@@ -96,7 +98,8 @@ def test_checkpoint_save_that_fails_mid_write_keeps_the_previous_checkpoint(
 
 
 def test_tables_that_fail_mid_write_keep_the_previous_tables(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     results, out = tmp_path / "results", tmp_path / "tables"
     make_result(results, "first.test", ppl=100.0)
     build = ["build", str(results), "--output-dir", str(out), "--no-reported"]
@@ -111,7 +114,8 @@ def test_tables_that_fail_mid_write_keep_the_previous_tables(
 
 
 def test_a_figure_that_fails_mid_write_keeps_the_previous_figure(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "gates.png"
     out.write_bytes(b"previous")
     fill_the_disk(monkeypatch)

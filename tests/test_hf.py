@@ -39,22 +39,39 @@ def _wikitext_lines(data_dir: Path, split: str, count: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def tokenizer_lines(real_data_dir: Path) -> list[str]:
-    return [detokenize_line(line, "wikitext") + "\n"
-            for line in _wikitext_lines(real_data_dir, "train", 2000)]
+    return [
+        detokenize_line(line, "wikitext") + "\n" for line in _wikitext_lines(real_data_dir, "train", 2000)
+    ]
 
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
-def model_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-              tokenizer_lines: list[str]) -> Path:
-    return hf_tiny.build(tmp_path_factory.mktemp(request.param), tokenizer_lines,
-                         arch=request.param, vocab_size=400, width=32, layers=2, heads=4,
-                         positions=MAX_POSITIONS)
+def model_dir(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, tokenizer_lines: list[str]
+) -> Path:
+    return hf_tiny.build(
+        tmp_path_factory.mktemp(request.param),
+        tokenizer_lines,
+        arch=request.param,
+        vocab_size=400,
+        width=32,
+        layers=2,
+        heads=4,
+        positions=MAX_POSITIONS,
+    )
 
 
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer_lines: list[str]) -> Path:
-    return hf_tiny.build(tmp_path_factory.mktemp("gpt2-only"), tokenizer_lines, arch="gpt2",
-                         vocab_size=400, width=32, layers=2, heads=4, positions=MAX_POSITIONS)
+    return hf_tiny.build(
+        tmp_path_factory.mktemp("gpt2-only"),
+        tokenizer_lines,
+        arch="gpt2",
+        vocab_size=400,
+        width=32,
+        layers=2,
+        heads=4,
+        positions=MAX_POSITIONS,
+    )
 
 
 @pytest.fixture
@@ -73,8 +90,7 @@ def _load(dataset, path: Path, **model_args) -> hf.HFCausalLM:
     return hf.load_model(dataset, device="cpu", checkpoint=None, model=str(path), **model_args)
 
 
-def _reference_log_likelihood(path: Path, tokens: list[str],
-                               segmentation: str) -> tuple[float, int]:
+def _reference_log_likelihood(path: Path, tokens: list[str], segmentation: str) -> tuple[float, int]:
     """The model's own total log-likelihood of the detokenized text (one unwindowed forward,
     ``labels=`` loss) and the number of subwords, tokenized here without the plugin."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -86,8 +102,11 @@ def _reference_log_likelihood(path: Path, tokens: list[str],
         ids = tokenizer(text.text, add_special_tokens=False)["input_ids"]
     else:
         starts = [0, *text.piece_ends[:-1]]
-        ids = [i for a, b in zip(starts, text.piece_ends)
-               for i in tokenizer(text.text[a:b], add_special_tokens=False)["input_ids"]]
+        ids = [
+            i
+            for a, b in zip(starts, text.piece_ends)
+            for i in tokenizer(text.text[a:b], add_special_tokens=False)["input_ids"]
+        ]
     inputs = torch.tensor([[tokenizer.bos_token_id, *ids]])
     with torch.inference_mode():
         loss = model(input_ids=inputs, labels=inputs).loss.item()  # mean over the len(ids) targets
@@ -96,12 +115,20 @@ def _reference_log_likelihood(path: Path, tokens: list[str],
 
 @pytest.mark.parametrize("segmentation", ["pieces", "natural"])
 def test_attributed_sum_equals_the_models_log_likelihood(dataset, model_dir, segmentation):
-    model = _load(dataset, model_dir, max_context=MAX_POSITIONS, stride=MAX_POSITIONS,
-                  segmentation=segmentation)
+    model = _load(
+        dataset, model_dir, max_context=MAX_POSITIONS, stride=MAX_POSITIONS, segmentation=segmentation
+    )
     stream = dataset.tokens("test")
-    evaluation = evaluate(model, stream.ids, eos_id=dataset.vocab.eos_id,
-                          vocab_size=len(dataset.vocab), bptt=7, causality_points=0,
-                          keep_token_log_probs=True, progress=False)
+    evaluation = evaluate(
+        model,
+        stream.ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        bptt=7,
+        causality_points=0,
+        keep_token_log_probs=True,
+        progress=False,
+    )
     metadata = model.result_metadata()
     tokens = [dataset.vocab.tokens[i] for i in stream.ids]
     expected, subwords = _reference_log_likelihood(model_dir, tokens, segmentation)
@@ -115,8 +142,7 @@ def test_attributed_sum_equals_the_models_log_likelihood(dataset, model_dir, seg
     assert metadata["subword_perplexity"] == pytest.approx(math.exp(-expected / subwords), rel=1e-5)
     text_bytes = len(detokenize(tokens, "wikitext").text.encode("utf-8"))
     assert metadata["bytes"] == text_bytes
-    assert metadata["bits_per_byte"] == pytest.approx(-expected / math.log(2) / text_bytes,
-                                                      rel=1e-5)
+    assert metadata["bits_per_byte"] == pytest.approx(-expected / math.log(2) / text_bytes, rel=1e-5)
 
 
 def _direct_scores(model: hf.HFCausalLM, ids: np.ndarray, starts: list[int]) -> np.ndarray:
@@ -125,7 +151,7 @@ def _direct_scores(model: hf.HFCausalLM, ids: np.ndarray, starts: list[int]) -> 
     scores = []
     with torch.inference_mode():
         for p in range(1, len(positions)):
-            logits = model.model(input_ids=positions[None, starts[p - 1]:p]).logits[0, -1]
+            logits = model.model(input_ids=positions[None, starts[p - 1] : p]).logits[0, -1]
             scores.append(torch.log_softmax(logits.double(), -1)[positions[p]].item())
     return np.array(scores)
 
@@ -139,11 +165,12 @@ def test_window_contexts_follow_the_documented_rule(dataset, gpt2_dir):
     by_stride = {}
     for stride in (max_context, 3):
         model = _load(dataset, gpt2_dir, max_context=max_context, stride=stride, window_batch=2)
-        starts = [0 if p <= max_context else math.ceil((p - max_context) / stride) * stride
-                  for p in range(1, len(ids) + 1)]
+        starts = [
+            0 if p <= max_context else math.ceil((p - max_context) / stride) * stride
+            for p in range(1, len(ids) + 1)
+        ]
         by_stride[stride] = model.score_subwords(ids)
-        np.testing.assert_allclose(by_stride[stride], _direct_scores(model, ids, starts),
-                                   atol=1e-4)
+        np.testing.assert_allclose(by_stride[stride], _direct_scores(model, ids, starts), atol=1e-4)
     # Both strides score the first window identically (same forward); later subwords see at
     # least max_context - stride + 1 positions with stride 3, as few as 1 with stride 8.
     np.testing.assert_array_equal(by_stride[3][:max_context], by_stride[max_context][:max_context])
@@ -151,25 +178,37 @@ def test_window_contexts_follow_the_documented_rule(dataset, gpt2_dir):
 
 
 @pytest.mark.parametrize("stride", [1, 3, 12])
-def test_overlapping_windows_reproduce_the_unwindowed_score_of_a_short_text(dataset, model_dir,
-                                                                             stride):
+def test_overlapping_windows_reproduce_the_unwindowed_score_of_a_short_text(dataset, model_dir, stride):
     max_context = 12
     model = _load(dataset, model_dir, max_context=max_context, stride=stride)
     short = np.random.default_rng(1).integers(1, 300, max_context)
-    np.testing.assert_allclose(model.score_subwords(short),
-                               _direct_scores(model, short, [0] * len(short)), atol=1e-4)
+    np.testing.assert_allclose(
+        model.score_subwords(short), _direct_scores(model, short, [0] * len(short)), atol=1e-4
+    )
     if stride == 1:  # fully overlapping: past max_context, each subword sees max_context positions
         longer = np.random.default_rng(2).integers(1, 300, 2 * max_context)
         starts = [max(0, p - max_context) for p in range(1, len(longer) + 1)]
-        np.testing.assert_allclose(model.score_subwords(longer),
-                                   _direct_scores(model, longer, starts), atol=1e-4)
+        np.testing.assert_allclose(
+            model.score_subwords(longer), _direct_scores(model, longer, starts), atol=1e-4
+        )
 
 
 def test_passes_the_causality_audit_and_writes_its_figures(dataset, gpt2_dir, tmp_path, capsys):
     output = tmp_path / "result.json"
-    code = main(["eval", "hf", "--dataset", str(dataset.directory), "--model-args",
-                 f"model={gpt2_dir},max_context=32,stride=16", "--bptt", "5",
-                 "--output", str(output)])
+    code = main(
+        [
+            "eval",
+            "hf",
+            "--dataset",
+            str(dataset.directory),
+            "--model-args",
+            f"model={gpt2_dir},max_context=32,stride=16",
+            "--bptt",
+            "5",
+            "--output",
+            str(output),
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     record = json.loads(output.read_text())
     assert record["causality_audit"]["passed"] and record["causality_audit"]["points"] > 0
@@ -178,28 +217,34 @@ def test_passes_the_causality_audit_and_writes_its_figures(dataset, gpt2_dir, tm
     assert metadata["scoring"] == record["scoring"] == "subword"
     assert record["audited"] and record["unaudited_reasons"] == []
     assert metadata["audits"]["causality"] == "applies"
-    assert (metadata["detokenizer"], metadata["max_context"], metadata["stride"]) == \
-           ("wikitext", 32, 16)
+    assert (metadata["detokenizer"], metadata["max_context"], metadata["stride"]) == ("wikitext", 32, 16)
     assert metadata["word_tokens"] == record["tokens"] == len(dataset.tokens("test").ids)
     log_prob = -record["nll"] * record["tokens"]
     assert metadata["bits_per_byte"] == pytest.approx(-log_prob / math.log(2) / metadata["bytes"])
-    assert metadata["subword_perplexity"] == pytest.approx(
-        math.exp(-log_prob / metadata["subword_tokens"]))
+    assert metadata["subword_perplexity"] == pytest.approx(math.exp(-log_prob / metadata["subword_tokens"]))
 
 
 def test_several_streams_each_score_their_own_text(dataset, gpt2_dir):
     model = _load(dataset, gpt2_dir, max_context=32, stride=8)
     ids = dataset.tokens("test").ids
-    evaluation = evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                          batch_size=3, bptt=4, causality_points=0, progress=False)
+    evaluation = evaluate(
+        model,
+        ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        batch_size=3,
+        bptt=4,
+        causality_points=0,
+        progress=False,
+    )
     bounds = np.concatenate([[0], np.cumsum(stream_bounds(len(ids), 3)[1])])
-    separately = sum(model.score_tokens(ids[a:b]).word_log_probs.sum()
-                     for a, b in zip(bounds[:-1], bounds[1:]))
+    separately = sum(
+        model.score_tokens(ids[a:b]).word_log_probs.sum() for a, b in zip(bounds[:-1], bounds[1:])
+    )
     assert evaluation.total_log_prob == pytest.approx(separately, rel=1e-9)
 
 
-def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(dataset,
-                                                                                  gpt2_dir):
+def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(dataset, gpt2_dir):
     tokens = ("the", "<unk>", ",", "the", "<eos>")
     natural = _load(dataset, gpt2_dir, max_context=64, stride=64, segmentation="natural")
     assert ">," in natural.tokenizer.get_vocab()  # a merge of the BPE trained on WikiText-2
@@ -214,6 +259,7 @@ def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(
 
 # --- one-line errors --------------------------------------------------------------------------
 
+
 def _error(capsys, *args: str) -> str:
     """The error line of a failing ``harness eval hf`` (transformers may log other lines)."""
     code = main(["eval", "hf", *args])
@@ -224,15 +270,17 @@ def _error(capsys, *args: str) -> str:
 
 
 def test_unknown_hub_name_is_one_line(dataset, capsys):
-    err = _error(capsys, "--dataset", str(dataset.directory), "--model-args",
-                 "model=no-such-org/no-such-model-7f3a")
+    err = _error(
+        capsys, "--dataset", str(dataset.directory), "--model-args", "model=no-such-org/no-such-model-7f3a"
+    )
     assert "neither a local directory nor a model on the Hugging Face Hub" in err
     assert "HF_HUB_OFFLINE" in err
 
 
 def test_missing_directory_and_directory_without_config(dataset, tmp_path, capsys):
-    err = _error(capsys, "--dataset", str(dataset.directory), "--model-args",
-                 f"model={tmp_path}/missing/model")
+    err = _error(
+        capsys, "--dataset", str(dataset.directory), "--model-args", f"model={tmp_path}/missing/model"
+    )
     assert "no such model directory" in err
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -245,12 +293,17 @@ def test_tokenizer_without_offsets_is_refused(dataset, tmp_path, capsys):
 
     directory = tmp_path / "slow"
     slow = ByT5Tokenizer()
-    AutoModelForCausalLM.from_config(hf_tiny.tiny_config("gpt2", len(slow), slow.eos_token_id,
-                                                         width=16, layers=1, heads=2,
-                                                         positions=64)).save_pretrained(directory)
+    AutoModelForCausalLM.from_config(
+        hf_tiny.tiny_config("gpt2", len(slow), slow.eos_token_id, width=16, layers=1, heads=2, positions=64)
+    ).save_pretrained(directory)
     slow.save_pretrained(directory)
-    err = _error(capsys, "--dataset", str(dataset.directory), "--model-args",
-                 f"model={directory},max_context=64,stride=32")
+    err = _error(
+        capsys,
+        "--dataset",
+        str(dataset.directory),
+        "--model-args",
+        f"model={directory},max_context=64,stride=32",
+    )
     assert "ByT5Tokenizer" in err and "no character offsets" in err
 
 
@@ -258,11 +311,17 @@ def test_model_larger_than_memory_is_refused_before_loading(dataset, gpt2_dir, t
     from transformers import AutoTokenizer
 
     directory = tmp_path / "huge"
-    hf_tiny.tiny_config("gpt2", 400, 0, width=65536, layers=1, heads=64,
-                        positions=MAX_POSITIONS).save_pretrained(directory)
+    hf_tiny.tiny_config(
+        "gpt2", 400, 0, width=65536, layers=1, heads=64, positions=MAX_POSITIONS
+    ).save_pretrained(directory)
     AutoTokenizer.from_pretrained(gpt2_dir).save_pretrained(directory)  # config, no weights
-    err = _error(capsys, "--dataset", str(dataset.directory), "--model-args",
-                 f"model={directory},max_context=64,stride=32")
+    err = _error(
+        capsys,
+        "--dataset",
+        str(dataset.directory),
+        "--model-args",
+        f"model={directory},max_context=64,stride=32",
+    )
     assert "GiB for its weights" in err and "free" in err
 
 
@@ -273,19 +332,24 @@ def test_bad_window_arguments(dataset, gpt2_dir):
         _load(dataset, gpt2_dir, max_context=2048, stride=512)
 
 
-@pytest.mark.parametrize("arguments, message", [
-    ("max_context=true", "hf: max_context must be a positive integer, got True"),
-    ("stride=0", "hf: stride must be a positive integer, got 0"),
-    ("trust_remote_code=maybe", "hf: trust_remote_code must be true or false, got 'maybe'"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ("max_context=true", "hf: max_context must be a positive integer, got True"),
+        ("stride=0", "hf: stride must be a positive integer, got 0"),
+        ("trust_remote_code=maybe", "hf: trust_remote_code must be true or false, got 'maybe'"),
+    ],
+)
 def test_bad_arguments_are_one_line_errors_before_loading(dataset, capsys, arguments, message):
-    err = _error(capsys, "--dataset", str(dataset.directory), "--model-args",
-                 f"model=no/such/model,{arguments}")
+    err = _error(
+        capsys, "--dataset", str(dataset.directory), "--model-args", f"model=no/such/model,{arguments}"
+    )
     assert err == f"error: {message}"
 
 
-def test_a_tokenizer_that_prefixes_each_input_needs_natural_segmentation(dataset, gpt2_dir,
-                                                                         tmp_path, tokenizer_lines):
+def test_a_tokenizer_that_prefixes_each_input_needs_natural_segmentation(
+    dataset, gpt2_dir, tmp_path, tokenizer_lines
+):
     """SentencePiece-style Metaspace ("first") prefixes "▁" to every input: tokenized piece by
     piece, "\\nRobert" would read "\\n Robert". The plugin refuses it unless told natural."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -294,10 +358,11 @@ def test_a_tokenizer_that_prefixes_each_input_needs_natural_segmentation(dataset
     backend = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
     backend.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
     backend.decoder = decoders.Metaspace(prepend_scheme="first")
-    backend.train_from_iterator(tokenizer_lines, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<unk>", "<s>"], show_progress=False))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>",
-                                        unk_token="<unk>")
+    backend.train_from_iterator(
+        tokenizer_lines,
+        trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>"], show_progress=False),
+    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", unk_token="<unk>")
     directory = tmp_path / "metaspace"
     AutoModelForCausalLM.from_pretrained(gpt2_dir).save_pretrained(directory)
     tokenizer.save_pretrained(directory)

@@ -8,17 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.detokenize import (Detokenizer, detokenize, detokenize_line, main, retokenize,
-                                round_trip)
+from harness.detokenize import Detokenizer, detokenize, detokenize_line, main, retokenize, round_trip
 
 WIKITEXT_CASES = [
     (" = = Gameplay = = ", "== Gameplay =="),
-    (" a role @-@ playing game , sold 1 @,@ 000 copies at 3 @.@ 5 % . ",
-     "a role-playing game, sold 1,000 copies at 3.5%."),
-    (' as " Craig " in the episode " Teddy \'s Story " ( 2004 ) : <unk> ',
-     'as "Craig" in the episode "Teddy\'s Story" (2004): <unk>'),
-    (" the players ' union didn 't ; it wasn 't [ sic ] ",
-     "the players' union didn't; it wasn't [sic]"),
+    (
+        " a role @-@ playing game , sold 1 @,@ 000 copies at 3 @.@ 5 % . ",
+        "a role-playing game, sold 1,000 copies at 3.5%.",
+    ),
+    (
+        ' as " Craig " in the episode " Teddy \'s Story " ( 2004 ) : <unk> ',
+        'as "Craig" in the episode "Teddy\'s Story" (2004): <unk>',
+    ),
+    (" the players ' union didn 't ; it wasn 't [ sic ] ", "the players' union didn't; it wasn't [sic]"),
 ]
 PTB_CASES = [
     (" it was n't black monday ", "it wasn't black monday"),
@@ -39,7 +41,7 @@ def test_ptb_rules_and_their_inverse(line, text):
 
 
 def test_pieces_partition_the_text_and_lines_end_with_newlines():
-    tokens = "= Title = <eos> <eos> He said \" hi \" , then left . <eos>".split()
+    tokens = '= Title = <eos> <eos> He said " hi " , then left . <eos>'.split()
     result = detokenize(tokens, "wikitext")
     assert result.text == '= Title =\n\nHe said "hi", then left.\n'
     starts = np.concatenate([[0], result.piece_ends[:-1]])
@@ -53,8 +55,7 @@ def test_pieces_partition_the_text_and_lines_end_with_newlines():
 
 @pytest.mark.parametrize("style", ["wikitext", "ptb", "none"])
 def test_the_text_of_a_prefix_never_depends_on_later_tokens(style):
-    tokens = ('= = A = = <eos> x ( " y @-@ z " ) , w \'s n\'t \' . <unk> <eos> <eos> '
-              'q @,@ 1 %').split()
+    tokens = ("= = A = = <eos> x ( \" y @-@ z \" ) , w 's n't ' . <unk> <eos> <eos> q @,@ 1 %").split()
     full = detokenize(tokens, style)
     for k in range(1, len(tokens) + 1):
         prefix = detokenize(tokens[:k], style)

@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 
-PLUGIN = '''
+PLUGIN = """
 import numpy as np
 from harness import ChunkScores
 
@@ -32,7 +32,7 @@ class Uniform:
 
 def load_model(dataset, *, device, checkpoint, metadata="dict"):
     return Uniform(len(dataset.vocab), metadata)
-'''
+"""
 
 
 @pytest.fixture
@@ -44,8 +44,10 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_result_metadata_is_written_under_plugin_metadata(corpus, plugin, tmp_path):
     output = tmp_path / "r.json"
-    assert main(["eval", plugin, "--dataset", str(corpus), "--causality-audit", "0",
-                 "--output", str(output)]) == 0
+    assert (
+        main(["eval", plugin, "--dataset", str(corpus), "--causality-audit", "0", "--output", str(output)])
+        == 0
+    )
     record = json.loads(output.read_text())
     assert record["plugin_metadata"] == {"scored": record["tokens"]}
 
@@ -57,7 +59,20 @@ def test_a_plugin_without_the_hook_writes_null(corpus, tmp_path):
 
 
 def test_metadata_that_is_not_a_dict_is_a_one_line_error(corpus, plugin, capsys):
-    assert main(["eval", plugin, "--dataset", str(corpus), "--causality-audit", "0",
-                 "--model-args", "metadata=list"]) == 2
+    assert (
+        main(
+            [
+                "eval",
+                plugin,
+                "--dataset",
+                str(corpus),
+                "--causality-audit",
+                "0",
+                "--model-args",
+                "metadata=list",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err == f"error: {plugin}: result_metadata() returned list, not a dict"

@@ -43,8 +43,13 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             test = node.test
-            name = test.id if isinstance(test, ast.Name) else \
-                test.attr if isinstance(test, ast.Attribute) else None
+            name = (
+                test.id
+                if isinstance(test, ast.Name)
+                else test.attr
+                if isinstance(test, ast.Attribute)
+                else None
+            )
             if name == "TYPE_CHECKING":
                 skipped.update(id(child) for statement in node.body for child in ast.walk(statement))
     return skipped
@@ -65,10 +70,11 @@ def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
             base = node.module or ""
             if node.level:  # relative: resolve against this module's package
                 anchor = module.split(".")
-                anchor = anchor[:len(anchor) - node.level + (1 if is_package else 0)]
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
                 base = ".".join(anchor + ([base] if base else []))
-            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                     for alias in node.names]
+            names = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+            ]
         else:
             continue
         for name in names:
@@ -142,7 +148,8 @@ def _cycle_through(start: str, component: set[str], graph: dict[str, set[str]]) 
 
 def test_the_graph_sees_lazy_and_relative_imports_but_not_type_checking_ones(tmp_path: Path) -> None:
     source = tmp_path / "b.py"
-    source.write_text(textwrap.dedent("""
+    source.write_text(
+        textwrap.dedent("""
         from typing import TYPE_CHECKING
 
         from . import c
@@ -154,7 +161,8 @@ def test_the_graph_sees_lazy_and_relative_imports_but_not_type_checking_ones(tmp
 
         def lazy():
             import pkg.f.g
-    """))
+    """)
+    )
     modules = {name: source for name in ("pkg", "pkg.b", "pkg.c", "pkg.d", "pkg.e", "pkg.f")}
     assert imports_of("pkg.b", source, modules) == {"pkg.c", "pkg.d", "pkg.f"}
     graph = import_graph()

@@ -24,13 +24,14 @@ class NaiveKneserNey:
             seq = ["<s>", *sentence]
             for i in range(1, len(seq)):
                 for k in range(1, min(order, i + 1) + 1):
-                    raw[k][tuple(seq[i - k + 1:i + 1])] += 1
+                    raw[k][tuple(seq[i - k + 1 : i + 1])] += 1
         self.adjusted = [None] * (order + 1)
         self.adjusted[order] = dict(raw[order])
         for k in range(order - 1, 0, -1):
             continuation = Counter(gram[1:] for gram in raw[k + 1])
-            self.adjusted[k] = {gram: raw[k][gram] if gram[0] == "<s>" else continuation[gram]
-                                for gram in raw[k]}
+            self.adjusted[k] = {
+                gram: raw[k][gram] if gram[0] == "<s>" else continuation[gram] for gram in raw[k]
+            }
         self.discounts = [None] + [self._discounts(self.adjusted[k].values()) for k in range(1, order + 1)]
         self.total = [defaultdict(float) for _ in range(order + 1)]
         self.gamma = [defaultdict(float) for _ in range(order + 1)]
@@ -59,7 +60,7 @@ class NaiveKneserNey:
         for sentence in sentences:
             seq = ["<s>", *sentence]
             for i in range(1, len(seq)):
-                total += math.log(self.prob(tuple(seq[max(0, i - self.order + 1):i]), seq[i]))
+                total += math.log(self.prob(tuple(seq[max(0, i - self.order + 1) : i]), seq[i]))
         return total
 
 
@@ -72,8 +73,10 @@ def zipf_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     weights = 1 / np.arange(1, 151) ** 1.2
 
     def text(sentences: int) -> str:
-        lines = (" ".join(rng.choice(words, rng.integers(0, 9), p=weights / weights.sum()))
-                 for _ in range(sentences))
+        lines = (
+            " ".join(rng.choice(words, rng.integers(0, 9), p=weights / weights.sum()))
+            for _ in range(sentences)
+        )
         return "".join(f" {line} \n" if line else " \n" for line in lines)
 
     directory = tmp_path_factory.mktemp("zipf")
@@ -98,8 +101,14 @@ def test_matches_a_naive_reference_implementation(zipf_corpus: Path, order: int)
     expected = naive.log_prob_of(_sentences(zipf_corpus / "wiki.test.tokens"))
     stream = dataset.tokens("test")
     for bptt in (1, 7, 1000):
-        result = evaluate(model, stream.ids, eos_id=dataset.vocab.eos_id,
-                          vocab_size=len(dataset.vocab), bptt=bptt, progress=False)
+        result = evaluate(
+            model,
+            stream.ids,
+            eos_id=dataset.vocab.eos_id,
+            vocab_size=len(dataset.vocab),
+            bptt=bptt,
+            progress=False,
+        )
         assert result.total_log_prob == pytest.approx(expected, rel=1e-10)
 
 
@@ -108,8 +117,16 @@ def test_every_distribution_is_normalized(zipf_corpus: Path) -> None:
     model = kneser_ney.load_model(dataset, device="cpu", checkpoint=None, order=5)
     ids = dataset.tokens("test").ids
     for batch_size in (1, 4):
-        result = evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                          batch_size=batch_size, bptt=9, audit_positions=len(ids), progress=False)
+        result = evaluate(
+            model,
+            ids,
+            eos_id=dataset.vocab.eos_id,
+            vocab_size=len(dataset.vocab),
+            batch_size=batch_size,
+            bptt=9,
+            audit_positions=len(ids),
+            progress=False,
+        )
         assert result.audit.checked == len(ids)
         assert result.audit.max_sum_error < 1e-12
 
@@ -118,8 +135,14 @@ def test_tiny_corpus_still_gives_a_proper_distribution(corpus: Path) -> None:
     dataset = load_dataset(str(corpus))
     model = kneser_ney.load_model(dataset, device="cpu", checkpoint=None)
     ids = dataset.tokens("test").ids
-    result = evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab),
-                      audit_positions=len(ids), progress=False)
+    result = evaluate(
+        model,
+        ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        audit_positions=len(ids),
+        progress=False,
+    )
     assert result.audit.checked == len(ids) and math.isfinite(result.perplexity)
 
 
@@ -136,8 +159,9 @@ def test_kn5_on_ptb_test_reproduces_mikolov_and_zweig() -> None:
     dataset = load_dataset("ptb", download=False)
     model = kneser_ney.load_model(dataset, device="cpu", checkpoint=None)
     stream = dataset.tokens("test")
-    result = evaluate(model, stream.ids, eos_id=dataset.vocab.eos_id,
-                      vocab_size=len(dataset.vocab), progress=False)
+    result = evaluate(
+        model, stream.ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), progress=False
+    )
     assert result.tokens == 82_430
     assert result.perplexity == pytest.approx(141.2, rel=0.02)
     assert result.audit.checked == 8

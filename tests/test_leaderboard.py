@@ -14,7 +14,7 @@ import pytest
 
 from harness.datasets import BENCHMARKS
 from leaderboard.cli import main
-from leaderboard.records import collect, load_token_log_probs, ResultError, load_result
+from leaderboard.records import ResultError, collect, load_result, load_token_log_probs
 from leaderboard.table import COLUMNS, build_tables, load_reported
 
 PTB_VOCAB = "5398e3c52166790aae82ce03ceccccb6097d99ea25eea6045ff857418faad3ac"
@@ -25,29 +25,64 @@ def ptb_sha(split: str) -> str:
     return benchmark.file_sha256[benchmark.split_files[split]]
 
 
-def make_result(directory: Path, name: str, *, ppl: float, split: str = "test",
-                model: str = "my.model", dataset: str = "ptb", tokens: int = 1000,
-                logprobs: bool = True, **overrides) -> Path:
+def make_result(
+    directory: Path,
+    name: str,
+    *,
+    ppl: float,
+    split: str = "test",
+    model: str = "my.model",
+    dataset: str = "ptb",
+    tokens: int = 1000,
+    logprobs: bool = True,
+    **overrides,
+) -> Path:
     """A result file as ``harness eval --output-dir`` writes it (both audits passed), with
     per-token log-probs whose mean NLL is exactly log(ppl)."""
     directory.mkdir(parents=True, exist_ok=True)
     record = {
-        "schema_version": 2, "model": model, "model_args": {}, "checkpoint": None,
-        "dataset": dataset, "dataset_path": f"/data/{dataset}", "split": split,
+        "schema_version": 2,
+        "model": model,
+        "model_args": {},
+        "checkpoint": None,
+        "dataset": dataset,
+        "dataset_path": f"/data/{dataset}",
+        "split": split,
         "dataset_sha256": ptb_sha(split) if dataset == "ptb" else "d" * 64,
         "train_sha256": ptb_sha("train") if dataset == "ptb" else "t" * 64,
-        "dataset_verified": dataset == "ptb", "vocab_size": 10000,
-        "vocab_sha256": PTB_VOCAB if dataset == "ptb" else "v" * 64, "oov_tokens": 0,
-        "tokens": tokens, "nll": math.log(ppl), "perplexity": ppl,
-        "bits_per_token": math.log2(ppl), "protocol": {"batch_size": 1, "bptt": 100},
-        "num_parameters": 2_000_000, "device": "cpu (x86_64)", "git_commit": "abc123def4567890",
-        "token_log_probs_file": None, "created": "2026-11-20T10:00:00+00:00",
-        "audit": {"requested": 8, "checked": 8, "max_sum_error": 0.0, "max_target_error": 0.0,
-                  "passed": True},
-        "causality_audit": {"points": 4, "candidates": 4, "compared": "distributions",
-                            "max_difference": 0.0, "max_candidate_mass": 0.01, "tolerance": 0.0,
-                            "seconds": 0.01, "passed": True},
-        "audited": True, "unaudited_reasons": [],
+        "dataset_verified": dataset == "ptb",
+        "vocab_size": 10000,
+        "vocab_sha256": PTB_VOCAB if dataset == "ptb" else "v" * 64,
+        "oov_tokens": 0,
+        "tokens": tokens,
+        "nll": math.log(ppl),
+        "perplexity": ppl,
+        "bits_per_token": math.log2(ppl),
+        "protocol": {"batch_size": 1, "bptt": 100},
+        "num_parameters": 2_000_000,
+        "device": "cpu (x86_64)",
+        "git_commit": "abc123def4567890",
+        "token_log_probs_file": None,
+        "created": "2026-11-20T10:00:00+00:00",
+        "audit": {
+            "requested": 8,
+            "checked": 8,
+            "max_sum_error": 0.0,
+            "max_target_error": 0.0,
+            "passed": True,
+        },
+        "causality_audit": {
+            "points": 4,
+            "candidates": 4,
+            "compared": "distributions",
+            "max_difference": 0.0,
+            "max_candidate_mass": 0.01,
+            "tolerance": 0.0,
+            "seconds": 0.01,
+            "passed": True,
+        },
+        "audited": True,
+        "unaudited_reasons": [],
     }
     record.update(overrides)
     if logprobs:
@@ -62,8 +97,9 @@ def make_result(directory: Path, name: str, *, ppl: float, split: str = "test",
 def table(tmp_path: Path, reported: bool = False) -> tuple[dict[str, pd.DataFrame], list[str], object]:
     collection = collect([tmp_path / "results"])
     warnings: list[str] = []
-    tables = build_tables(collection, load_reported() if reported else None,
-                          roots=[tmp_path / "results"], warnings=warnings)
+    tables = build_tables(
+        collection, load_reported() if reported else None, roots=[tmp_path / "results"], warnings=warnings
+    )
     return tables, warnings, collection
 
 
@@ -100,15 +136,22 @@ def test_two_runs_of_one_model_are_kept_apart(tmp_path: Path) -> None:
     results = tmp_path / "results"
     # Different model arguments: two runs, named apart by their arguments.
     make_result(results / "kn5", "kn.test", model="kneser_ney", ppl=141.2, model_args={"order": 5})
-    make_result(results / "kn5", "kn.valid", model="kneser_ney", ppl=148.0, split="valid",
-                model_args={"order": 5})
+    make_result(
+        results / "kn5", "kn.valid", model="kneser_ney", ppl=148.0, split="valid", model_args={"order": 5}
+    )
     make_result(results / "kn3", "kn.test", model="kneser_ney", ppl=148.3, model_args={"order": 3})
     # Same model and arguments, two checkpoints: named apart by checkpoint.
     make_result(results / "s1", "lstm.test", model="lstm", ppl=100.0, checkpoint="runs/seed1.pt")
     make_result(results / "s2", "lstm.test", model="lstm", ppl=102.0, checkpoint="runs/seed2.pt")
     # Same everything but the protocol: named apart by protocol.
-    make_result(results / "b20", "lstm.test", model="lstm", ppl=104.0, checkpoint="runs/seed1.pt",
-                protocol={"batch_size": 20, "bptt": 35})
+    make_result(
+        results / "b20",
+        "lstm.test",
+        model="lstm",
+        ppl=104.0,
+        checkpoint="runs/seed1.pt",
+        protocol={"batch_size": 20, "bptt": 35},
+    )
     tables, _, _ = table(tmp_path)
     frame = tables["ptb"]
     assert len(frame) == 5
@@ -144,11 +187,14 @@ def test_same_configuration_with_different_figures_is_not_paired_by_guess(tmp_pa
     assert sum("not paired" in note for note in frame["notes"]) == 3
 
 
-@pytest.mark.parametrize("content, reason", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "not a harness result"),
-    (json.dumps({"schema_version": 1}), "missing keys"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a harness result"),
+        (json.dumps({"schema_version": 1}), "missing keys"),
+    ],
+)
 def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, reason: str) -> None:
     results = tmp_path / "results"
     make_result(results, "good.test", ppl=100.0)
@@ -159,15 +205,21 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
     assert str(results / "bad.json") in collection.rejected[0] and reason in collection.rejected[0]
 
 
-@pytest.mark.parametrize("overrides, reason", [
-    ({"schema_version": 3}, "schema_version 3 is not supported"),
-    ({"perplexity": 99.0}, "is not exp(nll"),
-    ({"tokens": "many"}, "tokens must be int"),
-    ({"protocol": {"batch_size": 1}}, "protocol.bptt"),
-    ({"dataset_sha256": "0" * 64}, "not that of the ptb release's test file: not ranked under the name ptb"),
-    ({"audited": False}, "audited is false but the audit records say otherwise"),
-    ({"bits_per_token": 1.0}, "bits_per_token 1.0 is not nll / ln 2"),
-])
+@pytest.mark.parametrize(
+    "overrides, reason",
+    [
+        ({"schema_version": 3}, "schema_version 3 is not supported"),
+        ({"perplexity": 99.0}, "is not exp(nll"),
+        ({"tokens": "many"}, "tokens must be int"),
+        ({"protocol": {"batch_size": 1}}, "protocol.bptt"),
+        (
+            {"dataset_sha256": "0" * 64},
+            "not that of the ptb release's test file: not ranked under the name ptb",
+        ),
+        ({"audited": False}, "audited is false but the audit records say otherwise"),
+        ({"bits_per_token": 1.0}, "bits_per_token 1.0 is not nll / ln 2"),
+    ],
+)
 def test_malformed_results_are_rejected_by_name(tmp_path: Path, overrides: dict, reason: str) -> None:
     results = tmp_path / "results"
     make_result(results, "good.test", ppl=100.0)
@@ -224,24 +276,44 @@ def test_reported_table_is_complete_and_cited() -> None:
     assert len(ptb_table2) == 17
     assert ptb_table2["test_ppl"].max() == 141.2 and ptb_table2["test_ppl"].min() == 70.9
     grave = reported[reported["source"] == "Grave et al. 2016"].set_index(["dataset", "model"])["test_ppl"]
-    assert [grave[(d, "LSTM (Grave et al. 2016)")] for d in ("ptb", "wikitext-2", "wikitext-103")] == [82.3, 99.3, 48.7]
-    assert [grave[(d, "LSTM + neural cache (Grave et al. 2016)")]
-            for d in ("ptb", "wikitext-2", "wikitext-103")] == [72.1, 68.9, 40.8]
+    assert [grave[(d, "LSTM (Grave et al. 2016)")] for d in ("ptb", "wikitext-2", "wikitext-103")] == [
+        82.3,
+        99.3,
+        48.7,
+    ]
+    assert [
+        grave[(d, "LSTM + neural cache (Grave et al. 2016)")] for d in ("ptb", "wikitext-2", "wikitext-103")
+    ] == [72.1, 68.9, 40.8]
     assert (reported["source"] != "").all() and reported["url"].str.startswith("https://arxiv.org/abs/").all()
     assert reported["verified_by"].str.len().gt(0).all()
 
 
-def test_cli_build_writes_every_format_and_names_rejects(tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture) -> None:
+def test_cli_build_writes_every_format_and_names_rejects(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     make_result(tmp_path / "results", "m.test", ppl=100.0)
     (tmp_path / "results" / "broken.json").write_text("{", encoding="utf-8")
     out = tmp_path / "tables"
-    assert main(["build", str(tmp_path / "results"), "--output-dir", str(out),
-                 "--format", "csv", "markdown", "html"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                str(tmp_path / "results"),
+                "--output-dir",
+                str(out),
+                "--format",
+                "csv",
+                "markdown",
+                "html",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert "broken.json" in captured.err and "rejected" in captured.err
-    assert {p.name for p in out.iterdir()} == {f"{d}.{e}" for d in ("ptb", "wikitext-2", "wikitext-103")
-                                                for e in ("csv", "md", "html")}
+    assert {p.name for p in out.iterdir()} == {
+        f"{d}.{e}" for d in ("ptb", "wikitext-2", "wikitext-103") for e in ("csv", "md", "html")
+    }
     with open(out / "ptb.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == COLUMNS
@@ -252,8 +324,9 @@ def test_cli_build_writes_every_format_and_names_rejects(tmp_path: Path,
     assert main(["build", str(tmp_path / "results"), "--output-dir", str(out), "--strict"]) == 1
 
 
-def test_regenerate_refreshes_tables_and_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture) -> None:
+def test_regenerate_refreshes_tables_and_readme(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     monkeypatch.chdir(tmp_path)
     make_result(tmp_path / "results", "m.test", ppl=100.0)
     readme = tmp_path / "README.md"
@@ -284,26 +357,48 @@ def test_the_committed_results_are_all_read(capsys: pytest.CaptureFixture) -> No
     collection = collect([results], include_unaudited=True)
     assert collection.rejected == [] and len(collection.results) >= 16
     audited = collect([results])
-    assert {r.path for r in audited.results} == {r.path for r in collection.results
-                                                 if not r.unaudited_reasons}
+    assert {r.path for r in audited.results} == {
+        r.path for r in collection.results if not r.unaudited_reasons
+    }
     assert len(audited.unaudited) == len(collection.results) - len(audited.results)
 
 
 def test_subword_results_are_ranked_in_their_own_section(tmp_path: Path) -> None:
     """A subword model (no distribution over the word vocabulary, causality audit passed) is
     audited under the audits that apply to it, and ranked among subword models only."""
-    no_distributions = {"requested": 8, "checked": 0, "max_sum_error": 0.0,
-                        "max_target_error": 0.0, "passed": False}
+    no_distributions = {
+        "requested": 8,
+        "checked": 0,
+        "max_sum_error": 0.0,
+        "max_target_error": 0.0,
+        "passed": False,
+    }
     make_result(tmp_path, "lstm", ppl=100.0, model="my.lstm")
     make_result(tmp_path, "kn", ppl=140.0, model="my.kn")
-    make_result(tmp_path, "gpt", ppl=60.0, model="harness.plugins.hf", scoring="subword",
-                audit=no_distributions, plugin_metadata={"scoring": "subword"})
-    make_result(tmp_path, "small-gpt", ppl=120.0, model="harness.plugins.hf:small",
-                scoring="subword", audit=no_distributions)
+    make_result(
+        tmp_path,
+        "gpt",
+        ppl=60.0,
+        model="harness.plugins.hf",
+        scoring="subword",
+        audit=no_distributions,
+        plugin_metadata={"scoring": "subword"},
+    )
+    make_result(
+        tmp_path,
+        "small-gpt",
+        ppl=120.0,
+        model="harness.plugins.hf:small",
+        scoring="subword",
+        audit=no_distributions,
+    )
     table = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"]
     assert table[["model", "kind", "rank"]].values.tolist() == [
-        ["my.lstm", "reproduced", 1], ["my.kn", "reproduced", 2],
-        ["harness.plugins.hf", "subword", 1], ["harness.plugins.hf:small", "subword", 2]]
+        ["my.lstm", "reproduced", 1],
+        ["my.kn", "reproduced", 2],
+        ["harness.plugins.hf", "subword", 1],
+        ["harness.plugins.hf:small", "subword", 2],
+    ]
     word_level_claim = make_result(tmp_path / "bad", "gpt", ppl=60.0, audit=no_distributions)
     with pytest.raises(ResultError, match="audited is true but the audit records say otherwise"):
         load_result(word_level_claim)

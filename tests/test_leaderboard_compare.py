@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_leaderboard import make_result
 
 from leaderboard.bootstrap import _block_sums, paired_bootstrap
 from leaderboard.cli import main
-
-from test_leaderboard import make_result
 
 
 def synthetic(n: int, shift: float, seed: int, rho: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -24,7 +23,7 @@ def synthetic(n: int, shift: float, seed: int, rho: float = 0.0) -> tuple[np.nda
     if rho:
         for i in range(1, n):
             noise[i] += rho * noise[i - 1]
-        noise *= math.sqrt(1 - rho ** 2)
+        noise *= math.sqrt(1 - rho**2)
     nll_b = nll_a + shift + 0.5 * noise
     return -nll_a, -nll_b
 
@@ -90,15 +89,21 @@ def _results_with_logprobs(tmp_path: Path, shift: float) -> tuple[Path, Path]:
     log_a, log_b = synthetic(5000, shift=shift, seed=7)
     paths = []
     for name, values in (("a", log_a), ("b", log_b)):
-        path = make_result(tmp_path / "results", f"{name}.test", model=f"model.{name}",
-                           ppl=math.exp(-values.mean()), tokens=len(values))
+        path = make_result(
+            tmp_path / "results",
+            f"{name}.test",
+            model=f"model.{name}",
+            ppl=math.exp(-values.mean()),
+            tokens=len(values),
+        )
         np.save(tmp_path / "results" / f"{name}.test.logprobs.npy", values)
         paths.append(path)
     return paths[0], paths[1]
 
 
-def test_compare_prints_the_difference_interval_and_p_value(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture) -> None:
+def test_compare_prints_the_difference_interval_and_p_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     a, b = _results_with_logprobs(tmp_path, shift=0.1)
     assert main(["compare", str(a), str(b), "--samples", "1000", "--seed", "3"]) == 0
     out = capsys.readouterr().out
@@ -107,11 +112,13 @@ def test_compare_prints_the_difference_interval_and_p_value(tmp_path: Path,
     assert "circular blocks of 71 tokens" in out  # ceil(sqrt(5000))
 
 
-def test_compare_refuses_incompatible_or_missing_inputs(tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture) -> None:
+def test_compare_refuses_incompatible_or_missing_inputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     a, b = _results_with_logprobs(tmp_path, shift=0.1)
-    other = make_result(tmp_path / "results", "c.valid", model="model.c", ppl=100.0, split="valid",
-                        tokens=5000)
+    other = make_result(
+        tmp_path / "results", "c.valid", model="model.c", ppl=100.0, split="valid", tokens=5000
+    )
     assert main(["compare", str(a), str(other)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "split differs" in err

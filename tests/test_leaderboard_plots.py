@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_leaderboard import make_result
 
 from harness.cli import main as harness_main
 from leaderboard.cli import main
 from leaderboard.plots import bucket_difference, frequency_buckets, load_training_log
-
-from test_leaderboard import make_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -31,17 +30,42 @@ def test_bars_from_results_and_from_a_table(tmp_path: Path) -> None:
     assert main(["plot", "bars", str(results), "--dataset", "ptb", "--output", str(tmp_path / "a.png")]) == 0
     assert_png(tmp_path / "a.png")
     assert main(["build", str(results), "--output-dir", str(tmp_path / "tables")]) == 0
-    assert main(["plot", "bars", str(tmp_path / "tables" / "ptb.csv"), "--output", str(tmp_path / "b.png"),
-                 "--linear"]) == 0
+    assert (
+        main(
+            [
+                "plot",
+                "bars",
+                str(tmp_path / "tables" / "ptb.csv"),
+                "--output",
+                str(tmp_path / "b.png"),
+                "--linear",
+            ]
+        )
+        == 0
+    )
     assert_png(tmp_path / "b.png")
 
 
-def test_frequency_plot_end_to_end_on_harness_results(corpus: Path, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture) -> None:
+def test_frequency_plot_end_to_end_on_harness_results(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     runs = tmp_path / "runs"
     assert harness_main(["eval", "unigram", "--dataset", str(corpus), "--output-dir", str(runs / "uni")]) == 0
-    assert harness_main(["eval", "kneser_ney", "--dataset", str(corpus), "--model-args", "order=2",
-                         "--output-dir", str(runs / "kn")]) == 0
+    assert (
+        harness_main(
+            [
+                "eval",
+                "kneser_ney",
+                "--dataset",
+                str(corpus),
+                "--model-args",
+                "order=2",
+                "--output-dir",
+                str(runs / "kn"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     a = runs / "uni" / "harness.plugins.unigram.toy.test.json"
     b = runs / "kn" / "baselines.kneser_ney+order=2.toy.test.json"
@@ -90,12 +114,25 @@ def test_gates_histogram_from_synthetic_values(tmp_path: Path, capsys: pytest.Ca
 def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     log = tmp_path / "run" / "log.jsonl"
     log.parent.mkdir()
-    records = [{"epoch": 1, "partial": False, "valid_ppl": 400.0, "learning_rate": 20, "seconds": 600,
-                "total_seconds": 600},
-               {"epoch": 2, "partial": False, "valid_ppl": 250.0, "learning_rate": 20, "seconds": 600,
-                "total_seconds": 1200},
-               {"epoch": 3, "partial": True, "step": 5, "valid_ppl": 240.0, "learning_rate": 20,
-                "seconds": 60}]
+    records = [
+        {
+            "epoch": 1,
+            "partial": False,
+            "valid_ppl": 400.0,
+            "learning_rate": 20,
+            "seconds": 600,
+            "total_seconds": 600,
+        },
+        {
+            "epoch": 2,
+            "partial": False,
+            "valid_ppl": 250.0,
+            "learning_rate": 20,
+            "seconds": 600,
+            "total_seconds": 1200,
+        },
+        {"epoch": 3, "partial": True, "step": 5, "valid_ppl": 240.0, "learning_rate": 20, "seconds": 60},
+    ]
     log.write_text("".join(json.dumps(record) + "\n" for record in records))
     frame = load_training_log(log)
     assert frame["minutes"].tolist() == [10, 20, 21]

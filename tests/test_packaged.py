@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from baselines import checkpoint as checkpoints
 from harness.cli import main as harness_main
 from harness.datasets import BENCHMARKS, PACKAGED_DATA, DatasetError, load_dataset
-from baselines import checkpoint as checkpoints
 
 TABLE_1_TOKENS = {
     "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
@@ -25,6 +25,7 @@ MAX_CHECKPOINT_BYTES = 8 * 1024 * 1024
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any attempt to download fails the test."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("the packaged data must be used without any download")
 
@@ -44,8 +45,9 @@ def test_packaged_benchmarks_are_the_releases_and_need_no_network(name: str, off
     assert (PACKAGED_DATA / "README.md").read_text(encoding="utf-8").count("CC BY-SA") >= 1
 
 
-def test_data_dir_takes_precedence_over_the_packaged_copy(tmp_path: Path, offline: None,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_data_dir_takes_precedence_over_the_packaged_copy(
+    tmp_path: Path, offline: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for root in ("flag", "env"):
         shutil.copytree(PACKAGED_DATA / "ptb", tmp_path / root / "ptb")
     assert load_dataset("ptb", data_dir=tmp_path / "flag").directory == tmp_path / "flag" / "ptb"
@@ -72,8 +74,9 @@ def _packaged_files() -> list[str]:
 
 def test_every_packaged_checkpoint_is_listed_checked_small_and_half_precision() -> None:
     listed = _packaged_files()
-    shipped = sorted(path.relative_to(checkpoints.PACKAGED).as_posix()
-                     for path in checkpoints.PACKAGED.glob("*/*.pt"))
+    shipped = sorted(
+        path.relative_to(checkpoints.PACKAGED).as_posix() for path in checkpoints.PACKAGED.glob("*/*.pt")
+    )
     assert shipped and listed == shipped
     ptb = load_dataset("ptb")
     for name in listed:
@@ -88,8 +91,7 @@ def test_every_packaged_checkpoint_is_listed_checked_small_and_half_precision() 
             assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_a_damaged_packaged_checkpoint_is_refused(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_damaged_packaged_checkpoint_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     copy = tmp_path / "trained"
     shutil.copytree(checkpoints.PACKAGED, copy)
     monkeypatch.setattr(checkpoints, "PACKAGED", copy)
@@ -114,18 +116,23 @@ def short_ptb(tmp_path: Path) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("plugin", ["baselines.zoneout_lstm", "baselines.pointer_sentinel",
-                                    "baselines.neural_cache"])
+@pytest.mark.parametrize(
+    "plugin", ["baselines.zoneout_lstm", "baselines.pointer_sentinel", "baselines.neural_cache"]
+)
 def test_plugins_fall_back_to_the_packaged_checkpoint_and_name_it(
-        plugin: str, short_ptb: Path, tmp_path: Path, offline: None,
-        capsys: pytest.CaptureFixture) -> None:
+    plugin: str, short_ptb: Path, tmp_path: Path, offline: None, capsys: pytest.CaptureFixture
+) -> None:
     kind = "pointer_sentinel" if plugin.endswith("pointer_sentinel") else "zoneout_lstm"
     packaged = checkpoints.packaged_checkpoint(kind, "ptb")
     if packaged is None:
         pytest.fail(f"no packaged {kind} for ptb")
     output = tmp_path / "result.json"
-    assert harness_main(["eval", plugin, "--dataset", str(short_ptb), "--split", "test",
-                         "--output", str(output)]) == 0
+    assert (
+        harness_main(
+            ["eval", plugin, "--dataset", str(short_ptb), "--split", "test", "--output", str(output)]
+        )
+        == 0
+    )
     assert "using the packaged ptb checkpoint" in capsys.readouterr().err
     record = json.loads(output.read_text(encoding="utf-8"))
     assert record["checkpoint"] == str(packaged)

@@ -12,15 +12,15 @@ import json
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
+import tomllib
 from builder_fixtures.fake_mediawiki import article_text
 
 REPO = Path(__file__).resolve().parent.parent
 
 #: Run first in the subprocess: every ``import torch`` fails as if torch were not installed.
-BLOCK_TORCH = textwrap.dedent('''
+BLOCK_TORCH = textwrap.dedent("""
     import importlib.abc
     import sys
 
@@ -33,9 +33,9 @@ BLOCK_TORCH = textwrap.dedent('''
 
 
     sys.meta_path.insert(0, NoTorch())
-''')
+""")
 
-WITHOUT_TORCH = BLOCK_TORCH + textwrap.dedent('''
+WITHOUT_TORCH = BLOCK_TORCH + textwrap.dedent("""
     import json
 
     folder, out = sys.argv[1], sys.argv[2]
@@ -52,20 +52,25 @@ WITHOUT_TORCH = BLOCK_TORCH + textwrap.dedent('''
     # A torch plugin fails with one line saying what to install.
     assert harness(["eval", "baselines.zoneout_lstm", "--dataset", out]) == 2
     print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] == "torch")))
-''')
+""")
 
 
 def test_torch_is_an_extra() -> None:
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    names = {requirement.split(">")[0].split("=")[0].split("[")[0].strip()
-             for requirement in project["dependencies"]}
+    names = {
+        requirement.split(">")[0].split("=")[0].split("[")[0].strip()
+        for requirement in project["dependencies"]
+    }
     assert "torch" not in names and "regex" in names
     extras = project["optional-dependencies"]
     assert extras["torch"] == ["torch>=2.4"]
     for extra in ("dev", "hf"):  # each includes the torch extra: wikitext-toolkit[torch,...]
-        included = {name.strip() for requirement in extras[extra]
-                    if requirement.startswith("wikitext-toolkit[")
-                    for name in requirement.partition("[")[2].rstrip("]").split(",")}
+        included = {
+            name.strip()
+            for requirement in extras[extra]
+            if requirement.startswith("wikitext-toolkit[")
+            for name in requirement.partition("[")[2].rstrip("]").split(",")
+        }
         assert "torch" in included, extras[extra]
 
 
@@ -76,8 +81,13 @@ def test_builder_harness_and_leaderboard_run_without_torch(tmp_path: Path) -> No
         title = f"Town {chr(65 + index)}{index:02d}"
         (folder / f"{title.replace(' ', '_')}.wikitext").write_text(article_text(title, index))
     out = tmp_path / "corpus"
-    result = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, str(folder), str(out)], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, str(folder), str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.splitlines()[-1]) == []
     assert "pip install 'wikitext-toolkit[torch]'" in result.stderr

@@ -16,8 +16,11 @@ def test_plugins_load_by_entry_point_name_or_module_path() -> None:
 
 
 def test_plugin_loading_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(PluginError, match=r"no plugin 'no_such\.model': not an importable module nor "
-                                          r"a registered plugin \(registered: .*kneser_ney"):
+    with pytest.raises(
+        PluginError,
+        match=r"no plugin 'no_such\.model': not an importable module nor "
+        r"a registered plugin \(registered: .*kneser_ney",
+    ):
         load_factory("no_such.model")
     (tmp_path / "needs_missing_dep.py").write_text("import missing_dependency_xyz\n")
     (tmp_path / "no_factory.py").write_text("x = 1\n")
@@ -30,7 +33,12 @@ def test_plugin_loading_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.
 
 def test_model_args_are_parsed_as_literals() -> None:
     assert parse_model_args("order=3,name=x,flag=true,rate=0.5,none=null") == {
-        "order": 3, "name": "x", "flag": True, "rate": 0.5, "none": None}
+        "order": 3,
+        "name": "x",
+        "flag": True,
+        "rate": 0.5,
+        "none": None,
+    }
     assert parse_model_args(None) == {}
     with pytest.raises(PluginError, match="'order' is not key=value"):
         parse_model_args("order")
@@ -38,9 +46,18 @@ def test_model_args_are_parsed_as_literals() -> None:
 
 def test_factory_arguments_and_result_are_checked(corpus: Path) -> None:
     dataset = load_dataset(str(corpus))
-    with pytest.raises(PluginError, match="rejects its arguments: got an unexpected keyword argument 'order'"):
-        create_model(unigram.load_model, "unigram", dataset, device="cpu", checkpoint=None,
-                     model_args={"order": 3})
+    with pytest.raises(
+        PluginError, match="rejects its arguments: got an unexpected keyword argument 'order'"
+    ):
+        create_model(
+            unigram.load_model, "unigram", dataset, device="cpu", checkpoint=None, model_args={"order": 3}
+        )
     with pytest.raises(PluginError, match="load_model returned int, which has no reset"):
-        create_model(lambda dataset, *, device, checkpoint: 3, "three", dataset, device="cpu",
-                     checkpoint=None, model_args={})
+        create_model(
+            lambda dataset, *, device, checkpoint: 3,
+            "three",
+            dataset,
+            device="cpu",
+            checkpoint=None,
+            model_args={},
+        )

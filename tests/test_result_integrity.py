@@ -72,8 +72,20 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _eval(plugin: str, corpus: Path, out: Path, *options: str) -> int:
-    return harness_main(["eval", plugin, "--dataset", str(corpus), "--split", "valid", "test",
-                         "--output-dir", str(out), *options])
+    return harness_main(
+        [
+            "eval",
+            plugin,
+            "--dataset",
+            str(corpus),
+            "--split",
+            "valid",
+            "test",
+            "--output-dir",
+            str(out),
+            *options,
+        ]
+    )
 
 
 def _records(out: Path) -> dict[str, dict]:
@@ -81,16 +93,20 @@ def _records(out: Path) -> dict[str, dict]:
 
 
 def test_two_factories_of_one_module_stay_apart_through_to_the_leaderboard(
-        plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     out = tmp_path / "results"
     for plugin in (f"{plugins}:add_one", f"{plugins}:add_ten", plugins, f"{plugins}:load_model"):
         assert _eval(plugin, corpus, out) == 0
     records = _records(out)
     assert sorted(records) == [f"{plugins}-add_one.toy.{s}.json" for s in ("test", "valid")] + [
-        f"{plugins}-add_ten.toy.{s}.json" for s in ("test", "valid")] + [
-        f"{plugins}.toy.{s}.json" for s in ("test", "valid")]
+        f"{plugins}-add_ten.toy.{s}.json" for s in ("test", "valid")
+    ] + [f"{plugins}.toy.{s}.json" for s in ("test", "valid")]
     assert {r["model"] for r in records.values()} == {
-        f"{plugins}:add_one", f"{plugins}:add_ten", plugins}  # load_model is the module's own
+        f"{plugins}:add_one",
+        f"{plugins}:add_ten",
+        plugins,
+    }  # load_model is the module's own
     assert all(r["audited"] and r["schema_version"] == 2 for r in records.values())
     frame = build_tables(collect([out]), None, roots=[out])["toy"].set_index("model")
     assert sorted(frame.index) == [plugins, f"{plugins}:add_one", f"{plugins}:add_ten"]
@@ -98,16 +114,28 @@ def test_two_factories_of_one_module_stay_apart_through_to_the_leaderboard(
     assert frame["rank"].notna().all()
 
 
-def test_a_bad_factory_name_is_one_line(plugins: str, corpus: Path,
-                                        capsys: pytest.CaptureFixture) -> None:
+def test_a_bad_factory_name_is_one_line(plugins: str, corpus: Path, capsys: pytest.CaptureFixture) -> None:
     assert harness_main(["eval", f"{plugins}:nope", "--dataset", str(corpus)]) == 2
     err = capsys.readouterr().err
     assert err == f"error: plugin '{plugins}:nope': {plugins} has no callable 'nope'\n"
 
 
 def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Path) -> None:
-    assert harness_main(["eval", plugins, "--dataset", str(corpus), "--output",
-                         str(tmp_path / "r.json"), "--causality-audit", "3"]) == 0
+    assert (
+        harness_main(
+            [
+                "eval",
+                plugins,
+                "--dataset",
+                str(corpus),
+                "--output",
+                str(tmp_path / "r.json"),
+                "--causality-audit",
+                "3",
+            ]
+        )
+        == 0
+    )
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["audit"]["passed"] and record["audit"]["checked"] == 8
     causality = record["causality_audit"]
@@ -120,7 +148,8 @@ def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Pa
 
 @pytest.mark.parametrize("options", [[], ["--audit", "0"], ["--causality-audit", "0"]])
 def test_what_the_harness_writes_is_the_schema_the_leaderboard_reads(
-        plugins: str, corpus: Path, tmp_path: Path, options: list[str]) -> None:
+    plugins: str, corpus: Path, tmp_path: Path, options: list[str]
+) -> None:
     """One schema (``harness.results``): the keys and their types, the per-token file's name and
     the audit rule, for the writer and the reader alike."""
     out = tmp_path / "results"
@@ -135,7 +164,8 @@ def test_what_the_harness_writes_is_the_schema_the_leaderboard_reads(
 
 
 def test_a_leaking_plugin_is_refused_by_the_cli_in_one_line(
-        plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     assert _eval(f"{plugins}:reads_targets", corpus, tmp_path / "out") == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {plugins}:reads_targets toy/valid: causality audit failed at token ")
@@ -143,14 +173,23 @@ def test_a_leaking_plugin_is_refused_by_the_cli_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("plugin, options, reason", [
-    (":targets_only", [], "the plugin gives no full distributions: normalization not audited"),
-    ("", ["--audit", "0"], "probability audit off (--audit 0)"),
-    ("", ["--causality-audit", "0"], "causality audit off (--causality-audit 0)"),
-])
+@pytest.mark.parametrize(
+    "plugin, options, reason",
+    [
+        (":targets_only", [], "the plugin gives no full distributions: normalization not audited"),
+        ("", ["--audit", "0"], "probability audit off (--audit 0)"),
+        ("", ["--causality-audit", "0"], "causality audit off (--causality-audit 0)"),
+    ],
+)
 def test_unaudited_results_are_flagged_and_kept_out_of_the_ranking_unless_asked(
-        plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture,
-        plugin: str, options: list[str], reason: str) -> None:
+    plugins: str,
+    corpus: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    plugin: str,
+    options: list[str],
+    reason: str,
+) -> None:
     out = tmp_path / "results"
     assert _eval(f"{plugins}:add_ten", corpus, out) == 0  # an audited run beside it
     assert _eval(f"{plugins}{plugin}", corpus, out, *options) == 0
@@ -159,16 +198,42 @@ def test_unaudited_results_are_flagged_and_kept_out_of_the_ranking_unless_asked(
     assert len(unaudited) == 2 and all(r["unaudited_reasons"] == [reason] for r in unaudited)
 
     tables = tmp_path / "tables"
-    assert leaderboard_main(["build", str(out), "--output-dir", str(tables), "--no-reported",
-                             "--format", "markdown", "--strict"]) == 0
+    assert (
+        leaderboard_main(
+            [
+                "build",
+                str(out),
+                "--output-dir",
+                str(tables),
+                "--no-reported",
+                "--format",
+                "markdown",
+                "--strict",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert captured.err.count("kept out of the ranking") == 2 and reason in captured.err
     assert "2 unaudited kept out" in captured.out
     markdown = (tables / "toy.md").read_text()
     assert markdown.count("| reproduced |") == 1 and "unaudited" not in markdown
 
-    assert leaderboard_main(["build", str(out), "--output-dir", str(tables), "--no-reported",
-                             "--format", "markdown", "--include-unaudited"]) == 0
+    assert (
+        leaderboard_main(
+            [
+                "build",
+                str(out),
+                "--output-dir",
+                str(tables),
+                "--no-reported",
+                "--format",
+                "markdown",
+                "--include-unaudited",
+            ]
+        )
+        == 0
+    )
     rows = (tables / "toy.md").read_text().splitlines()[2:]
     assert rows[0].startswith("| 1 | two_factories:add_ten |")
     assert rows[1].startswith("|  | ") and "| unaudited |" in rows[1]
@@ -176,7 +241,8 @@ def test_unaudited_results_are_flagged_and_kept_out_of_the_ranking_unless_asked(
 
 
 def test_a_hand_edited_result_is_rejected_naming_the_log_prob_file(
-        plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plugins: str, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     out = tmp_path / "results"
     assert _eval(plugins, corpus, out) == 0
     path = out / f"{plugins}.toy.test.json"
@@ -193,12 +259,12 @@ def test_a_hand_edited_result_is_rejected_naming_the_log_prob_file(
     record["tokens"] += 1
     (out / f"{plugins}.toy.valid.json").write_text(json.dumps(record))
     assert any("log-probabilities for a result of" in line for line in collect([out]).rejected)
-    assert leaderboard_main(["build", str(out), "--output-dir", str(tmp_path / "t"),
-                             "--strict"]) == 1
+    assert leaderboard_main(["build", str(out), "--output-dir", str(tmp_path / "t"), "--strict"]) == 1
 
 
 def test_a_modified_benchmark_is_not_ranked_under_its_name(
-        plugins: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    plugins: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     fake = tmp_path / "copy" / "ptb"  # a directory that happens to be called ptb
     fake.mkdir(parents=True)
     for split in ("train", "valid", "test"):
@@ -210,13 +276,18 @@ def test_a_modified_benchmark_is_not_ranked_under_its_name(
     assert not any(r["dataset_verified"] for r in records.values())
     collection = collect([out])
     assert collection.results == [] and len(collection.rejected) == 2
-    assert all("dataset_sha256 is not that of the ptb release's" in line
-               and "not ranked under the name ptb" in line for line in collection.rejected)
+    assert all(
+        "dataset_sha256 is not that of the ptb release's" in line and "not ranked under the name ptb" in line
+        for line in collection.rejected
+    )
     # The release's test file with another train file (so another vocabulary) is not ptb either.
     path = out / f"{plugins}.ptb.test.json"
     record = json.loads(path.read_text())
     record["dataset_sha256"] = "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"
     path.write_text(json.dumps(record))
-    assert any(line.startswith(str(path)) and "train_sha256 is not that of the ptb release's "
-               "train file" in line and "not ranked under the name ptb" in line
-               for line in collect([out]).rejected)
+    assert any(
+        line.startswith(str(path))
+        and "train_sha256 is not that of the ptb release's train file" in line
+        and "not ranked under the name ptb" in line
+        for line in collect([out]).rejected
+    )

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TEST, TRAIN, write_corpus
 
 from harness import datasets
 from harness.datasets import SPLITS, DatasetError, load_dataset
-
-from conftest import TEST, TRAIN, write_corpus
 
 #: What the tokenizer must produce: each line's whitespace tokens (str.split, so Unicode spaces
 #: separate too), then <eos>; lines end at "\n" only.
@@ -45,8 +44,9 @@ def test_tokens_follow_the_line_convention(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("block_bytes", [1, 7, 1 << 23])
-def test_block_boundaries_do_not_change_the_stream(corpus: Path, monkeypatch: pytest.MonkeyPatch,
-                                                   block_bytes: int, tmp_path: Path) -> None:
+def test_block_boundaries_do_not_change_the_stream(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int, tmp_path: Path
+) -> None:
     monkeypatch.setattr(datasets, "READ_BLOCK_BYTES", block_bytes)
     dataset = load_dataset(str(corpus))
     expected = _reference_tokens(TEST)
@@ -116,16 +116,19 @@ def _swap_records(entry: Path) -> None:
         path.write_text(text)
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (_corrupt_ids, "does not match its CRC-32"),
-    (_truncate_ids, "unreadable"),
-    (_corrupt_vocabulary, "vocab.txt does not match its checksum"),
-    (_garble_records, "unreadable"),
-    (_swap_records, "does not describe this entry"),
-])
-def test_a_corrupt_entry_is_detected_and_rebuilt(corpus: Path, isolated_cache: Path,
-                                                 capsys: pytest.CaptureFixture, damage,
-                                                 reason: str) -> None:
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (_corrupt_ids, "does not match its CRC-32"),
+        (_truncate_ids, "unreadable"),
+        (_corrupt_vocabulary, "vocab.txt does not match its checksum"),
+        (_garble_records, "unreadable"),
+        (_swap_records, "does not describe this entry"),
+    ],
+)
+def test_a_corrupt_entry_is_detected_and_rebuilt(
+    corpus: Path, isolated_cache: Path, capsys: pytest.CaptureFixture, damage, reason: str
+) -> None:
     expected = _streams(corpus)
     damage(_entry(isolated_cache))
     rebuilt = _streams(corpus)
@@ -136,8 +139,9 @@ def test_a_corrupt_entry_is_detected_and_rebuilt(corpus: Path, isolated_cache: P
     assert _streams(corpus) and "corrupt" not in capsys.readouterr().err  # healthy again
 
 
-def test_an_unwritable_cache_is_only_a_note(corpus: Path, monkeypatch: pytest.MonkeyPatch,
-                                            tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_an_unwritable_cache_is_only_a_note(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(blocker))
@@ -164,12 +168,14 @@ def test_real_benchmarks_are_cached_and_identical_on_reload() -> None:
     np.testing.assert_array_equal(again.tokens("test").ids, first.tokens("test").ids)
 
 
-def test_two_process_encoding_equals_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture) -> None:
+def test_two_process_encoding_equals_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     """Large train files are encoded by two processes; the vocabulary and ids are the same."""
     directory = write_corpus(tmp_path / "c")
-    (directory / "wiki.train.tokens").write_text(TRAIN * 50 + TRICKY + "\n" + TRAIN.upper() * 50,
-                                                 encoding="utf-8")
+    (directory / "wiki.train.tokens").write_text(
+        TRAIN * 50 + TRICKY + "\n" + TRAIN.upper() * 50, encoding="utf-8"
+    )
     single = load_dataset(str(directory))
     expected = (single.vocab.tokens, np.array(single.tokens("train").ids))
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "other-cache"))
@@ -196,7 +202,8 @@ def test_a_file_rewritten_while_encoded_is_refused(corpus: Path, monkeypatch: py
 
 @pytest.mark.parametrize("half", ["first", "second"])
 def test_invalid_utf8_in_either_half_of_a_two_process_encoding_is_named(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, half: str) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, half: str
+) -> None:
     directory = write_corpus(tmp_path / "c")
     good = (TRAIN * 40).encode()
     data = good + b"bad \xff\n" + good * 3 if half == "first" else good * 3 + b"bad \xff\n" + good

@@ -10,9 +10,33 @@ every fetched revision in a resumable SQLite cache, renders each article to Wiki
 from wikitext_builder.build import PRESETS, Plan, build_corpus, fill_from_api, fill_from_stream
 from wikitext_builder.cache import Cache, CacheError
 from wikitext_builder.corpus import MAX_ARTICLE_BYTES, CorpusError, corpus_statistics, write_corpus
-from wikitext_builder.sources import (Article, MediaWikiClient, Skipped, SourceError, iter_dump,
-                                      iter_folder, iter_jsonl)
+from wikitext_builder.sources import (
+    Article,
+    MediaWikiClient,
+    Skipped,
+    SourceError,
+    iter_dump,
+    iter_folder,
+    iter_jsonl,
+)
 
-__all__ = ["MAX_ARTICLE_BYTES", "PRESETS", "Article", "Cache", "CacheError", "CorpusError",
-           "MediaWikiClient", "Plan", "Skipped", "SourceError", "build_corpus", "corpus_statistics",
-           "fill_from_api", "fill_from_stream", "iter_dump", "iter_folder", "iter_jsonl", "write_corpus"]
+__all__ = [
+    "MAX_ARTICLE_BYTES",
+    "PRESETS",
+    "Article",
+    "Cache",
+    "CacheError",
+    "CorpusError",
+    "MediaWikiClient",
+    "Plan",
+    "Skipped",
+    "SourceError",
+    "build_corpus",
+    "corpus_statistics",
+    "fill_from_api",
+    "fill_from_stream",
+    "iter_dump",
+    "iter_folder",
+    "iter_jsonl",
+    "write_corpus",
+]

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
 from wikitext_builder.cache import FETCHED, MISSING, PENDING, Cache, CacheError, Entry
-from wikitext_builder.corpus import (BuildReport, article_order, merged_articles, shard_of,
-                                     write_corpus)
+from wikitext_builder.corpus import BuildReport, article_order, merged_articles, shard_of, write_corpus
 from wikitext_builder.sources import ARTICLE_KINDS, BATCH_SIZE, Article, MediaWikiClient, Skipped
 
 PRESETS = {"wikitext-2": (600, 60, 60), "wikitext-103": (28_475, 60, 60)}
@@ -58,14 +57,21 @@ def _in_shard(title: str, shard: tuple[int, int] | None) -> bool:
 
 def _batches(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 # --- filling a cache -------------------------------------------------------------------------
 
-def fill_from_api(cache: Cache, client: MediaWikiClient, kinds: Sequence[str], plan: Plan,
-                  shard: tuple[int, int] | None, batch_size: int = BATCH_SIZE,
-                  progress: bool = True) -> None:
+
+def fill_from_api(
+    cache: Cache,
+    client: MediaWikiClient,
+    kinds: Sequence[str],
+    plan: Plan,
+    shard: tuple[int, int] | None,
+    batch_size: int = BATCH_SIZE,
+    progress: bool = True,
+) -> None:
     """List the articles (once, resumably), then fetch every planned, pending one in batches of
     ``batch_size`` (at most 50), committing each batch; titles fetched by an earlier
     (interrupted) run are not fetched again."""
@@ -86,8 +92,10 @@ def fill_from_api(cache: Cache, client: MediaWikiClient, kinds: Sequence[str], p
             if pinned:
                 batch = client.fetch_revisions([pinned[title] for title in titles])
                 by_id = {str(pinned[title]): title for title in titles}
-                found = {by_id[key]: dataclasses.replace(article, title=by_id[key])
-                         for key, article in batch.found.items()}
+                found = {
+                    by_id[key]: dataclasses.replace(article, title=by_id[key])
+                    for key, article in batch.found.items()
+                }
                 missing = {by_id[key]: reason for key, reason in batch.missing.items()}
             else:
                 batch = client.fetch_titles(titles)
@@ -108,8 +116,9 @@ def _list_category(cache: Cache, client: MediaWikiClient, kind: str) -> None:
         cache.add_listing(titles, key, json.dumps(continuation) if continuation else "done")
 
 
-def fill_from_stream(cache: Cache, articles: Iterable[Article | Skipped], shard: tuple[int, int] | None,
-                     progress: bool = True) -> None:
+def fill_from_stream(
+    cache: Cache, articles: Iterable[Article | Skipped], shard: tuple[int, int] | None, progress: bool = True
+) -> None:
     """Store a streamed source's articles (this shard's content, every title listed), committing
     every 50; a rerun after an interruption reads the source again but stores only what is new.
     A title seen twice keeps its first article; the later ones are recorded as skipped, with the
@@ -147,6 +156,7 @@ def fill_from_stream(cache: Cache, articles: Iterable[Article | Skipped], shard:
 
 # --- from caches to a corpus -------------------------------------------------------------------
 
+
 def _cache_shard(cache: Cache) -> tuple[int, int] | None:
     shard = cache.source.get("shard")
     if not isinstance(shard, (list, tuple)):
@@ -159,8 +169,10 @@ def check_shards(caches: Sequence[Cache]) -> None:
     """Several caches must be the N shards of one build (same source and plan, shards 1..N)."""
     if len(caches) == 1 and _cache_shard(caches[0]) is None:
         return
-    sources = {json.dumps({k: v for k, v in cache.source.items() if k != "shard"}, sort_keys=True)
-               for cache in caches}
+    sources = {
+        json.dumps({k: v for k, v in cache.source.items() if k != "shard"}, sort_keys=True)
+        for cache in caches
+    }
     plans = {cache.get_meta("plan") for cache in caches}
     shards = [_cache_shard(cache) for cache in caches]
     if len(sources) != 1 or len(plans) != 1:
@@ -170,14 +182,17 @@ def check_shards(caches: Sequence[Cache]) -> None:
     count = shards[0][1]  # type: ignore[index]
     absent = sorted(set(range(1, count + 1)) - {k for k, _ in shards})  # type: ignore[misc]
     if absent or len(shards) != count:
-        raise CacheError(f"merge needs each of the {count} shards once; "
-                         f"missing or repeated: {', '.join(f'{k}/{count}' for k in absent) or 'repeated'}")
+        raise CacheError(
+            f"merge needs each of the {count} shards once; "
+            f"missing or repeated: {', '.join(f'{k}/{count}' for k in absent) or 'repeated'}"
+        )
     if any(not cache.list_complete for cache in caches):
         raise CacheError("a shard cache is incomplete: rerun its build first")
 
 
-def build_corpus(out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: int,
-                 progress: bool = True) -> BuildReport:
+def build_corpus(
+    out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: int, progress: bool = True
+) -> BuildReport:
     """Write the corpus of the planned articles held by ``caches`` (one cache, or N shards)."""
     owners: dict[str, Entry] = {}
     for cache in caches:
@@ -191,7 +206,9 @@ def build_corpus(out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: in
     for title in plan.listed_order(owners):
         owner = owners.get(title)
         if owner is None or owner.status == PENDING:
-            raise CacheError(f"{title!r} was never fetched: rerun the build (or its shard) to complete the cache")
+            raise CacheError(
+                f"{title!r} was never fetched: rerun the build (or its shard) to complete the cache"
+            )
         if owner.status == MISSING:
             skipped.add(Skipped(owner.reason or "missing page", title=title))
         elif owner.status == FETCHED and owner.stored_as is not None and owner.stored_as not in wanted:
@@ -199,11 +216,22 @@ def build_corpus(out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: in
             wanted.add(owner.stored_as)
     articles = merged_articles([cache.iter_articles(wanted) for cache in caches])
     fixed = {title: split for title, _, split in plan.manifest} if plan.manifest is not None else None
-    return write_corpus(out_dir, articles, order, valid_articles=plan.valid_articles,
-                        test_articles=plan.test_articles, min_count=plan.min_count, workers=workers,
-                        skipped=skipped, fixed_splits=fixed,
-                        settings={"seed": plan.seed, "limit": plan.limit,
-                                  "valid_articles": plan.valid_articles,
-                                  "test_articles": plan.test_articles,
-                                  "from_manifest": plan.manifest is not None},
-                        progress=progress)
+    return write_corpus(
+        out_dir,
+        articles,
+        order,
+        valid_articles=plan.valid_articles,
+        test_articles=plan.test_articles,
+        min_count=plan.min_count,
+        workers=workers,
+        skipped=skipped,
+        fixed_splits=fixed,
+        settings={
+            "seed": plan.seed,
+            "limit": plan.limit,
+            "valid_articles": plan.valid_articles,
+            "test_articles": plan.test_articles,
+            "from_manifest": plan.manifest is not None,
+        },
+        progress=progress,
+    )

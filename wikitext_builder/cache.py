@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from wikitext_builder.sources import Article, Skipped
 
@@ -96,15 +96,19 @@ class Cache:
         if recorded is not None:
             before = json.loads(recorded)
             if _identity(before) != _identity(source):
-                raise CacheError(f"{self.path} was filled from {json.dumps(_identity(before), sort_keys=True)}, "
-                                 f"not {json.dumps(_identity(source), sort_keys=True)}; "
-                                 "use another --cache or delete it")
+                raise CacheError(
+                    f"{self.path} was filled from {json.dumps(_identity(before), sort_keys=True)}, "
+                    f"not {json.dumps(_identity(source), sort_keys=True)}; "
+                    "use another --cache or delete it"
+                )
             if before.get(CONTENT_KEY) == source.get(CONTENT_KEY):
                 return False
         with self._transaction():
             for table in ("meta", "articles", "revisions"):
                 self.connection.execute(f"DELETE FROM {table}")
-            self.connection.execute("INSERT INTO meta VALUES ('source', ?)", (json.dumps(source, sort_keys=True),))
+            self.connection.execute(
+                "INSERT INTO meta VALUES ('source', ?)", (json.dumps(source, sort_keys=True),)
+            )
         return recorded is not None
 
     @property
@@ -123,15 +127,17 @@ class Cache:
         """Store the whole article list (title, pinned revision id) at once and mark it complete."""
         with self._transaction():
             self.connection.executemany(
-                "INSERT OR IGNORE INTO articles (title, pinned_revision_id) VALUES (?, ?)", titles)
+                "INSERT OR IGNORE INTO articles (title, pinned_revision_id) VALUES (?, ?)", titles
+            )
             self.connection.execute("INSERT OR REPLACE INTO meta VALUES ('list_complete', '1')")
 
     def add_listing(self, titles: Iterable[str], key: str, state: str) -> None:
         """One listing response in one transaction: its titles, and the listing's new state
         (where to continue, or that it is done) under meta ``key``."""
         with self._transaction():
-            self.connection.executemany("INSERT OR IGNORE INTO articles (title) VALUES (?)",
-                                        ((title,) for title in titles))
+            self.connection.executemany(
+                "INSERT OR IGNORE INTO articles (title) VALUES (?)", ((title,) for title in titles)
+            )
             self.connection.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, state))
 
     def entries(self) -> dict[str, Entry]:
@@ -141,7 +147,8 @@ class Cache:
 
     def pinned_revisions(self) -> dict[str, int]:
         rows = self.connection.execute(
-            "SELECT title, pinned_revision_id FROM articles WHERE pinned_revision_id IS NOT NULL")
+            "SELECT title, pinned_revision_id FROM articles WHERE pinned_revision_id IS NOT NULL"
+        )
         return dict(rows)
 
     # --- content ----------------------------------------------------------------------------
@@ -152,23 +159,33 @@ class Cache:
             for listed_title, article in found.items():
                 self.connection.execute(
                     "INSERT OR IGNORE INTO revisions VALUES (?, ?, ?, ?, ?)",
-                    (article.title, article.page_id, article.revision_id, article.timestamp,
-                     article.wikitext))
+                    (
+                        article.title,
+                        article.page_id,
+                        article.revision_id,
+                        article.timestamp,
+                        article.wikitext,
+                    ),
+                )
                 self.connection.execute(
                     "INSERT INTO articles (title, status, stored_as) VALUES (?, ?, ?) "
-                    "ON CONFLICT(title) DO UPDATE SET status = excluded.status, stored_as = excluded.stored_as",
-                    (listed_title, FETCHED, article.title))
+                    "ON CONFLICT(title) DO UPDATE SET status = excluded.status, "
+                    "stored_as = excluded.stored_as",
+                    (listed_title, FETCHED, article.title),
+                )
             for listed_title, reason in missing.items():
                 self.connection.execute(
                     "INSERT INTO articles (title, status, reason) VALUES (?, ?, ?) "
                     "ON CONFLICT(title) DO UPDATE SET status = excluded.status, reason = excluded.reason",
-                    (listed_title, MISSING, reason))
+                    (listed_title, MISSING, reason),
+                )
 
     def add_listed(self, titles: Iterable[str]) -> None:
         """List titles whose content this cache does not hold (another shard's pages of a stream)."""
         with self._transaction():
-            self.connection.executemany("INSERT OR IGNORE INTO articles (title) VALUES (?)",
-                                        ((title,) for title in titles))
+            self.connection.executemany(
+                "INSERT OR IGNORE INTO articles (title) VALUES (?)", ((title,) for title in titles)
+            )
 
     def iter_articles(self, titles: set[str]) -> Iterator[Article]:
         """The stored articles among ``titles``, in title order, read one at a time."""
@@ -177,10 +194,12 @@ class Cache:
             for title in sorted(titles):  # code-point order, SQLite's BINARY collation
                 row = connection.execute(
                     "SELECT page_id, revision_id, timestamp, wikitext FROM revisions WHERE title = ?",
-                    (title,)).fetchone()
+                    (title,),
+                ).fetchone()
                 if row is not None:
-                    yield Article(title=title, wikitext=row[3], page_id=row[0], revision_id=row[1],
-                                  timestamp=row[2])
+                    yield Article(
+                        title=title, wikitext=row[3], page_id=row[0], revision_id=row[1], timestamp=row[2]
+                    )
         finally:
             connection.close()
 
@@ -189,7 +208,7 @@ class Cache:
         later records of a title seen twice (its first is kept)."""
         return [Skipped(**fields) for fields in json.loads(self.get_meta("skipped") or "[]")]
 
-    def _transaction(self) -> "_Transaction":
+    def _transaction(self) -> _Transaction:
         return _Transaction(self.connection)
 
 

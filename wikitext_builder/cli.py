@@ -6,19 +6,44 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
-from harness.cli_common import (ArgumentParser, UsageError, check_output_dir, check_output_file,
-                                positive_int, run)
-from wikitext_builder.build import (PRESETS, Plan, build_corpus, check_shards, fill_from_api,
-                                    fill_from_stream)
+from harness.cli_common import (
+    ArgumentParser,
+    UsageError,
+    check_output_dir,
+    check_output_file,
+    positive_int,
+    run,
+)
+from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
-from wikitext_builder.corpus import (STATS_FILE, BuildReport, CorpusError, corpus_statistics,
-                                     format_statistics, parse_shard, read_manifest, written_paths)
-from wikitext_builder.sources import (BATCH_SIZE, DEFAULT_API_URL, USER_AGENT, Article, MediaWikiClient,
-                                      SourceError, Skipped, file_sha256, folder_sha256, iter_dump,
-                                      iter_folder, iter_jsonl, parse_kinds)
+from wikitext_builder.corpus import (
+    STATS_FILE,
+    BuildReport,
+    CorpusError,
+    corpus_statistics,
+    format_statistics,
+    parse_shard,
+    read_manifest,
+    written_paths,
+)
+from wikitext_builder.sources import (
+    BATCH_SIZE,
+    DEFAULT_API_URL,
+    USER_AGENT,
+    Article,
+    MediaWikiClient,
+    Skipped,
+    SourceError,
+    file_sha256,
+    folder_sha256,
+    iter_dump,
+    iter_folder,
+    iter_jsonl,
+    parse_kinds,
+)
 
 COMMANDS = ("build", "render", "validate", "stats", "merge")
 
@@ -33,8 +58,12 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
         valid = valid if valid is not None else valid_p
         test = test if test is not None else test_p
         limit = limit if limit is not None else train_p + valid + test
-    minimums = {"--limit": (limit, 1), "--min-count": (args.min_count, 1),
-                "--valid-articles": (valid, 0), "--test-articles": (test, 0)}
+    minimums = {
+        "--limit": (limit, 1),
+        "--min-count": (args.min_count, 1),
+        "--valid-articles": (valid, 0),
+        "--test-articles": (test, 0),
+    }
     for option, (value, minimum) in minimums.items():
         if value is not None and value < minimum:
             raise UsageError(f"{option} must be at least {minimum}")
@@ -47,23 +76,39 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
         except ValueError as error:
             raise UsageError(str(error)) from None
         manifest = tuple((r["title"], int(r["revision_id"]), r["split"]) for r in records)
-    return Plan(seed=args.seed, limit=limit, valid_articles=60 if valid is None else valid,
-                test_articles=60 if test is None else test, min_count=args.min_count, manifest=manifest)
+    return Plan(
+        seed=args.seed,
+        limit=limit,
+        valid_articles=60 if valid is None else valid,
+        test_articles=60 if test is None else test,
+        min_count=args.min_count,
+        manifest=manifest,
+    )
 
 
-def _source_signature(args: argparse.Namespace, kinds: tuple[str, ...],
-                      shard: tuple[int, int] | None) -> dict[str, object]:
+def _source_signature(
+    args: argparse.Namespace, kinds: tuple[str, ...], shard: tuple[int, int] | None
+) -> dict[str, object]:
     """What fills the cache: a build with another signature must not reuse it. A local source's
     signature holds the sha256 of its content (read here), so an edited source is read again."""
     shard_field = list(shard) if shard else None
     if args.dump or args.folder or args.jsonl:
-        kind, path = next((k, p) for k, p in (("dump", args.dump), ("folder", args.folder),
-                                               ("jsonl", args.jsonl)) if p)
-        return {"kind": kind, "path": str(Path(path).resolve()), "articles": list(kinds),
-                "shard": shard_field,
-                CONTENT_KEY: folder_sha256(Path(path)) if kind == "folder" else file_sha256(Path(path))}
-    signature: dict[str, object] = {"kind": "api", "url": args.api_url, "articles": list(kinds),
-                                    "shard": shard_field}
+        kind, path = next(
+            (k, p) for k, p in (("dump", args.dump), ("folder", args.folder), ("jsonl", args.jsonl)) if p
+        )
+        return {
+            "kind": kind,
+            "path": str(Path(path).resolve()),
+            "articles": list(kinds),
+            "shard": shard_field,
+            CONTENT_KEY: folder_sha256(Path(path)) if kind == "folder" else file_sha256(Path(path)),
+        }
+    signature: dict[str, object] = {
+        "kind": "api",
+        "url": args.api_url,
+        "articles": list(kinds),
+        "shard": shard_field,
+    }
     if args.from_manifest:
         signature["manifest_sha256"] = hashlib.sha256(Path(args.from_manifest).read_bytes()).hexdigest()
     return signature
@@ -79,18 +124,28 @@ def _stream(args: argparse.Namespace, kinds: tuple[str, ...]) -> Iterator[Articl
 
 def _print_report(out_dir: Path, report: BuildReport) -> None:
     stats = report.statistics
-    print(f"{out_dir}: " + ", ".join(f"{split} {report.articles[split]:,} articles / "
-                                     f"{stats['tokens'][split]:,} tokens" for split in report.articles)
-          + f"; vocabulary {stats['vocabulary_size']:,}")
+    print(
+        f"{out_dir}: "
+        + ", ".join(
+            f"{split} {report.articles[split]:,} articles / {stats['tokens'][split]:,} tokens"
+            for split in report.articles
+        )
+        + f"; vocabulary {stats['vocabulary_size']:,}"
+    )
     tokens = sum(stats["tokens"].values())
     seconds = max(report.render_seconds, 1e-9)
-    print(f"rendered {report.rendered:,} articles in {report.render_seconds:.1f} s "
-          f"({report.rendered / seconds:,.1f} articles/s, {tokens / seconds:,.0f} tokens/s)")
+    print(
+        f"rendered {report.rendered:,} articles in {report.render_seconds:.1f} s "
+        f"({report.rendered / seconds:,.1f} articles/s, {tokens / seconds:,.0f} tokens/s)"
+    )
     if report.skipped:
         counts = report.statistics["builder"]["skipped_counts"]
-        print(f"skipped {len(report.skipped):,} article{'s' * (len(report.skipped) != 1)} ("
-              + ", ".join(f"{count:,} {reason}" for reason, count in counts.items())
-              + f"); each named in {out_dir / STATS_FILE}", file=sys.stderr)
+        print(
+            f"skipped {len(report.skipped):,} article{'s' * (len(report.skipped) != 1)} ("
+            + ", ".join(f"{count:,} {reason}" for reason, count in counts.items())
+            + f"); each named in {out_dir / STATS_FILE}",
+            file=sys.stderr,
+        )
 
 
 def _refuse_overwriting_inputs(out_dir: Path, inputs: list[Path]) -> None:
@@ -99,19 +154,24 @@ def _refuse_overwriting_inputs(out_dir: Path, inputs: list[Path]) -> None:
     written = {path.resolve() for path in written_paths(out_dir)}
     for source in inputs:
         if source.resolve() == out_dir.resolve():
-            raise UsageError(f"--output-dir {out_dir}: is {source}, an input of this command; "
-                             "choose another directory")
+            raise UsageError(
+                f"--output-dir {out_dir}: is {source}, an input of this command; choose another directory"
+            )
         if source.resolve() in written:
-            raise UsageError(f"--output-dir {out_dir}: the corpus would overwrite {source}, an input "
-                             "of this command; choose another directory")
+            raise UsageError(
+                f"--output-dir {out_dir}: the corpus would overwrite {source}, an input "
+                "of this command; choose another directory"
+            )
 
 
 def command_build(args: argparse.Namespace) -> int:
     kinds = parse_kinds(args.articles)
     offline = args.dump or args.folder or args.jsonl
     if offline and (args.api_url != DEFAULT_API_URL or args.from_manifest):
-        raise UsageError("--api-url and --from-manifest fetch from the API; they do not go with "
-                         "--dump, --folder or --jsonl")
+        raise UsageError(
+            "--api-url and --from-manifest fetch from the API; they do not go with "
+            "--dump, --folder or --jsonl"
+        )
     plan = _plan_from_args(args)
     try:
         shard = parse_shard(args.shard) if args.shard else None
@@ -126,23 +186,32 @@ def command_build(args: argparse.Namespace) -> int:
     signature = _source_signature(args, kinds, shard)
     with Cache(cache_path) as cache:
         if cache.bind_source(signature):
-            print(f"note: {signature['path']} changed since {cache_path} was filled from it; "
-                  "reading it again", file=sys.stderr)
+            print(
+                f"note: {signature['path']} changed since {cache_path} was filled from it; reading it again",
+                file=sys.stderr,
+            )
         cache.set_meta("plan", plan.to_json())
         if offline:
             fill_from_stream(cache, _stream(args, kinds), shard, progress=not args.quiet)
         else:
-            client = MediaWikiClient(args.api_url, max_attempts=args.max_attempts,
-                                     backoff_base=args.retry_backoff, timeout=args.timeout,
-                                     user_agent=args.user_agent)
+            client = MediaWikiClient(
+                args.api_url,
+                max_attempts=args.max_attempts,
+                backoff_base=args.retry_backoff,
+                timeout=args.timeout,
+                user_agent=args.user_agent,
+            )
             try:
-                fill_from_api(cache, client, kinds, plan, shard, batch_size=args.batch_size,
-                              progress=not args.quiet)
+                fill_from_api(
+                    cache, client, kinds, plan, shard, batch_size=args.batch_size, progress=not args.quiet
+                )
             finally:
                 client.close()
         if shard is not None:
-            print(f"shard {shard[0]}/{shard[1]}: cache {cache_path} complete; build the corpus with "
-                  f"`python -m wikitext_builder merge --output-dir DIR` and the {shard[1]} shard caches")
+            print(
+                f"shard {shard[0]}/{shard[1]}: cache {cache_path} complete; build the corpus with "
+                f"`python -m wikitext_builder merge --output-dir DIR` and the {shard[1]} shard caches"
+            )
             return 0
         report = build_corpus(out_dir, [cache], plan, args.workers, progress=not args.quiet)
     _print_report(out_dir, report)
@@ -209,8 +278,11 @@ def command_validate(args: argparse.Namespace) -> int:
         irregularities = len(found) - errors
         file_failed = errors > 0 or (args.strict and irregularities > 0)
         verdict = ("fails" if file_failed else "passes") + (" --strict" if args.strict else "")
-        print(f"{path}: {errors} error{'s' * (errors != 1)}, {irregularities} irregularit"
-              f"{'y' if irregularities == 1 else 'ies'}; {verdict}", file=sys.stderr)
+        print(
+            f"{path}: {errors} error{'s' * (errors != 1)}, {irregularities} irregularit"
+            f"{'y' if irregularities == 1 else 'ies'}; {verdict}",
+            file=sys.stderr,
+        )
         failed = failed or file_failed
     return 1 if failed else 0
 
@@ -235,52 +307,109 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m wikitext_builder",
         description="Build WikiText-style corpora from Wikipedia Good and Featured articles "
-                    "(the build command is the default).")
+        "(the build command is the default).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     corpus = ArgumentParser(add_help=False)
-    corpus.add_argument("--output-dir", default="wikitext-corpus", metavar="DIR",
-                        help="output directory (default: %(default)s)")
-    corpus.add_argument("--workers", type=positive_int, default=1, metavar="N",
-                        help="processes that render articles (default 1; output identical for any N)")
+    corpus.add_argument(
+        "--output-dir",
+        default="wikitext-corpus",
+        metavar="DIR",
+        help="output directory (default: %(default)s)",
+    )
+    corpus.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="processes that render articles (default 1; output identical for any N)",
+    )
     corpus.add_argument("--quiet", action="store_true", help="no progress bars")
 
-    build = commands.add_parser("build", parents=[corpus], help="build a corpus (default command)",
-                                description="Fetch (or read) Good/Featured articles and build a corpus.")
-    build.add_argument("--articles", default="good,featured", metavar="KINDS",
-                       help="good, featured or good,featured (default: %(default)s)")
+    build = commands.add_parser(
+        "build",
+        parents=[corpus],
+        help="build a corpus (default command)",
+        description="Fetch (or read) Good/Featured articles and build a corpus.",
+    )
+    build.add_argument(
+        "--articles",
+        default="good,featured",
+        metavar="KINDS",
+        help="good, featured or good,featured (default: %(default)s)",
+    )
     source = build.add_mutually_exclusive_group()
-    source.add_argument("--dump", metavar="FILE.xml[.bz2]", help="read a MediaWiki XML dump instead of the API")
+    source.add_argument(
+        "--dump", metavar="FILE.xml[.bz2]", help="read a MediaWiki XML dump instead of the API"
+    )
     source.add_argument("--folder", metavar="DIR", help="read DIR/*.wikitext (title from the file name)")
-    source.add_argument("--jsonl", metavar="FILE.jsonl[.gz]",
-                        help="read a JSON-lines pool (title_guess/title, class GA/FA, wikitext)")
-    source.add_argument("--from-manifest", metavar="FILE",
-                        help="refetch the exact revisions of a manifest.jsonl, with its split")
+    source.add_argument(
+        "--jsonl",
+        metavar="FILE.jsonl[.gz]",
+        help="read a JSON-lines pool (title_guess/title, class GA/FA, wikitext)",
+    )
+    source.add_argument(
+        "--from-manifest",
+        metavar="FILE",
+        help="refetch the exact revisions of a manifest.jsonl, with its split",
+    )
     build.add_argument("--api-url", default=DEFAULT_API_URL, metavar="URL", help="default: %(default)s")
-    build.add_argument("--cache", metavar="FILE.sqlite",
-                       help="cache file (default: DIR/cache.sqlite, DIR/cache.shard-K-of-N.sqlite)")
+    build.add_argument(
+        "--cache",
+        metavar="FILE.sqlite",
+        help="cache file (default: DIR/cache.sqlite, DIR/cache.shard-K-of-N.sqlite)",
+    )
     build.add_argument("--limit", type=int, metavar="N", help="use N articles (a seeded sample)")
-    build.add_argument("--preset", choices=sorted(PRESETS),
-                       help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes")
+    build.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes",
+    )
     build.add_argument("--seed", type=int, default=0, help="article sample and split seed (default 0)")
     build.add_argument("--valid-articles", type=int, metavar="N", help="default 60")
     build.add_argument("--test-articles", type=int, metavar="N", help="default 60")
-    build.add_argument("--min-count", type=int, default=3, metavar="N",
-                       help="train count a type needs to stay out of <unk> (default 3)")
+    build.add_argument(
+        "--min-count",
+        type=int,
+        default=3,
+        metavar="N",
+        help="train count a type needs to stay out of <unk> (default 3)",
+    )
     build.add_argument("--shard", metavar="K/N", help="fetch only shard K of N into its cache (see merge)")
-    build.add_argument("--batch-size", type=_batch_size, default=BATCH_SIZE, metavar="N",
-                       help=f"titles per content request (1..{BATCH_SIZE}, default {BATCH_SIZE})")
-    build.add_argument("--max-attempts", type=positive_int, default=8, metavar="N",
-                       help="attempts per API request (default 8)")
-    build.add_argument("--retry-backoff", type=float, default=1.0, metavar="SECONDS",
-                       help="first retry wait, doubled per attempt up to 60 s (default 1)")
-    build.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
-                       help="API request timeout (default 60)")
+    build.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=BATCH_SIZE,
+        metavar="N",
+        help=f"titles per content request (1..{BATCH_SIZE}, default {BATCH_SIZE})",
+    )
+    build.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="attempts per API request (default 8)",
+    )
+    build.add_argument(
+        "--retry-backoff",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="first retry wait, doubled per attempt up to 60 s (default 1)",
+    )
+    build.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="API request timeout (default 60)"
+    )
     build.add_argument("--user-agent", default=USER_AGENT, help="User-Agent with your contact address")
     build.set_defaults(handler=command_build)
 
-    merge = commands.add_parser("merge", parents=[corpus], help="one corpus from the shard caches",
-                                description="Build one corpus from the caches of a --shard K/N build.")
+    merge = commands.add_parser(
+        "merge",
+        parents=[corpus],
+        help="one corpus from the shard caches",
+        description="Build one corpus from the caches of a --shard K/N build.",
+    )
     merge.add_argument("caches", nargs="+", metavar="CACHE.sqlite")
     merge.set_defaults(handler=command_merge)
 
@@ -290,15 +419,20 @@ def build_parser() -> argparse.ArgumentParser:
     render.set_defaults(handler=command_render)
 
     validate = commands.add_parser(
-        "validate", help="check a corpus against the WikiText format",
+        "validate",
+        help="check a corpus against the WikiText format",
         description="Check every line of DIR/wiki.{train,valid,test}.{tokens,raw} against the WikiText "
-                    "format. Errors break the format; irregularities are the quirks of the 2016 "
-                    "release that the real files have (an article without its terminating blank "
-                    "line, a paragraph rendered as an article title, an unsplit number such as "
-                    "1,000th). Exit status 1 on any error (with --strict: on any finding), else 0.")
+        "format. Errors break the format; irregularities are the quirks of the 2016 "
+        "release that the real files have (an article without its terminating blank "
+        "line, a paragraph rendered as an article title, an unsplit number such as "
+        "1,000th). Exit status 1 on any error (with --strict: on any finding), else 0.",
+    )
     validate.add_argument("directory", metavar="DIR")
-    validate.add_argument("--strict", action="store_true",
-                          help="fail on irregularities too (a corpus the builder writes has none)")
+    validate.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on irregularities too (a corpus the builder writes has none)",
+    )
     validate.set_defaults(handler=command_validate)
 
     stats = commands.add_parser("stats", help="Table 1 statistics of a corpus")
@@ -312,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "build")
-    return run(build_parser(), argv, errors=USER_ERRORS,
-               interrupted="interrupted: every committed batch is in the cache; rerun the same "
-                           "command to resume")
+    return run(
+        build_parser(),
+        argv,
+        errors=USER_ERRORS,
+        interrupted="interrupted: every committed batch is in the cache; rerun the same command to resume",
+    )

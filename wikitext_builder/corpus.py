@@ -10,22 +10,23 @@ each atomically (temporary file, then rename).
 from __future__ import annotations
 
 import collections
-import contextlib
 import hashlib
 import heapq
+import io
 import json
 import multiprocessing
-import os
 import random
 import re
 import signal
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Sequence
+from typing import IO, Any, BinaryIO
 
 from tqdm import tqdm
 
+from harness.files import file_sha256, write_atomically, write_checksum_file
 from harness.format import EOS, SPLITS, UNK
 from wikitext_builder.sources import Article, Skipped
 
@@ -42,6 +43,7 @@ _TITLE_LINE = re.compile(r"^ = (?!= ).* = \n$")
 
 
 # --- article order, sharding -------------------------------------------------------------------
+
 
 def article_order(titles: Iterable[str], seed: int, limit: int | None = None) -> list[str]:
     """The sorted titles in a seeded shuffle, cut to ``limit``: the same for any source order."""
@@ -65,6 +67,7 @@ def shard_of(title: str, shards: int) -> int:
 
 # --- rendering -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Rendered:
     """One article after ``render_article``: its text, or why it was skipped."""
@@ -81,8 +84,15 @@ def render_one(article: Article) -> Rendered:
 
     size = len(article.wikitext.encode("utf-8"))
     if size > MAX_ARTICLE_BYTES:
-        return Rendered(article, None, Skipped("too large", title=article.title, detail=(
-            f"{size:,} bytes of wikitext, over the limit of {MAX_ARTICLE_BYTES:,} bytes")))
+        return Rendered(
+            article,
+            None,
+            Skipped(
+                "too large",
+                title=article.title,
+                detail=(f"{size:,} bytes of wikitext, over the limit of {MAX_ARTICLE_BYTES:,} bytes"),
+            ),
+        )
     try:
         return Rendered(article, render_article(article.title, article.wikitext), None)
     except MarkupError as error:
@@ -128,6 +138,7 @@ def merged_articles(streams: Sequence[Iterator[Article]]) -> Iterator[Article]:
 
 # --- corpus -----------------------------------------------------------------------------------
 
+
 @dataclass
 class ArticleRecord:
     """Where one rendered article lies in the spool, and its manifest fields."""
@@ -157,10 +168,20 @@ class BuildReport:
     render_seconds: float  # its wall time
 
 
-def write_corpus(out_dir: Path, articles: Iterator[Article], order: Sequence[str], *,
-                 valid_articles: int, test_articles: int, min_count: int, workers: int,
-                 skipped: Iterable[Skipped] = (), fixed_splits: dict[str, str] | None = None,
-                 settings: dict[str, object] | None = None, progress: bool = True) -> BuildReport:
+def write_corpus(
+    out_dir: Path,
+    articles: Iterator[Article],
+    order: Sequence[str],
+    *,
+    valid_articles: int,
+    test_articles: int,
+    min_count: int,
+    workers: int,
+    skipped: Iterable[Skipped] = (),
+    fixed_splits: dict[str, str] | None = None,
+    settings: dict[str, object] | None = None,
+    progress: bool = True,
+) -> BuildReport:
     """Render ``articles`` (title order) and write the corpus in ``out_dir``.
 
     Args:
@@ -186,8 +207,9 @@ def write_corpus(out_dir: Path, articles: Iterator[Article], order: Sequence[str
             render_seconds = time.perf_counter() - started
             ordered = [records[title] for title in order if title in records]
             if fixed_splits is None:
-                _check_train(f"{len(ordered):,} articles rendered", len(ordered), valid_articles,
-                             test_articles)
+                _check_train(
+                    f"{len(ordered):,} articles rendered", len(ordered), valid_articles, test_articles
+                )
             _assign_splits(ordered, valid_articles, test_articles, fixed_splits)
             if fixed_splits is not None and not any(record.split == "train" for record in ordered):
                 raise CorpusError("no article of the manifest's train split could be fetched and rendered")
@@ -198,22 +220,43 @@ def write_corpus(out_dir: Path, articles: Iterator[Article], order: Sequence[str
         counts = collections.Counter(record.split for record in ordered)
         articles_per_split = {split: counts[split] for split in SPLITS}
         statistics: dict[str, Any] = {**corpus_statistics(out_dir), "articles": articles_per_split}
-        recorded_settings: dict[str, object] = {**(settings or {}), "min_count": min_count,
-                                                 "max_article_bytes": MAX_ARTICLE_BYTES}
+        recorded_settings: dict[str, object] = {
+            **(settings or {}),
+            "min_count": min_count,
+            "max_article_bytes": MAX_ARTICLE_BYTES,
+        }
         statistics["builder"] = {
             "settings": recorded_settings,
             "skipped": [skip.to_json() for skip in left_out],
-            "skipped_counts": dict(sorted(collections.Counter(skip.reason for skip in left_out).items()))}
-        _atomic_write_text(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
-        _atomic_write_text(out_dir / MANIFEST_FILE, "".join(
-            json.dumps({"title": r.title, "page_id": r.page_id, "revision_id": r.revision_id,
-                        "timestamp": r.timestamp, "split": r.split, "sha256": r.sha256},
-                       ensure_ascii=False) + "\n"
-            for split in SPLITS for r in ordered if r.split == split))
-        _atomic_write_text(out_dir / CHECKSUM_FILE, "".join(
-            f"{_file_sha256(out_dir / name)}  {name}\n" for name in TEXT_FILES))
+            "skipped_counts": dict(sorted(collections.Counter(skip.reason for skip in left_out).items())),
+        }
+        write_atomically(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
+        write_atomically(
+            out_dir / MANIFEST_FILE,
+            "".join(
+                json.dumps(
+                    {
+                        "title": r.title,
+                        "page_id": r.page_id,
+                        "revision_id": r.revision_id,
+                        "timestamp": r.timestamp,
+                        "split": r.split,
+                        "sha256": r.sha256,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+                for split in SPLITS
+                for r in ordered
+                if r.split == split
+            ),
+        )
+        sums = {name: file_sha256(out_dir / name) for name in TEXT_FILES}
+        write_checksum_file(out_dir / CHECKSUM_FILE, sums)
     except OSError as error:
-        raise CorpusError(f"{error.filename or out_dir}: cannot write the corpus ({error.strerror})") from None
+        raise CorpusError(
+            f"{error.filename or out_dir}: cannot write the corpus ({error.strerror})"
+        ) from None
     finally:
         spool_path.unlink(missing_ok=True)
     return BuildReport(articles_per_split, left_out, statistics, len(order), render_seconds)
@@ -225,23 +268,34 @@ def _check_train(counted: str, count: int, valid_articles: int, test_articles: i
     if count > valid_articles + test_articles:
         return
     fitting = max(1, count // 10)
-    hint = (f"; use e.g. --valid-articles {fitting} --test-articles {fitting}" if count >= 3
-            else "; a corpus needs at least 3")
-    raise CorpusError(f"{counted}, and --valid-articles {valid_articles} plus --test-articles "
-                      f"{test_articles} leave no article for train{hint}")
+    hint = (
+        f"; use e.g. --valid-articles {fitting} --test-articles {fitting}"
+        if count >= 3
+        else "; a corpus needs at least 3"
+    )
+    raise CorpusError(
+        f"{counted}, and --valid-articles {valid_articles} plus --test-articles "
+        f"{test_articles} leave no article for train{hint}"
+    )
 
 
 def _skip_order(skip: Skipped) -> tuple[str, str, str]:
     return skip.reason, skip.title or "", skip.record or ""
 
 
-def _render_to_spool(articles: Iterator[Article], spool: IO[bytes], workers: int, total: int,
-                     progress: bool) -> tuple[dict[str, ArticleRecord], list[Skipped]]:
+def _render_to_spool(
+    articles: Iterator[Article], spool: IO[bytes], workers: int, total: int, progress: bool
+) -> tuple[dict[str, ArticleRecord], list[Skipped]]:
     """Render every article into ``spool``; where each landed, and the skipped ones."""
     records: dict[str, ArticleRecord] = {}
     skipped: list[Skipped] = []
-    bar = tqdm(render_all(articles, workers), total=total, unit="article", desc="render",
-               disable=not progress or None)
+    bar = tqdm(
+        render_all(articles, workers),
+        total=total,
+        unit="article",
+        desc="render",
+        disable=not progress or None,
+    )
     for rendered in bar:
         article = rendered.article
         if rendered.skipped is not None:
@@ -249,20 +303,32 @@ def _render_to_spool(articles: Iterator[Article], spool: IO[bytes], workers: int
             continue
         data = rendered.text.encode("utf-8")  # type: ignore[union-attr]
         records[article.title] = ArticleRecord(
-            article.title, article.page_id, article.revision_id, article.timestamp,
-            hashlib.sha256(data).hexdigest(), spool.tell(), len(data))
+            article.title,
+            article.page_id,
+            article.revision_id,
+            article.timestamp,
+            hashlib.sha256(data).hexdigest(),
+            spool.tell(),
+            len(data),
+        )
         spool.write(data)
     return records, skipped
 
 
-def _assign_splits(ordered: list[ArticleRecord], valid_articles: int, test_articles: int,
-                   fixed_splits: dict[str, str] | None) -> None:
+def _assign_splits(
+    ordered: list[ArticleRecord], valid_articles: int, test_articles: int, fixed_splits: dict[str, str] | None
+) -> None:
     for index, record in enumerate(ordered):
         if fixed_splits is not None:
             record.split = fixed_splits[record.title]
         else:
-            record.split = ("valid" if index < valid_articles else
-                            "test" if index < valid_articles + test_articles else "train")
+            record.split = (
+                "valid"
+                if index < valid_articles
+                else "test"
+                if index < valid_articles + test_articles
+                else "train"
+            )
 
 
 def _article_text(spool: IO[bytes], record: ArticleRecord) -> str:
@@ -292,24 +358,37 @@ def _map_line(line: str, vocabulary: set[str]) -> str:
     if not tokens:
         return " \n"
     level = _heading_level(tokens)
-    words = [token if token in vocabulary else UNK for token in tokens[level:len(tokens) - level]]
-    return " " + " ".join(tokens[:level] + words + tokens[len(tokens) - level:]) + " \n"
+    words = [token if token in vocabulary else UNK for token in tokens[level : len(tokens) - level]]
+    return " " + " ".join(tokens[:level] + words + tokens[len(tokens) - level :]) + " \n"
 
 
-def _write_split(out_dir: Path, split: str, spool: IO[bytes], records: list[ArticleRecord],
-                 vocabulary: set[str]) -> None:
-    """``wiki.SPLIT.raw`` (articles as rendered) and ``wiki.SPLIT.tokens`` (``<unk>``-mapped)."""
-    with (_atomic_path(out_dir / f"wiki.{split}.raw") as raw_tmp,
-          _atomic_path(out_dir / f"wiki.{split}.tokens") as tokens_tmp,
-          raw_tmp.open("w", encoding="utf-8", newline="") as raw,
-          tokens_tmp.open("w", encoding="utf-8", newline="") as tokens):
+def _write_split(
+    out_dir: Path, split: str, spool: IO[bytes], records: list[ArticleRecord], vocabulary: set[str]
+) -> None:
+    """``wiki.SPLIT.raw`` (articles as rendered) and ``wiki.SPLIT.tokens`` (``<unk>``-mapped),
+    both in one pass over the spool, each written atomically."""
+
+    def write_both(raw_file: BinaryIO, tokens_file: BinaryIO) -> None:
+        raw = io.TextIOWrapper(raw_file, encoding="utf-8", newline="")
+        tokens = io.TextIOWrapper(tokens_file, encoding="utf-8", newline="")
         for record in records:
             text = _article_text(spool, record)
             raw.write(text)
             tokens.writelines(_map_line(line, vocabulary) for line in text.splitlines(keepends=True))
+        for wrapper in (raw, tokens):  # flush, and hand the files back to write_atomically open
+            wrapper.flush()
+            wrapper.detach()
+
+    write_atomically(
+        out_dir / f"wiki.{split}.raw",
+        lambda raw_file: write_atomically(
+            out_dir / f"wiki.{split}.tokens", lambda tokens_file: write_both(raw_file, tokens_file)
+        ),
+    )
 
 
 # --- statistics ----------------------------------------------------------------------------------
+
 
 def corpus_statistics(directory: Path) -> dict[str, Any]:
     """The paper's Table 1 quantities of a WikiText-layout directory, from its ``.tokens`` files
@@ -320,8 +399,13 @@ def corpus_statistics(directory: Path) -> dict[str, Any]:
     Vocabulary size counts every train type plus ``<eos>`` and ``<unk>`` (as the harness does);
     the ``<unk>`` rate is ``<unk>`` tokens over all tokens of the split (``<eos>`` included).
     """
-    result: dict[str, dict[str, object]] = {"articles": {}, "tokens": {}, "unk_tokens": {},
-                                            "unk_rate": {}, "characters": {}}
+    result: dict[str, dict[str, object]] = {
+        "articles": {},
+        "tokens": {},
+        "unk_tokens": {},
+        "unk_rate": {},
+        "characters": {},
+    }
     vocabulary: set[str] = set()
     for split in SPLITS:
         path = directory / f"wiki.{split}.tokens"
@@ -353,8 +437,12 @@ def corpus_statistics(directory: Path) -> dict[str, Any]:
 def format_statistics(statistics: dict[str, Any]) -> str:
     """A Table 1 style text table."""
     rows = [f"{'':<18}{'train':>14}{'valid':>12}{'test':>12}"]
-    for key, label in (("articles", "articles"), ("tokens", "tokens"), ("characters", "characters"),
-                       ("unk_rate", "<unk> rate")):
+    for key, label in (
+        ("articles", "articles"),
+        ("tokens", "tokens"),
+        ("characters", "characters"),
+        ("unk_rate", "<unk> rate"),
+    ):
         values = statistics[key]
         cells = [f"{values[s] * 100:.2f} %" if key == "unk_rate" else f"{values[s]:,}" for s in SPLITS]
         rows.append(f"{label:<18}{cells[0]:>14}{cells[1]:>12}{cells[2]:>12}")
@@ -364,40 +452,11 @@ def format_statistics(statistics: dict[str, Any]) -> str:
 
 # --- files ---------------------------------------------------------------------------------------
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp")
-
-
-@contextlib.contextmanager
-def _atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside ``path`` for the block to write, renamed to ``path`` when the
-    block succeeds and removed either way: a failure leaves the previous file and no temporary."""
-    tmp = _tmp(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    with _atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8", newline="")
-
 
 def written_paths(out_dir: Path) -> list[Path]:
-    """Every path :func:`write_corpus` writes in ``out_dir``: its outputs, their temporary files
-    and the render spool (a build must not read any of them)."""
-    return [out_dir / SPOOL_FILE, *(path for name in OUTPUT_FILES
-                                     for path in (out_dir / name, _tmp(out_dir / name)))]
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """Every path :func:`write_corpus` writes in ``out_dir`` under its own name: its outputs and
+    the render spool (a build must not read any of them)."""
+    return [out_dir / SPOOL_FILE, *(out_dir / name for name in OUTPUT_FILES)]
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:

@@ -21,9 +21,10 @@ import sys
 import time
 import xml.etree.ElementTree as ElementTree
 import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator, Sequence, cast
+from typing import Any, BinaryIO, cast
 
 import requests
 
@@ -33,8 +34,9 @@ try:
     _VERSION = importlib.metadata.version("wikitext-toolkit")
 except importlib.metadata.PackageNotFoundError:  # a source tree that is not installed
     _VERSION = "0+unknown"
-USER_AGENT = (f"wikitext-toolkit/{_VERSION} (wikitext_builder; {PROJECT_URL}) "
-              f"python-requests/{requests.__version__}")
+USER_AGENT = (
+    f"wikitext-toolkit/{_VERSION} (wikitext_builder; {PROJECT_URL}) python-requests/{requests.__version__}"
+)
 BATCH_SIZE = 50  # titles or revision ids per request: the API's limit for ordinary clients
 ARTICLE_KINDS = {"good": "Good articles", "featured": "Featured articles"}
 POOL_CLASSES = {"good": "GA", "featured": "FA"}
@@ -104,8 +106,9 @@ def parse_kinds(text: str) -> tuple[str, ...]:
     kinds = {kind.strip().lower() for kind in text.split(",") if kind.strip()}
     unknown = kinds - set(ARTICLE_KINDS)
     if not kinds or unknown:
-        raise SourceError(f"--articles takes a comma-separated subset of {','.join(ARTICLE_KINDS)}, "
-                          f"got {text!r}")
+        raise SourceError(
+            f"--articles takes a comma-separated subset of {','.join(ARTICLE_KINDS)}, got {text!r}"
+        )
     return tuple(sorted(kinds))
 
 
@@ -124,10 +127,18 @@ class MediaWikiClient:
             for how long (default: printed on stderr).
     """
 
-    def __init__(self, api_url: str = DEFAULT_API_URL, *, max_attempts: int = 8,
-                 backoff_base: float = 1.0, backoff_cap: float = 60.0, timeout: float = 60.0,
-                 user_agent: str = USER_AGENT, sleep: Callable[[float], None] = time.sleep,
-                 notify: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> None:
+    def __init__(
+        self,
+        api_url: str = DEFAULT_API_URL,
+        *,
+        max_attempts: int = 8,
+        backoff_base: float = 1.0,
+        backoff_cap: float = 60.0,
+        timeout: float = 60.0,
+        user_agent: str = USER_AGENT,
+        sleep: Callable[[float], None] = time.sleep,
+        notify: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+    ) -> None:
         self.api_url = api_url
         self.max_attempts = max_attempts
         self.backoff_base = backoff_base
@@ -167,15 +178,21 @@ class MediaWikiClient:
                         raise ApiError(f"MediaWiki API error {error.get('code')}: {error.get('info', '')}")
                     reason = f"maxlag ({error.get('info', 'replication lag')})"
                     wait = _retry_after(response, wait)
-            except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
-                    requests.exceptions.ContentDecodingError, ValueError) as error:
+            except (
+                requests.ConnectionError,
+                requests.Timeout,
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
+                ValueError,
+            ) as error:
                 reason = f"{type(error).__name__}: {_network_reason(error)}"
             if attempt < self.max_attempts:
                 if attempt == 1:
                     self._announce_retries(reason)
                 self.sleep(wait)
-        raise ApiUnreachable(f"MediaWiki API at {self.api_url} unreachable after {self.max_attempts} "
-                             f"attempts: {reason}")
+        raise ApiUnreachable(
+            f"MediaWiki API at {self.api_url} unreachable after {self.max_attempts} attempts: {reason}"
+        )
 
     def _announce_retries(self, reason: str) -> None:
         """Say, at a request's first failure, how many more attempts it gets and how long their
@@ -183,11 +200,14 @@ class MediaWikiClient:
         total = sum(self._backoff(attempt) for attempt in range(1, self.max_attempts))
         seconds = f"{total:.2g}" if total < 10 else f"{total:.0f}"
         more = self.max_attempts - 1
-        self.notify(f"retrying: MediaWiki API at {self.api_url}: {reason}; up to {more} more "
-                    f"attempt{'s' * (more != 1)} over about {seconds} s (--max-attempts, --retry-backoff)")
+        self.notify(
+            f"retrying: MediaWiki API at {self.api_url}: {reason}; up to {more} more "
+            f"attempt{'s' * (more != 1)} over about {seconds} s (--max-attempts, --retry-backoff)"
+        )
 
-    def query_continued(self, params: dict[str, str],
-                        continuation: dict[str, str] | None = None) -> Iterator[dict[str, Any]]:
+    def query_continued(
+        self, params: dict[str, str], continuation: dict[str, str] | None = None
+    ) -> Iterator[dict[str, Any]]:
         """Every response of a query, following ``continue`` (all its keys passed back);
         ``continuation`` resumes it where an earlier response's ``continue`` left off."""
         continuation = dict(continuation or {})
@@ -198,17 +218,26 @@ class MediaWikiClient:
                 return
             continuation = {key: str(value) for key, value in data["continue"].items()}
 
-    def category_pages(self, category: str, continuation: dict[str, str] | None = None
-                       ) -> Iterator[tuple[list[str], dict[str, str] | None]]:
+    def category_pages(
+        self, category: str, continuation: dict[str, str] | None = None
+    ) -> Iterator[tuple[list[str], dict[str, str] | None]]:
         """The namespace-0 titles of ``Category:<category>``, one response at a time, each with
         the continuation that fetches the rest (None after the last response)."""
-        params = {"list": "categorymembers", "cmtitle": f"Category:{category}", "cmnamespace": "0",
-                  "cmtype": "page", "cmlimit": "max", "cmprop": "ids|title"}
+        params = {
+            "list": "categorymembers",
+            "cmtitle": f"Category:{category}",
+            "cmnamespace": "0",
+            "cmtype": "page",
+            "cmlimit": "max",
+            "cmprop": "ids|title",
+        }
         for data in self.query_continued(params, continuation):
             members = data.get("query", {}).get("categorymembers", [])
             following = data.get("continue")
-            yield ([member["title"] for member in members if member.get("ns", 0) == 0],
-                   {key: str(value) for key, value in following.items()} if following else None)
+            yield (
+                [member["title"] for member in members if member.get("ns", 0) == 0],
+                {key: str(value) for key, value in following.items()} if following else None,
+            )
 
     def fetch_titles(self, titles: Sequence[str]) -> Batch:
         """Latest revisions of up to 50 titles, redirects and normalization resolved."""
@@ -231,7 +260,9 @@ class MediaWikiClient:
             for entry in query.get("normalized", []) + query.get("redirects", []):
                 renamed[entry["from"]] = entry["to"]
             for page in _values(query.get("pages", [])):
-                pages.setdefault(page["title"], {}).update({k: v for k, v in page.items() if k != "revisions"})
+                pages.setdefault(page["title"], {}).update(
+                    {k: v for k, v in page.items() if k != "revisions"}
+                )
                 for revision in page.get("revisions", []):
                     key = str(revision["revid"]) if by_revision else page["title"]
                     revisions[key] = (page["title"], revision)
@@ -242,16 +273,26 @@ class MediaWikiClient:
             if by_revision:
                 reason = "" if found else "revision not found"
             else:
-                reason = ("missing page" if page.get("missing", False) is not False
-                          else "invalid title" if page.get("invalid") else
-                          "" if found else "no revision returned")
+                reason = (
+                    "missing page"
+                    if page.get("missing", False) is not False
+                    else "invalid title"
+                    if page.get("invalid")
+                    else ""
+                    if found
+                    else "no revision returned"
+                )
             if reason or found is None:
                 batch.missing[key] = reason
                 continue
             title, revision = found
-            batch.found[key] = Article(title=title, wikitext=_revision_content(revision),
-                                       page_id=page.get("pageid"), revision_id=revision.get("revid"),
-                                       timestamp=revision.get("timestamp"))
+            batch.found[key] = Article(
+                title=title,
+                wikitext=_revision_content(revision),
+                page_id=page.get("pageid"),
+                revision_id=revision.get("revid"),
+                timestamp=revision.get("timestamp"),
+            )
         return batch
 
 
@@ -298,6 +339,7 @@ def _revision_content(revision: dict[str, Any]) -> str:
 
 
 # --- offline sources -------------------------------------------------------------------------
+
 
 def open_text(path: Path) -> io.BufferedIOBase:
     """A binary stream of a plain, ``.bz2`` or ``.gz`` file (decompressed on the fly)."""
@@ -357,10 +399,13 @@ def _dump_page(page: ElementTree.Element) -> Article | None:
     if not text or _REDIRECT.match(text):
         return None
     page_id, revision_id = _text(fields.get("id")), _text(revision_fields.get("id"))
-    return Article(title=_text(fields.get("title")), wikitext=text,
-                   page_id=int(page_id) if page_id else None,
-                   revision_id=int(revision_id) if revision_id else None,
-                   timestamp=_text(revision_fields.get("timestamp")) or None)
+    return Article(
+        title=_text(fields.get("title")),
+        wikitext=text,
+        page_id=int(page_id) if page_id else None,
+        revision_id=int(revision_id) if revision_id else None,
+        timestamp=_text(revision_fields.get("timestamp")) or None,
+    )
 
 
 def _text(element: ElementTree.Element | None) -> str:
@@ -386,7 +431,7 @@ class _Chain(io.RawIOBase):
                 self.current = io.BytesIO(part) if isinstance(part, bytes) else part
             data = self.current.read(len(buffer))
             if data:
-                buffer[:len(data)] = data
+                buffer[: len(data)] = data
                 return len(data)
             self.current = None
 
@@ -396,7 +441,7 @@ def _single_rooted(raw: io.BufferedIOBase) -> io.BufferedReader:
     head = raw.read(4096)
     start = head.lstrip()
     if start.startswith(b"<?xml"):
-        start = start[start.find(b"?>") + 2:].lstrip()
+        start = start[start.find(b"?>") + 2 :].lstrip()
     parts: list[bytes | io.BufferedIOBase] = [head, raw]
     if start.startswith(b"<page"):
         parts = [b"<mediawiki>", head, raw, b"</mediawiki>"]
@@ -445,12 +490,19 @@ def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
             continue
         if not title:
             index = record.get("source_index")
-            yield Skipped("no title", record=f"{path.name}:{number}",
-                          detail=f"source_index {index}" if index is not None else "")
+            yield Skipped(
+                "no title",
+                record=f"{path.name}:{number}",
+                detail=f"source_index {index}" if index is not None else "",
+            )
             continue
-        yield Article(title=title[:1].upper() + title[1:], wikitext=wikitext,  # MediaWiki's capital
-                      page_id=record.get("page_id"), revision_id=record.get("revision_id"),
-                      timestamp=record.get("timestamp"))
+        yield Article(
+            title=title[:1].upper() + title[1:],
+            wikitext=wikitext,  # MediaWiki's capital
+            page_id=record.get("page_id"),
+            revision_id=record.get("revision_id"),
+            timestamp=record.get("timestamp"),
+        )
 
 
 def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -463,8 +515,9 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     except UnicodeDecodeError:
         raise SourceError(f"{path}: not valid UTF-8 after line {number}") from None
     except _READ_ERRORS as error:
-        raise SourceError(f"{path}: truncated or corrupt after line {number} "
-                          f"({_first_line(error)})") from None
+        raise SourceError(
+            f"{path}: truncated or corrupt after line {number} ({_first_line(error)})"
+        ) from None
 
 
 def folder_sha256(directory: Path) -> str:

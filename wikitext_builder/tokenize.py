@@ -23,7 +23,6 @@ from sacremoses import MosesTokenizer
 __all__ = ["tokenize_text", "format_line", "format_heading", "format_paragraph"]
 
 
-
 class _MosesTokenizer(MosesTokenizer):
     """sacremoses' tokenizer with its character-class tests on precomputed sets
     (the library rebuilds ``set(IsLower)`` / ``set(IsAlpha)`` on every call); same results."""
@@ -42,8 +41,9 @@ _MOSES = _MosesTokenizer(lang="en")
 
 # characters sacremoses treats as alphanumeric that Perl's \p{IsAlnum} does not
 _PERL_ALNUM = regex.compile(r"[\p{Alphabetic}\p{Nd}]")
-_NOT_PERL_ALNUM = regex.compile("[" + "".join(
-    regex.escape(c) for c in sorted(_MosesTokenizer._ALPHA) if not _PERL_ALNUM.match(c)) + "]")
+_NOT_PERL_ALNUM = regex.compile(
+    "[" + "".join(regex.escape(c) for c in sorted(_MosesTokenizer._ALPHA) if not _PERL_ALNUM.match(c)) + "]"
+)
 
 # a comma or period with a digit on both sides (inside one Moses token)
 _DIGIT_SEP = regex.compile(r"(?<=\d)([,.])(?=\d)")
@@ -73,8 +73,7 @@ def _glue_specials(tokens: list[str]) -> list[str]:
     out: list[str] = []
     i = 0
     while i < len(tokens):
-        if (tokens[i] == "<" and i + 2 < len(tokens) and tokens[i + 1] in _SPECIALS
-                and tokens[i + 2] == ">"):
+        if tokens[i] == "<" and i + 2 < len(tokens) and tokens[i + 1] in _SPECIALS and tokens[i + 2] == ">":
             out.append(f"<{tokens[i + 1]}>")
             i += 3
         else:
@@ -90,9 +89,11 @@ def tokenize_text(text: str) -> list[str]:
         return []
     runs: list[str] = []
     if _CJK_RUN.search(text) and "zqcjk" not in text:  # (never protect if the marker is text)
+
         def protect(match: regex.Match) -> str:
             runs.append(match.group(0))
             return f"zqcjk{str(len(runs) - 1).translate(_DIGITS_TO_LETTERS)}qz"
+
         text = _CJK_RUN.sub(protect, text)
     if not text.isascii():
         text = _NOT_PERL_ALNUM.sub(r" \g<0> ", text)
@@ -102,8 +103,7 @@ def tokenize_text(text: str) -> list[str]:
     out: list[str] = []
     for token in tokens:
         if runs and "zqcjk" in token:
-            token = _PLACEHOLDER.sub(
-                lambda m: runs[int(m.group(1).translate(_LETTERS_TO_DIGITS))], token)
+            token = _PLACEHOLDER.sub(lambda m: runs[int(m.group(1).translate(_LETTERS_TO_DIGITS))], token)
         out.extend(_split_numbers(token))
     return out
 

@@ -49,20 +49,29 @@ Irregularities:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from harness.format import UNK
 
-__all__ = ["Violation", "ERROR", "IRREGULARITY", "heading_level", "validate_lines",
-           "validate_file", "validate_corpus", "CORPUS_FILES"]
+__all__ = [
+    "Violation",
+    "ERROR",
+    "IRREGULARITY",
+    "heading_level",
+    "validate_lines",
+    "validate_file",
+    "validate_corpus",
+    "CORPUS_FILES",
+]
 
 ERROR = "error"
 IRREGULARITY = "irregularity"
 
-CORPUS_FILES = tuple(f"wiki.{split}.{ext}" for ext in ("tokens", "raw")
-                     for split in ("train", "valid", "test"))
+CORPUS_FILES = tuple(
+    f"wiki.{split}.{ext}" for ext in ("tokens", "raw") for split in ("train", "valid", "test")
+)
 
 BLANK = " \n"
 _HEADING = re.compile(r"((?:= )+)(.*?)((?: =)+)")
@@ -72,11 +81,12 @@ _DIGIT_SEP = re.compile(r"\d[,.]\d")
 _UNSPLIT_HYPHEN = re.compile(r"[^\W_]-[^\W_]")
 _ENTITIES = "nbsp|amp|lt|gt|quot|apos|ndash|mdash|minus|times|hellip|thinsp|ensp|emsp|shy|zwj|zwnj|lrm|rlm"
 _RESIDUE = re.compile(
-    r"\[\[|\]\]|\{\{|\}\}|'''"                                  # whole: links, templates, bold
+    r"\[\[|\]\]|\{\{|\}\}|'''"  # whole: links, templates, bold
     r"|(?<= )(?:\[ \[|\] \]|\{ \{|\} \}|\{ \||\| \}|' ' ')(?= )"  # tokenized; table delimiters
-    r"|< ?/? ?ref(?:erences)?\b|< ?! ?--"                       # <ref>, </ref>, <references/>, <!--
-    rf"|& ?(?:{_ENTITIES}|# ?\d+) ?;"                            # &nbsp;, &#8211;
-    r"|_ ?_ ?[A-Z]+ ?_ ?_")                                      # __NOTOC__
+    r"|< ?/? ?ref(?:erences)?\b|< ?! ?--"  # <ref>, </ref>, <references/>, <!--
+    rf"|& ?(?:{_ENTITIES}|# ?\d+) ?;"  # &nbsp;, &#8211;
+    r"|_ ?_ ?[A-Z]+ ?_ ?_"
+)  # __NOTOC__
 
 
 @dataclass(frozen=True)
@@ -148,14 +158,19 @@ def _check_line(number: int, line: str, allow_unk: bool) -> list[Violation]:
         found.append(_error(number, "<unk> in a .raw file"))
     for token in tokens:
         if ("," in token or "." in token) and _DIGIT_SEP.search(token):
-            found.append(_irregularity(number, f"unsplit number {token!r} "
-                                               "(expected @,@ / @.@ between digits)"))
+            found.append(
+                _irregularity(number, f"unsplit number {token!r} (expected @,@ / @.@ between digits)")
+            )
         if "-" in token and _UNSPLIT_HYPHEN.search(token):
             found.append(_error(number, f"unsplit hyphen {token!r} (expected @-@ between letters/digits)"))
     residue = _RESIDUE.search(body)
     if residue:
-        found.append(_error(number, f"wikitext markup residue {residue.group(0)!r} (markup that "
-                                    "rendering should have removed)"))
+        found.append(
+            _error(
+                number,
+                f"wikitext markup residue {residue.group(0)!r} (markup that rendering should have removed)",
+            )
+        )
     return found
 
 
@@ -211,28 +226,45 @@ class _Grammar:
                 found.append(_error(number, "heading not preceded by a blank line"))
             if _blank(after):
                 heading_before = before3 is not None and before3[2] > 0 and _blank(before2)
-                if level == 1 and _blank(before) and before2 is not None and (
-                        not _blank(before2) or heading_before):
+                if (
+                    level == 1
+                    and _blank(before)
+                    and before2 is not None
+                    and (not _blank(before2) or heading_before)
+                ):
                     # body text (or only a heading's own blank line) before the title's
                     # leading blank: the previous article's terminator is missing
-                    found.append(_irregularity(number - 1, "the article before this line is not "
-                                               "terminated (articles are separated by two blank lines)"))
+                    found.append(
+                        _irregularity(
+                            number - 1,
+                            "the article before this line is not "
+                            "terminated (articles are separated by two blank lines)",
+                        )
+                    )
             elif level == 1 and after is not None and not self._heading(4):
                 # " = T = " with text right after it (so a blank line right before it)
-                found.append(_irregularity(number, "a paragraph rendered as an article title "
-                                                   "(a title line followed by text, not by a blank line)"))
+                found.append(
+                    _irregularity(
+                        number,
+                        "a paragraph rendered as an article title "
+                        "(a title line followed by text, not by a blank line)",
+                    )
+                )
             else:
                 found.append(_error(number, "heading not followed by a blank line"))
         elif is_blank:
             justified = (
-                self._heading(4)                                   # leads a heading
-                or self._heading(2)                                # follows a heading
-                or after is None                                   # terminates the last article
-                or (_blank(after) and self._heading(5, 1))         # terminates an article
+                self._heading(4)  # leads a heading
+                or self._heading(2)  # follows a heading
+                or after is None  # terminates the last article
+                or (_blank(after) and self._heading(5, 1))  # terminates an article
             )
             if not justified:
-                found.append(_error(number, "stray blank line (blank lines only surround headings "
-                                            "and terminate articles)"))
+                found.append(
+                    _error(
+                        number, "stray blank line (blank lines only surround headings and terminate articles)"
+                    )
+                )
         if after is None and (not is_blank or self._heading(2)):
             # the file must end with the last article's terminating blank line (after an
             # empty last section: the heading's own blank line, then the terminator)
@@ -240,8 +272,9 @@ class _Grammar:
         return found
 
 
-def validate_lines(lines: Iterable[str], allow_unk: bool = True,
-                   check_grammar: bool = True) -> list[Violation]:
+def validate_lines(
+    lines: Iterable[str], allow_unk: bool = True, check_grammar: bool = True
+) -> list[Violation]:
     """Check the lines (each with its ``\\n``) of one WikiText file, streaming; the
     findings of both severities, sorted by line number.
 
@@ -278,5 +311,4 @@ def validate_file(path: str | Path) -> list[Violation]:
 def validate_corpus(directory: str | Path) -> dict[str, list[Violation]]:
     """``{file name: findings}`` for every ``wiki.{train,valid,test}.{tokens,raw}`` present."""
     directory = Path(directory)
-    return {name: validate_file(directory / name)
-            for name in CORPUS_FILES if (directory / name).is_file()}
+    return {name: validate_file(directory / name) for name in CORPUS_FILES if (directory / name).is_file()}

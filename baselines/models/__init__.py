@@ -13,5 +13,14 @@ from baselines.models.pointer_sentinel import PointerConfig, PointerSentinelLSTM
 from baselines.models.recurrent import CoreConfig, LSTMCore
 from baselines.models.zoneout_lstm import ZoneoutLSTM
 
-__all__ = ["CacheState", "CoreConfig", "LMOutput", "LSTMCore", "NeuralCache", "PointerConfig",
-           "PointerSentinelLSTM", "PointerState", "ZoneoutLSTM"]
+__all__ = [
+    "CacheState",
+    "CoreConfig",
+    "LMOutput",
+    "LSTMCore",
+    "NeuralCache",
+    "PointerConfig",
+    "PointerSentinelLSTM",
+    "PointerState",
+    "ZoneoutLSTM",
+]

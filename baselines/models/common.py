@@ -38,8 +38,9 @@ def select_rows(values: Tensor, rows: Tensor | None) -> Tensor | None:
     return None if rows is None else values[rows]
 
 
-def band_mask(memory_length: int, length: int, window: int, *, include_self: bool,
-              device: torch.device) -> Tensor:
+def band_mask(
+    memory_length: int, length: int, window: int, *, include_self: bool, device: torch.device
+) -> Tensor:
     """Bool ``[T, M + T]``: the ``window`` keys each of ``T`` positions sees, in a sequence of
     ``M`` carried keys followed by the chunk's own (position ``t`` is key ``M + t``).
 

@@ -49,8 +49,7 @@ class NeuralCache(nn.Module):
         if window < 1:
             raise ValueError(f"neural cache: window must be >= 1, got {window}")
         if not 0.0 <= interpolation < 1.0:
-            raise ValueError(f"neural cache: interpolation (lambda) must be in [0, 1), "
-                             f"got {interpolation}")
+            raise ValueError(f"neural cache: interpolation (lambda) must be in [0, 1), got {interpolation}")
         self.lstm = lstm
         self.window = window
         self.theta = theta
@@ -58,13 +57,15 @@ class NeuralCache(nn.Module):
 
     def initial_state(self, batch_size: int, device: torch.device | str) -> CacheState:
         width = self.lstm.config.output_size
-        return CacheState(self.lstm.initial_state(batch_size, device),
-                          torch.zeros(batch_size, 0, width, device=device),
-                          torch.zeros(batch_size, 0, dtype=torch.long, device=device))
+        return CacheState(
+            self.lstm.initial_state(batch_size, device),
+            torch.zeros(batch_size, 0, width, device=device),
+            torch.zeros(batch_size, 0, dtype=torch.long, device=device),
+        )
 
-    def encode(self, inputs: Tensor, targets: Tensor, state: CacheState,
-               generator: torch.Generator | None = None
-               ) -> tuple[Tensor, Tensor, Tensor, Tensor, CacheState]:
+    def encode(
+        self, inputs: Tensor, targets: Tensor, state: CacheState, generator: torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, CacheState]:
         """Run the LSTM over a chunk (``generator`` as in :meth:`forward`) and line it up against
         the carried window.
 
@@ -78,8 +79,7 @@ class NeuralCache(nn.Module):
         length = inputs.shape[1]
         keys = torch.cat([state.memory, features], dim=1)  # [B, M+T, D]
         key_targets = torch.cat([state.memory_targets, targets], dim=1)  # [B, M+T]
-        visible = band_mask(memory_length, length, self.window, include_self=False,
-                            device=inputs.device)
+        visible = band_mask(memory_length, length, self.window, include_self=False, device=inputs.device)
         similarities = full_precision(torch.bmm(features, keys.transpose(1, 2)))
         hits = (key_targets.unsqueeze(1) == targets.unsqueeze(2)) & visible
         log_vocab = torch.log_softmax(full_precision(self.lstm.core.logits(features)), dim=-1)
@@ -87,16 +87,21 @@ class NeuralCache(nn.Module):
         new_state = CacheState(core_state, keys[:, -keep:], key_targets[:, -keep:])
         return log_vocab, similarities, visible, hits, new_state
 
-    def forward(self, inputs: Tensor, targets: Tensor, state: CacheState,
-                generator: torch.Generator | None = None,
-                distribution_rows: Tensor | None = None, analyze: bool = False) -> LMOutput:
+    def forward(
+        self,
+        inputs: Tensor,
+        targets: Tensor,
+        state: CacheState,
+        generator: torch.Generator | None = None,
+        distribution_rows: Tensor | None = None,
+        analyze: bool = False,
+    ) -> LMOutput:
         """Score one chunk (arguments as :meth:`ZoneoutLSTM.forward`; no training).
 
         With ``analyze``, ``analysis`` holds ``attention`` ``[B, T, M+T]`` (the cache's weight on
         each key) and ``key_targets`` ``[B, M+T]``.
         """
-        log_vocab, similarities, visible, hits, new_state = self.encode(inputs, targets, state,
-                                                                       generator)
+        log_vocab, similarities, visible, hits, new_state = self.encode(inputs, targets, state, generator)
         log_weights = cache_log_weights(similarities, self.theta, visible)  # [B, T, M+T]
         has_cache = visible.any(dim=1)  # [T]
         target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
@@ -115,8 +120,7 @@ class NeuralCache(nn.Module):
             distributions = torch.log((1 - weight) * log_vocab[rows].exp() + weight * cache)
         analysis = None
         if analyze:
-            analysis = {"attention": log_weights.exp(),
-                        "key_targets": key_targets}
+            analysis = {"attention": log_weights.exp(), "key_targets": key_targets}
         return LMOutput(target_log_probs, new_state, distributions, analysis=analysis)
 
 
@@ -131,11 +135,9 @@ def cache_log_weights(similarities: Tensor, theta: float | Tensor, visible: Tens
     return torch.log_softmax(scaled, dim=-1).masked_fill(~visible, float("-inf"))
 
 
-def mix(log_vocab: Tensor, log_cache: Tensor, interpolation: float | Tensor,
-        has_cache: Tensor) -> Tensor:
+def mix(log_vocab: Tensor, log_cache: Tensor, interpolation: float | Tensor, has_cache: Tensor) -> Tensor:
     """``log((1 - lambda) p_vocab + lambda p_cache)``; ``log p_vocab`` where ``has_cache`` is false
     (``has_cache`` ``[T]`` broadcasts against the trailing axis)."""
     interpolation = torch.as_tensor(interpolation, dtype=log_vocab.dtype, device=log_vocab.device)
-    mixed = torch.logaddexp(torch.log1p(-interpolation) + log_vocab,
-                            torch.log(interpolation) + log_cache)
+    mixed = torch.logaddexp(torch.log1p(-interpolation) + log_vocab, torch.log(interpolation) + log_cache)
     return torch.where(has_cache, mixed, log_vocab)

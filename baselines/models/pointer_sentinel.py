@@ -76,18 +76,26 @@ class PointerSentinelLSTM(nn.Module):
 
     def initial_state(self, batch_size: int, device: torch.device | str) -> PointerState:
         width = self.config.output_size
-        return PointerState(self.core.initial_state(batch_size, device),
-                            torch.zeros(batch_size, 0, width, device=device),
-                            torch.zeros(batch_size, 0, dtype=torch.long, device=device))
+        return PointerState(
+            self.core.initial_state(batch_size, device),
+            torch.zeros(batch_size, 0, width, device=device),
+            torch.zeros(batch_size, 0, dtype=torch.long, device=device),
+        )
 
     def restore_state(self, saved: list) -> PointerState:
         """The state from its checkpointed form (nested lists of tensors)."""
         core, memory, memory_ids = saved
         return PointerState([(h, c) for h, c in core], memory, memory_ids)
 
-    def forward(self, inputs: Tensor, targets: Tensor, state: PointerState,
-                generator: torch.Generator | None = None,
-                distribution_rows: Tensor | None = None, analyze: bool = False) -> LMOutput:
+    def forward(
+        self,
+        inputs: Tensor,
+        targets: Tensor,
+        state: PointerState,
+        generator: torch.Generator | None = None,
+        distribution_rows: Tensor | None = None,
+        analyze: bool = False,
+    ) -> LMOutput:
         """Score one chunk (arguments as :meth:`ZoneoutLSTM.forward`).
 
         With ``analyze``, ``analysis`` holds ``gate`` ``[B, T]`` (the sentinel share ``g``),
@@ -103,8 +111,9 @@ class PointerSentinelLSTM(nn.Module):
 
         query = torch.tanh(self.query(features))  # [B, T, D]
         pointer_scores = full_precision(torch.bmm(query, keys.transpose(1, 2)))  # [B, T, M+T]
-        visible = band_mask(memory_length, length, self.config.window, include_self=True,
-                            device=inputs.device)
+        visible = band_mask(
+            memory_length, length, self.config.window, include_self=True, device=inputs.device
+        )
         pointer_scores = pointer_scores.masked_fill(~visible, float("-inf"))
         sentinel_scores = full_precision(query @ self.sentinel.to(query.dtype)).unsqueeze(2)  # [B, T, 1]
         log_attention = torch.log_softmax(torch.cat([pointer_scores, sentinel_scores], 2), dim=2)
@@ -124,25 +133,35 @@ class PointerSentinelLSTM(nn.Module):
             pointer_mass = torch.zeros(int(rows.sum()), log_vocab.shape[-1], device=inputs.device)
             row_ids = key_ids.unsqueeze(1).expand(batch, length, -1)[rows]  # [K, M+T]
             pointer_mass.scatter_add_(1, row_ids, log_attention[rows].exp())
-            distributions = torch.log(log_gate[rows].exp().unsqueeze(1) * log_vocab[rows].exp()
-                                      + pointer_mass)
+            distributions = torch.log(
+                log_gate[rows].exp().unsqueeze(1) * log_vocab[rows].exp() + pointer_mass
+            )
 
         keep = min(self.config.window, memory_length + length)
         new_state = PointerState(core_state, keys[:, -keep:], key_ids[:, -keep:])
         analysis = self._analysis(log_gate, log_attention, key_ids, memory_length) if analyze else None
         return LMOutput(target_log_probs, new_state, distributions, pointer_loss, analysis)
 
-    def _analysis(self, log_gate: Tensor, log_attention: Tensor, key_ids: Tensor,
-                  memory_length: int) -> dict[str, Tensor]:
+    def _analysis(
+        self, log_gate: Tensor, log_attention: Tensor, key_ids: Tensor, memory_length: int
+    ) -> dict[str, Tensor]:
         """Gates and each position's attention over its ``L`` window slots, oldest first."""
         batch, length, _ = log_attention.shape
         window = self.config.window
         # Slot s of position t is key index M + t - L + 1 + s.
-        slots = (torch.arange(length, device=key_ids.device).unsqueeze(1) + memory_length
-                 - window + 1 + torch.arange(window, device=key_ids.device).unsqueeze(0))  # [T, L]
+        slots = (
+            torch.arange(length, device=key_ids.device).unsqueeze(1)
+            + memory_length
+            - window
+            + 1
+            + torch.arange(window, device=key_ids.device).unsqueeze(0)
+        )  # [T, L]
         present = slots >= 0
         index = slots.clamp(min=0).unsqueeze(0).expand(batch, -1, -1)  # [B, T, L]
         attention = log_attention.exp().gather(2, index) * present
         window_ids = key_ids.unsqueeze(1).expand(batch, length, -1).gather(2, index)
-        return {"gate": log_gate.exp(), "attention": attention,
-                "window_ids": window_ids.masked_fill(~present, -1)}
+        return {
+            "gate": log_gate.exp(),
+            "attention": attention,
+            "window_ids": window_ids.masked_fill(~present, -1),
+        }

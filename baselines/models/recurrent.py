@@ -24,8 +24,11 @@ LayerState = tuple[Tensor, Tensor]
 
 
 #: The types of the config fields: the values each accepts and how a message names them.
-_FIELD_TYPES = {"int": (numbers.Integral, "an integer"), "float": (numbers.Real, "a number"),
-                "bool": (bool, "true or false")}
+_FIELD_TYPES = {
+    "int": (numbers.Integral, "an integer"),
+    "float": (numbers.Real, "a number"),
+    "bool": (bool, "true or false"),
+}
 
 
 def _check_type(field: dataclasses.Field, value: object) -> None:
@@ -85,8 +88,7 @@ def full_precision(x: Tensor) -> Tensor:
     return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
-def locked_dropout(x: Tensor, p: float, training: bool,
-                   generator: torch.Generator | None = None) -> Tensor:
+def locked_dropout(x: Tensor, p: float, training: bool, generator: torch.Generator | None = None) -> Tensor:
     """Variational dropout: one mask per stream, shared by all positions of the chunk.
 
     Args:
@@ -101,8 +103,9 @@ def locked_dropout(x: Tensor, p: float, training: bool,
     return x * keep / (1.0 - p)
 
 
-def lstm_pointwise(gates: Tensor, h: Tensor, c: Tensor, zone_h: Tensor | float,
-                   zone_c: Tensor | float) -> LayerState:
+def lstm_pointwise(
+    gates: Tensor, h: Tensor, c: Tensor, zone_h: Tensor | float, zone_c: Tensor | float
+) -> LayerState:
     """One LSTM step after the matmuls, with zoneout.
 
     ``h_t = z_h * h_{t-1} + (1 - z_h) * o * tanh(c~_t)`` and ``c_t = z_c * c_{t-1} + (1 - z_c) * c~_t``
@@ -118,10 +121,16 @@ def lstm_pointwise(gates: Tensor, h: Tensor, c: Tensor, zone_h: Tensor | float,
     in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, dim=1)
     candidate_c = torch.sigmoid(forget_gate) * c + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
     candidate_h = torch.sigmoid(out_gate) * torch.tanh(candidate_c)
-    new_h = torch.lerp(candidate_h, h, zone_h) if isinstance(zone_h, Tensor) else \
-        zone_h * h + (1.0 - zone_h) * candidate_h
-    new_c = torch.lerp(candidate_c, c, zone_c) if isinstance(zone_c, Tensor) else \
-        zone_c * c + (1.0 - zone_c) * candidate_c
+    new_h = (
+        torch.lerp(candidate_h, h, zone_h)
+        if isinstance(zone_h, Tensor)
+        else zone_h * h + (1.0 - zone_h) * candidate_h
+    )
+    new_c = (
+        torch.lerp(candidate_c, c, zone_c)
+        if isinstance(zone_c, Tensor)
+        else zone_c * c + (1.0 - zone_c) * candidate_c
+    )
     return new_h, new_c
 
 
@@ -134,13 +143,19 @@ class ZoneoutLSTMLayer(nn.Module):
         self.weight_ih = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.weight_hh = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
-        bound = hidden_size ** -0.5
+        bound = hidden_size**-0.5
         for weight in (self.weight_ih, self.weight_hh, self.bias):
             nn.init.uniform_(weight, -bound, bound)
 
-    def forward(self, x: Tensor, state: LayerState, zoneout_hidden: float, zoneout_cell: float,
-                generator: torch.Generator | None = None,
-                pointwise: Callable[..., LayerState] = lstm_pointwise) -> tuple[Tensor, LayerState]:
+    def forward(
+        self,
+        x: Tensor,
+        state: LayerState,
+        zoneout_hidden: float,
+        zoneout_cell: float,
+        generator: torch.Generator | None = None,
+        pointwise: Callable[..., LayerState] = lstm_pointwise,
+    ) -> tuple[Tensor, LayerState]:
         """Run ``T`` steps.
 
         Args:
@@ -156,12 +171,15 @@ class ZoneoutLSTMLayer(nn.Module):
         batch, length, _ = x.shape
         input_part = torch.nn.functional.linear(x, self.weight_ih, self.bias)  # [B, T, 4H]
         h, c = state
+        masks: list[tuple[Tensor | float, Tensor | float]]  # per step: zone_h, zone_c
         if self.training and (zoneout_hidden > 0 or zoneout_cell > 0):
             shape = (length, batch, self.hidden_size)
             zone_h = torch.empty(shape, device=x.device, dtype=x.dtype).bernoulli_(
-                zoneout_hidden, generator=generator)
+                zoneout_hidden, generator=generator
+            )
             zone_c = torch.empty(shape, device=x.device, dtype=x.dtype).bernoulli_(
-                zoneout_cell, generator=generator)
+                zoneout_cell, generator=generator
+            )
             masks = list(zip(zone_h.unbind(0), zone_c.unbind(0)))
         else:
             masks = [(0.0, 0.0) if self.training else (zoneout_hidden, zoneout_cell)] * length
@@ -187,10 +205,13 @@ class LSTMCore(nn.Module):
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.embedding_size)
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
-        sizes = [config.embedding_size] + [config.hidden_size] * (config.num_layers - 1) \
-            + [config.output_size]
-        self.layers = nn.ModuleList(ZoneoutLSTMLayer(sizes[i], sizes[i + 1])
-                                    for i in range(config.num_layers))
+        sizes = (
+            [config.embedding_size] + [config.hidden_size] * (config.num_layers - 1) + [config.output_size]
+        )
+        self.hidden_sizes = sizes[1:]
+        self.layers = nn.ModuleList(
+            ZoneoutLSTMLayer(sizes[i], sizes[i + 1]) for i in range(config.num_layers)
+        )
         self.decoder = nn.Linear(config.output_size, config.vocab_size)
         nn.init.zeros_(self.decoder.bias)
         if config.tie_weights:
@@ -205,11 +226,14 @@ class LSTMCore(nn.Module):
 
     def initial_state(self, batch_size: int, device: torch.device | str) -> list[LayerState]:
         """Zero ``(h, c)`` for every layer, each ``[B, H_layer]``."""
-        return [(torch.zeros(batch_size, layer.hidden_size, device=device),
-                 torch.zeros(batch_size, layer.hidden_size, device=device)) for layer in self.layers]
+        return [
+            (torch.zeros(batch_size, size, device=device), torch.zeros(batch_size, size, device=device))
+            for size in self.hidden_sizes
+        ]
 
-    def forward(self, inputs: Tensor, state: list[LayerState],
-                generator: torch.Generator | None = None) -> tuple[Tensor, list[LayerState]]:
+    def forward(
+        self, inputs: Tensor, state: list[LayerState], generator: torch.Generator | None = None
+    ) -> tuple[Tensor, list[LayerState]]:
         """Args: ``inputs`` int64 ``[B, T]``; ``generator`` draws the dropout and zoneout masks in
         training mode (None: torch's default generator; unused in evaluation mode). Returns
         features ``[B, T, D]`` and the new state."""
@@ -217,8 +241,9 @@ class LSTMCore(nn.Module):
         x = locked_dropout(self.embedding(inputs), config.dropout, self.training, generator)
         new_state = []
         for index, layer in enumerate(self.layers):
-            x, layer_state = layer(x, state[index], config.zoneout_hidden, config.zoneout_cell,
-                                   generator, self.pointwise)
+            x, layer_state = layer(
+                x, state[index], config.zoneout_hidden, config.zoneout_cell, generator, self.pointwise
+            )
             new_state.append(layer_state)
             x = locked_dropout(x, config.dropout, self.training, generator)
         return x, new_state

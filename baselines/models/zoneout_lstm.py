@@ -29,9 +29,15 @@ class ZoneoutLSTM(nn.Module):
         """The state from its checkpointed form (nested lists of tensors)."""
         return [(h, c) for h, c in saved]
 
-    def forward(self, inputs: Tensor, targets: Tensor, state: list[LayerState],
-                generator: torch.Generator | None = None,
-                distribution_rows: Tensor | None = None, analyze: bool = False) -> LMOutput:
+    def forward(
+        self,
+        inputs: Tensor,
+        targets: Tensor,
+        state: list[LayerState],
+        generator: torch.Generator | None = None,
+        distribution_rows: Tensor | None = None,
+        analyze: bool = False,
+    ) -> LMOutput:
         """Score one chunk.
 
         Args:

@@ -68,8 +68,30 @@ LIVE_LIMIT = 5000
 TRAIN_SEARCH_BYTES = 64 << 20
 SEGMENTATIONS = ("pieces", "natural")
 #: Tokens whose pieces a tokenizer must reproduce when they are tokenized one by one.
-_PROBE = ("=", "=", "Probe", "=", "=", "<eos>", "<eos>", "The", "cat", "'s", "role", "@-@",
-          "playing", "(", "<unk>", ")", ",", "1", "@,@", "000", ".", "<eos>")
+_PROBE = (
+    "=",
+    "=",
+    "Probe",
+    "=",
+    "=",
+    "<eos>",
+    "<eos>",
+    "The",
+    "cat",
+    "'s",
+    "role",
+    "@-@",
+    "playing",
+    "(",
+    "<unk>",
+    ")",
+    ",",
+    "1",
+    "@,@",
+    "000",
+    ".",
+    "<eos>",
+)
 DTYPES = ("float32", "bfloat16", "float16")
 
 
@@ -118,8 +140,7 @@ class _Stream:
     reference: TextScores | None = None
 
 
-def encode(backend: Any, text: Detokenized, segmentation: str
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def encode(backend: Any, text: Detokenized, segmentation: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tokenize ``text`` with a ``tokenizers.Tokenizer``: the subword ids and the character
     offsets ``[start, end)`` of each in ``text`` (three int64 ``[M]``). ``natural``: the whole
     text at once; ``pieces``: each word-level token's piece on its own."""
@@ -131,11 +152,14 @@ def encode(backend: Any, text: Detokenized, segmentation: str
     pieces = [text.text[a:b] for a, b in zip(piece_starts, text.piece_ends)]
     encodings = backend.encode_batch(pieces, add_special_tokens=False)
     lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(pieces))
-    ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64,
-                      count=int(lengths.sum()))
-    offsets = np.fromiter(itertools.chain.from_iterable(
-        itertools.chain.from_iterable(e.offsets) for e in encodings),
-        dtype=np.int64, count=2 * len(ids)).reshape(-1, 2)
+    ids = np.fromiter(
+        itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum())
+    )
+    offsets = np.fromiter(
+        itertools.chain.from_iterable(itertools.chain.from_iterable(e.offsets) for e in encodings),
+        dtype=np.int64,
+        count=2 * len(ids),
+    ).reshape(-1, 2)
     shift = np.repeat(piece_starts, lengths)
     return ids, offsets[:, 0] + shift, offsets[:, 1] + shift
 
@@ -161,9 +185,21 @@ def window_plan(num_subwords: int, max_context: int, stride: int) -> list[tuple[
 class HFCausalLM:
     """A ``transformers`` causal LM behind the harness's plugin protocol (module docstring)."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, dataset: Dataset, detokenizer: str,
-                 segmentation: str, max_context: int, stride: int, window_batch: int,
-                 bos_id: int, device: str, checkpoint: str) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        dataset: Dataset,
+        detokenizer: str,
+        segmentation: str,
+        max_context: int,
+        stride: int,
+        window_batch: int,
+        bos_id: int,
+        device: str,
+        checkpoint: str,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.dataset = dataset
@@ -199,16 +235,21 @@ class HFCausalLM:
             begin = len(stream.fed)
             stream.fed.extend(int(token) for token in new)
             end = len(stream.fed)
-            if (stream.reference is not None and stream.reference_ids is not None
-                    and np.array_equal(stream.reference_ids[begin:end], new)):
+            if (
+                stream.reference is not None
+                and stream.reference_ids is not None
+                and np.array_equal(stream.reference_ids[begin:end], new)
+            ):
                 scores = stream.reference
             else:
                 stream.reference = None
                 if end > LIVE_LIMIT:
-                    raise PluginError(f"hf: a stream of {end} tokens that is no split of the "
-                                      f"dataset; live scoring stops at {LIVE_LIMIT} tokens")
+                    raise PluginError(
+                        f"hf: a stream of {end} tokens that is no split of the "
+                        f"dataset; live scoring stops at {LIVE_LIMIT} tokens"
+                    )
                 scores = self.score_tokens(np.asarray(stream.fed))
-            log_probs[row, :end - begin] = scores.word_log_probs[begin:end]
+            log_probs[row, : end - begin] = scores.word_log_probs[begin:end]
             current.add(scores, begin, end)
         return ChunkScores(log_probs, None)
 
@@ -227,14 +268,14 @@ class HFCausalLM:
             "window_batch": self.window_batch,
             "word_tokens": scored.words,
             "subword_tokens": scored.subwords,
-            "subword_perplexity": (math.exp(-scored.log_prob / scored.subwords)
-                                   if scored.subwords else None),
+            "subword_perplexity": (math.exp(-scored.log_prob / scored.subwords) if scored.subwords else None),
             "bytes": scored.bytes,
-            "bits_per_byte": (-scored.log_prob / math.log(2) / scored.bytes
-                              if scored.bytes else None),
+            "bits_per_byte": (-scored.log_prob / math.log(2) / scored.bytes if scored.bytes else None),
             "straddling_subwords": scored.straddling,
-            "audits": {"probability": "not applicable: no distribution over the word vocabulary",
-                       "causality": "applies"},
+            "audits": {
+                "probability": "not applicable: no distribution over the word vocabulary",
+                "causality": "applies",
+            },
         }
 
     # --- scoring -----------------------------------------------------------------------------
@@ -249,12 +290,17 @@ class HFCausalLM:
         straddling = text.piece_of_char(char_starts) != owner
         count = len(ids)
         piece_starts = np.concatenate([[0], text.piece_ends[:-1]])
-        word_bytes = np.fromiter((len(text.text[a:b].encode("utf-8"))
-                                  for a, b in zip(piece_starts, text.piece_ends)),
-                                 dtype=np.int64, count=count)
-        return TextScores(np.bincount(owner, weights=subword_log_probs, minlength=count),
-                          np.bincount(owner, minlength=count).astype(np.int64), word_bytes,
-                          np.bincount(owner[straddling], minlength=count).astype(np.int64))
+        word_bytes = np.fromiter(
+            (len(text.text[a:b].encode("utf-8")) for a, b in zip(piece_starts, text.piece_ends)),
+            dtype=np.int64,
+            count=count,
+        )
+        return TextScores(
+            np.bincount(owner, weights=subword_log_probs, minlength=count),
+            np.bincount(owner, minlength=count).astype(np.int64),
+            word_bytes,
+            np.bincount(owner[straddling], minlength=count).astype(np.int64),
+        )
 
     def tokenize(self, text: Detokenized) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Subword ids and their character offsets in ``text`` (three int64 ``[M]``)."""
@@ -269,25 +315,32 @@ class HFCausalLM:
         with torch.inference_mode():
             for group in self.window_groups(len(subword_ids)):
                 keep = self._logits_needed(group[0])
-                inputs = torch.from_numpy(np.stack(  # [windows, max_context]
-                    [padded[start:start + self.max_context] for start, _, _ in group]))
+                inputs = torch.from_numpy(
+                    np.stack(  # [windows, max_context]
+                        [padded[start : start + self.max_context] for start, _, _ in group]
+                    )
+                )
                 inputs = inputs.to(self.device)
                 if self._takes_logits_to_keep:
                     logits = self.model(input_ids=inputs, logits_to_keep=keep).logits
                 else:
-                    logits = self.model(input_ids=inputs).logits[:, self.max_context - keep:]
+                    logits = self.model(input_ids=inputs).logits[:, self.max_context - keep :]
                 logits = logits.float()  # [windows, keep, vocabulary]
                 normalizers = torch.logsumexp(logits, dim=-1)  # [windows, keep]
                 # Target x_p of a window is predicted at input index p - start - 1, kept logit
                 # p - first_kept; the targets of all the windows are gathered at once.
                 targets = np.concatenate([np.arange(first, end) for _, first, end in group])
-                rows = np.concatenate([np.full(end - first, row)
-                                       for row, (_, first, end) in enumerate(group)])
+                rows = np.concatenate(
+                    [np.full(end - first, row) for row, (_, first, end) in enumerate(group)]
+                )
                 offset = 1 + self.max_context - keep  # first kept logit predicts x_{start+offset}
-                first_kept = np.concatenate([np.full(end - first, start + offset)
-                                             for start, first, end in group])
-                rows_t, kept_t, ids_t = (torch.from_numpy(array).to(self.device) for array in
-                                         (rows, targets - first_kept, positions[targets]))
+                first_kept = np.concatenate(
+                    [np.full(end - first, start + offset) for start, first, end in group]
+                )
+                rows_t, kept_t, ids_t = (
+                    torch.from_numpy(array).to(self.device)
+                    for array in (rows, targets - first_kept, positions[targets])
+                )
                 log_probs = logits[rows_t, kept_t, ids_t] - normalizers[rows_t, kept_t]
                 scores[targets - 1] = log_probs.double().cpu().numpy()
         return scores
@@ -297,8 +350,11 @@ class HFCausalLM:
         ``window_batch`` consecutive windows that need the same number of logits."""
         groups: list[list[tuple[int, int, int]]] = []
         for window in window_plan(num_subwords, self.max_context, self.stride):
-            if (groups and len(groups[-1]) < self.window_batch
-                    and self._logits_needed(groups[-1][0]) == self._logits_needed(window)):
+            if (
+                groups
+                and len(groups[-1]) < self.window_batch
+                and self._logits_needed(groups[-1][0]) == self._logits_needed(window)
+            ):
                 groups[-1].append(window)
             else:
                 groups.append([window])
@@ -320,10 +376,12 @@ class HFCausalLM:
             if len(ids) < batch:
                 continue
             starts, lengths = stream_bounds(len(ids), batch)
-            if all(np.array_equal(ids[start:start + int(mask.sum())], targets[mask])
-                   for start, targets, mask in zip(starts, chunk.targets, chunk.mask)):
+            if all(
+                np.array_equal(ids[start : start + int(mask.sum())], targets[mask])
+                for start, targets, mask in zip(starts, chunk.targets, chunk.mask)
+            ):
                 for row, (start, length) in enumerate(zip(starts, lengths)):
-                    reference_ids = ids[start:start + length]
+                    reference_ids = ids[start : start + length]
                     key = (split, batch, row)
                     if key not in self._references:
                         self._references[key] = self.score_tokens(reference_ids)
@@ -345,6 +403,7 @@ class HFCausalLM:
 
 # --- loading ---------------------------------------------------------------------------------
 
+
 def _default_detokenizer(dataset: Dataset) -> str:
     test_file = dataset.split_files.get("test", "")
     return "ptb" if test_file.startswith("ptb.") else "wikitext"
@@ -354,8 +413,7 @@ def _load_error(name: str, error: Exception) -> PluginError:
     path = Path(name).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            return PluginError(f"hf: {name} has no config.json: not a model saved with "
-                               "save_pretrained")
+            return PluginError(f"hf: {name} has no config.json: not a model saved with save_pretrained")
         return PluginError(f"hf: cannot load the model in {name}: {_first_line(error)}")
     if path.exists():
         return PluginError(f"hf: {name} is a file; model= takes a directory or a hub name")
@@ -365,8 +423,9 @@ def _load_error(name: str, error: Exception) -> PluginError:
         reason = " (offline: HF_HUB_OFFLINE is set, so only models already in the cache load)"
     else:
         reason = f": {_first_line(error)}"
-    return PluginError(f"hf: {name!r} is neither a local directory nor a model on the Hugging "
-                       f"Face Hub{reason}")
+    return PluginError(
+        f"hf: {name!r} is neither a local directory nor a model on the Hugging Face Hub{reason}"
+    )
 
 
 def _first_line(error: Exception) -> str:
@@ -381,9 +440,11 @@ def _check_piecewise(tokenizer: Any, name: str) -> None:
     ids, _, _ = encode(tokenizer.backend_tokenizer, text, "pieces")
     decoded = tokenizer.decode(ids.tolist(), clean_up_tokenization_spaces=False)
     if decoded != text.text:
-        raise PluginError(f"hf: the tokenizer of {name} does not reproduce text tokenized piece "
-                          f"by piece ({text.text[:24]!r} -> {decoded[:24]!r}); use "
-                          "segmentation=natural")
+        raise PluginError(
+            f"hf: the tokenizer of {name} does not reproduce text tokenized piece "
+            f"by piece ({text.text[:24]!r} -> {decoded[:24]!r}); use "
+            "segmentation=natural"
+        )
 
 
 def _available_memory(device: str) -> int | None:
@@ -409,14 +470,26 @@ def _check_fits(config: Any, dtype: Any, device: str, name: str) -> None:
     needed = sum(p.numel() for p in skeleton.parameters()) * dtype.itemsize
     available = _available_memory(device)
     if available is not None and needed > available:
-        raise PluginError(f"hf: {name} needs {needed / 2**30:.1f} GiB for its weights in {dtype} "
-                          f"but {device} has {available / 2**30:.1f} GiB free")
+        raise PluginError(
+            f"hf: {name} needs {needed / 2**30:.1f} GiB for its weights in {dtype} "
+            f"but {device} has {available / 2**30:.1f} GiB free"
+        )
 
 
-def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, model: str | None = None,
-               max_context: int = 1024, stride: int = 512, window_batch: int = 8,
-               detokenizer: str = "auto", segmentation: str = "pieces", dtype: str = "float32",
-               trust_remote_code: bool = False) -> HFCausalLM:
+def load_model(
+    dataset: Dataset,
+    *,
+    device: str,
+    checkpoint: str | None,
+    model: str | None = None,
+    max_context: int = 1024,
+    stride: int = 512,
+    window_batch: int = 8,
+    detokenizer: str = "auto",
+    segmentation: str = "pieces",
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+) -> HFCausalLM:
     """Load a causal LM (``model=`` a ``save_pretrained`` directory or a hub name, or
     ``--checkpoint DIR``) and its tokenizer; see the module docstring for the arguments."""
     try:
@@ -424,11 +497,11 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, model: 
     except ImportError:
         raise PluginError('hf: needs transformers: pip install -e ".[hf]"') from None
     if (model is None) == (checkpoint is None):
-        raise PluginError("hf: name the model once: --model-args model=PATH_OR_HUB_NAME "
-                          "(or --checkpoint PATH)")
+        raise PluginError(
+            "hf: name the model once: --model-args model=PATH_OR_HUB_NAME (or --checkpoint PATH)"
+        )
     name = str(model if model is not None else checkpoint)
-    for option, value in (("max_context", max_context), ("stride", stride),
-                          ("window_batch", window_batch)):
+    for option, value in (("max_context", max_context), ("stride", stride), ("window_batch", window_batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise PluginError(f"hf: {option} must be a positive integer, got {value!r}")
     if not isinstance(trust_remote_code, bool):
@@ -440,27 +513,28 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, model: 
     if detokenizer not in STYLES:
         raise PluginError(f"hf: unknown detokenizer {detokenizer!r} (auto, {', '.join(STYLES)})")
     if segmentation not in SEGMENTATIONS:
-        raise PluginError(f"hf: unknown segmentation {segmentation!r} "
-                          f"({', '.join(SEGMENTATIONS)})")
+        raise PluginError(f"hf: unknown segmentation {segmentation!r} ({', '.join(SEGMENTATIONS)})")
     if dtype not in DTYPES:
         raise PluginError(f"hf: unknown dtype {dtype!r} ({', '.join(DTYPES)})")
     torch_dtype = getattr(torch, dtype)
 
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(
-            name, trust_remote_code=trust_remote_code)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as error:
         raise _load_error(name, error) from None
     if not tokenizer.is_fast:
-        raise PluginError(f"hf: the tokenizer of {name} ({type(tokenizer).__name__}) gives no "
-                          "character offsets; the plugin needs a fast (tokenizers) tokenizer")
+        raise PluginError(
+            f"hf: the tokenizer of {name} ({type(tokenizer).__name__}) gives no "
+            "character offsets; the plugin needs a fast (tokenizers) tokenizer"
+        )
     bos_id = tokenizer.bos_token_id
     if bos_id is None:
         bos_id = tokenizer.eos_token_id
     if bos_id is None:
-        raise PluginError(f"hf: the tokenizer of {name} has neither a BOS nor an EOS token to "
-                          "start the text with")
+        raise PluginError(
+            f"hf: the tokenizer of {name} has neither a BOS nor an EOS token to start the text with"
+        )
     if segmentation == "pieces":
         _check_piecewise(tokenizer, name)
     limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -469,10 +543,21 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, model: 
     try:
         _check_fits(config, torch_dtype, device, name)
         network = transformers.AutoModelForCausalLM.from_pretrained(
-            name, dtype=torch_dtype, trust_remote_code=trust_remote_code)
+            name, dtype=torch_dtype, trust_remote_code=trust_remote_code
+        )
     except (OSError, ValueError, KeyError) as error:
         raise _load_error(name, error) from None
     network.to(device).eval()  # type: ignore[arg-type]  # transformers' decorated .to() hides its signature
-    return HFCausalLM(network, tokenizer, dataset=dataset, detokenizer=detokenizer,
-                      segmentation=segmentation, max_context=max_context, stride=stride,
-                      window_batch=window_batch, bos_id=bos_id, device=device, checkpoint=name)
+    return HFCausalLM(
+        network,
+        tokenizer,
+        dataset=dataset,
+        detokenizer=detokenizer,
+        segmentation=segmentation,
+        max_context=max_context,
+        stride=stride,
+        window_batch=window_batch,
+        bos_id=bos_id,
+        device=device,
+        checkpoint=name,
+    )

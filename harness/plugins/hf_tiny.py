@@ -32,40 +32,81 @@ def train_tokenizer(lines: Iterable[str], vocab_size: int) -> PreTrainedTokenize
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BOS],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[BOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(lines, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token=BOS, eos_token=BOS)
 
 
-def tiny_config(arch: str, vocab_size: int, bos_id: int, *, width: int = 64, layers: int = 2,
-                heads: int = 4, positions: int = 512) -> object:
+def tiny_config(
+    arch: str,
+    vocab_size: int,
+    bos_id: int,
+    *,
+    width: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    positions: int = 512,
+) -> object:
     """A small GPT-2 or Llama-style (RoPE, RMSNorm, SwiGLU, grouped-query) config."""
     from transformers import GPT2Config, LlamaConfig
 
     if arch == "gpt2":
-        return GPT2Config(vocab_size=vocab_size, n_positions=positions, n_embd=width,
-                          n_layer=layers, n_head=heads, bos_token_id=bos_id, eos_token_id=bos_id)
+        return GPT2Config(
+            vocab_size=vocab_size,
+            n_positions=positions,
+            n_embd=width,
+            n_layer=layers,
+            n_head=heads,
+            bos_token_id=bos_id,
+            eos_token_id=bos_id,
+        )
     if arch == "llama":
-        return LlamaConfig(vocab_size=vocab_size, hidden_size=width, intermediate_size=2 * width,
-                           num_hidden_layers=layers, num_attention_heads=heads,
-                           num_key_value_heads=max(1, heads // 2),
-                           max_position_embeddings=positions, bos_token_id=bos_id,
-                           eos_token_id=bos_id, tie_word_embeddings=False)
+        return LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=width,
+            intermediate_size=2 * width,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            max_position_embeddings=positions,
+            bos_token_id=bos_id,
+            eos_token_id=bos_id,
+            tie_word_embeddings=False,
+        )
     raise ValueError(f"unknown arch {arch!r} (gpt2, llama)")
 
 
-def build(out: Path, lines: list[str], *, arch: str = "gpt2", vocab_size: int = 1000,
-          width: int = 64, layers: int = 2, heads: int = 4, positions: int = 512,
-          seed: int = 0) -> Path:
+def build(
+    out: Path,
+    lines: list[str],
+    *,
+    arch: str = "gpt2",
+    vocab_size: int = 1000,
+    width: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    positions: int = 512,
+    seed: int = 0,
+) -> Path:
     """Train the tokenizer on ``lines`` (text), build the model, ``save_pretrained`` both."""
     import torch
     from transformers import AutoModelForCausalLM
 
     tokenizer = train_tokenizer(lines, vocab_size)
-    config = tiny_config(arch, len(tokenizer), tokenizer.bos_token_id, width=width,
-                         layers=layers, heads=heads, positions=positions)
+    config = tiny_config(
+        arch,
+        len(tokenizer),
+        tokenizer.bos_token_id,
+        width=width,
+        layers=layers,
+        heads=heads,
+        positions=positions,
+    )
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config)
     out.mkdir(parents=True, exist_ok=True)
@@ -77,8 +118,12 @@ def build(out: Path, lines: list[str], *, arch: str = "gpt2", vocab_size: int = 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.plugins.hf_tiny", description=__doc__)
     parser.add_argument("out", type=Path, help="directory to write the model and tokenizer to")
-    parser.add_argument("--train", type=Path, required=True,
-                        help="a word-level benchmark file (wiki.train.tokens, ptb.train.txt)")
+    parser.add_argument(
+        "--train",
+        type=Path,
+        required=True,
+        help="a word-level benchmark file (wiki.train.tokens, ptb.train.txt)",
+    )
     parser.add_argument("--style", choices=STYLES, default="wikitext", help="its detokenizer")
     parser.add_argument("--lines", type=int, default=5000, help="lines to train on (default 5000)")
     parser.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
@@ -87,12 +132,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--positions", type=int, default=1024)
     args = parser.parse_args(argv)
-    lines = args.train.read_text(encoding="utf-8").split("\n")[:args.lines]
-    out = build(args.out, [detokenize_line(line, args.style) + "\n" for line in lines],
-                arch=args.arch, vocab_size=args.vocab_size, width=args.width,
-                layers=args.layers, positions=args.positions)
-    print(f"wrote a random-weight {args.arch} ({args.layers} x {args.width}) and its "
-          f"{args.vocab_size}-type BPE tokenizer to {out}")
+    lines = args.train.read_text(encoding="utf-8").split("\n")[: args.lines]
+    out = build(
+        args.out,
+        [detokenize_line(line, args.style) + "\n" for line in lines],
+        arch=args.arch,
+        vocab_size=args.vocab_size,
+        width=args.width,
+        layers=args.layers,
+        positions=args.positions,
+    )
+    print(
+        f"wrote a random-weight {args.arch} ({args.layers} x {args.width}) and its "
+        f"{args.vocab_size}-type BPE tokenizer to {out}"
+    )
     return 0
 
 

@@ -10,7 +10,6 @@ import numpy as np
 from harness.datasets import Dataset
 from harness.plugin import Chunk, ChunkScores, PluginError
 
-
 #: Train ids counted at a time.
 COUNT_SLICE = 1 << 24
 
@@ -41,5 +40,5 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None) -> Unig
     # In slices: bincount copies its input to int64, and train may be a memory-map of 100M ids.
     counts = np.zeros(vocab_size, dtype=np.int64)
     for begin in range(0, len(train), COUNT_SLICE):
-        counts += np.bincount(train[begin:begin + COUNT_SLICE], minlength=vocab_size)
+        counts += np.bincount(train[begin : begin + COUNT_SLICE], minlength=vocab_size)
     return UnigramModel(np.log((counts + 1.0) / (len(train) + vocab_size)))

@@ -32,14 +32,16 @@ class Page:
 
 def article_text(title: str, index: int) -> str:
     """A short, varied Good-article-like wikitext."""
-    return (f"{{{{Good article}}}}\n{{{{Infobox place|name={title}|population={index * 1000}}}}}\n"
-            f"'''{title}''' is a small town in the north of the county, on the river "
-            f"[[Avon|the Avon]].<ref>{{{{cite web|title=Census}}}}</ref> It had "
-            f"{index * 1234 + 5:,} people in {1900 + index}.\n\n"
-            f"== History ==\nThe town was founded in the {index + 10}th century and grew "
-            f"around its market. Its church is a well-known landmark.\n\n"
-            f"== Geography ==\nThe town lies {index + 2}.{index} km from the coast, "
-            f"next to the old road.\n\n== References ==\n{{{{reflist}}}}\n")
+    return (
+        f"{{{{Good article}}}}\n{{{{Infobox place|name={title}|population={index * 1000}}}}}\n"
+        f"'''{title}''' is a small town in the north of the county, on the river "
+        f"[[Avon|the Avon]].<ref>{{{{cite web|title=Census}}}}</ref> It had "
+        f"{index * 1234 + 5:,} people in {1900 + index}.\n\n"
+        f"== History ==\nThe town was founded in the {index + 10}th century and grew "
+        f"around its market. Its church is a well-known landmark.\n\n"
+        f"== Geography ==\nThe town lies {index + 2}.{index} km from the coast, "
+        f"next to the old road.\n\n== References ==\n{{{{reflist}}}}\n"
+    )
 
 
 @dataclass
@@ -67,11 +69,21 @@ class FakeWiki:
     @classmethod
     def with_articles(cls, count: int, **options: Any) -> FakeWiki:
         titles = [f"Town {chr(65 + index % 26)}{index:02d}" for index in range(count)]
-        pages = {title: Page(1000 + index, 50_000 + index, f"2024-01-{index % 28 + 1:02d}T12:00:00Z",
-                             article_text(title, index)) for index, title in enumerate(titles)}
+        pages = {
+            title: Page(
+                1000 + index,
+                50_000 + index,
+                f"2024-01-{index % 28 + 1:02d}T12:00:00Z",
+                article_text(title, index),
+            )
+            for index, title in enumerate(titles)
+        }
         half = count // 2
-        return cls(pages=pages, categories={"Good articles": titles[:half],
-                                            "Featured articles": titles[half:]}, **options)
+        return cls(
+            pages=pages,
+            categories={"Good articles": titles[:half], "Featured articles": titles[half:]},
+            **options,
+        )
 
     def revision_requests(self) -> list[dict[str, str]]:
         return [params for params in self.log if params.get("prop") == "revisions"]
@@ -94,9 +106,11 @@ class FakeWiki:
         category = params["cmtitle"].removeprefix("Category:")
         titles = sorted(self.categories.get(category, []))
         start = int(params.get("cmcontinue", "page|0").split("|")[1])
-        chunk = titles[start:start + self.members_per_response]
-        members = [{"pageid": self.pages[title].page_id if title in self.pages else 1, "ns": 0,
-                    "title": title} for title in chunk]
+        chunk = titles[start : start + self.members_per_response]
+        members = [
+            {"pageid": self.pages[title].page_id if title in self.pages else 1, "ns": 0, "title": title}
+            for title in chunk
+        ]
         data: dict[str, Any] = {"query": {"categorymembers": members}}
         if start + len(chunk) < len(titles):
             data["continue"] = {"cmcontinue": f"page|{start + len(chunk)}", "continue": "-" + CONTINUE_MARK}
@@ -119,14 +133,18 @@ class FakeWiki:
                 title = requested.replace("_", " ")
                 title = title[:1].upper() + title[1:]
                 if title != requested:
-                    query.setdefault("normalized", []).append({"fromencoded": False, "from": requested, "to": title})
+                    query.setdefault("normalized", []).append(
+                        {"fromencoded": False, "from": requested, "to": title}
+                    )
                 if title in self.redirects:
                     query.setdefault("redirects", []).append({"from": title, "to": self.redirects[title]})
                     title = self.redirects[title]
                 if title not in targets:
                     targets.append(title)
         start = int(params.get("rvcontinue", "0"))
-        with_content = [title for title in targets if title in self.pages][start:start + self.contents_per_response]
+        with_content = [title for title in targets if title in self.pages][
+            start : start + self.contents_per_response
+        ]
         pages = []
         for title in targets:
             if title not in self.pages:
@@ -135,17 +153,29 @@ class FakeWiki:
             page = self.pages[title]
             entry: dict[str, Any] = {"pageid": page.page_id, "ns": 0, "title": title}
             if title in with_content:
-                entry["revisions"] = [{"revid": page.revision_id, "parentid": page.revision_id - 7,
-                                       "timestamp": page.timestamp,
-                                       "slots": {"main": {"contentmodel": "wikitext",
-                                                          "contentformat": "text/x-wiki",
-                                                          "content": page.wikitext}}}]
+                entry["revisions"] = [
+                    {
+                        "revid": page.revision_id,
+                        "parentid": page.revision_id - 7,
+                        "timestamp": page.timestamp,
+                        "slots": {
+                            "main": {
+                                "contentmodel": "wikitext",
+                                "contentformat": "text/x-wiki",
+                                "content": page.wikitext,
+                            }
+                        },
+                    }
+                ]
             pages.append(entry)
         query["pages"] = pages
         data: dict[str, Any] = {"query": query}
         present = [title for title in targets if title in self.pages]
         if start + self.contents_per_response < len(present):
-            data["continue"] = {"rvcontinue": str(start + self.contents_per_response), "continue": CONTINUE_MARK}
+            data["continue"] = {
+                "rvcontinue": str(start + self.contents_per_response),
+                "continue": CONTINUE_MARK,
+            }
         else:
             data["batchcomplete"] = True
         return data
@@ -181,9 +211,18 @@ class _Handler(BaseHTTPRequestHandler):
         if fault in ("500", "503"):
             return self._send(int(fault), {"error": "Server error"}, {})
         if fault == "maxlag":
-            return self._send(200, {"error": {"code": "maxlag", "info": "Waiting for 10.64.48.35: 7 seconds lagged.",
-                                              "host": "10.64.48.35", "lag": 7}},
-                              {"Retry-After": wiki.retry_after_maxlag, "X-Database-Lag": "7"})
+            return self._send(
+                200,
+                {
+                    "error": {
+                        "code": "maxlag",
+                        "info": "Waiting for 10.64.48.35: 7 seconds lagged.",
+                        "host": "10.64.48.35",
+                        "lag": 7,
+                    }
+                },
+                {"Retry-After": wiki.retry_after_maxlag, "X-Database-Lag": "7"},
+            )
         if fault == "slow":
             time.sleep(wiki.slow_seconds)
         body = wiki.answer(params)

@@ -39,5 +39,12 @@ from .article import REMOVED_SECTIONS, MarkupError, is_reference_section, render
 from .registry import TEMPLATE_RENDERERS
 from .template_api import template_key
 
-__all__ = ["MarkupError", "render_article", "render_text", "REMOVED_SECTIONS", "TEMPLATE_RENDERERS",
-           "is_reference_section", "template_key"]
+__all__ = [
+    "MarkupError",
+    "render_article",
+    "render_text",
+    "REMOVED_SECTIONS",
+    "TEMPLATE_RENDERERS",
+    "is_reference_section",
+    "template_key",
+]

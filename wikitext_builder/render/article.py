@@ -22,30 +22,105 @@ class MarkupError(ValueError):
 
 # Sections (by normalized heading) whose own text is removed; as in WikiText, their
 # sub-sections (other headings) stay.
-REMOVED_SECTIONS = frozenset({
-    "references", "reference", "notes", "note", "see also", "external links",
-    "external link", "further reading", "bibliography", "sources", "source",
-    "citations", "footnotes", "notes and references", "references and notes",
-    "works cited", "literature cited", "cited sources", "cited works",
-    "general references", "specific references", "endnotes", "explanatory notes",
-    "sources and references", "references and sources", "notes and sources",
-    "external links and references", "related articles", "links",
-    "selected bibliography", "select bibliography", "further information",
-    "notes and citations", "citations and notes", "references and further reading",
-    "sources and further reading", "footnotes and references", "references and footnotes",
-    "notes and further reading", "further reading and external links",
-    "bibliography and further reading", "external links and further reading",
-})
+REMOVED_SECTIONS = frozenset(
+    {
+        "references",
+        "reference",
+        "notes",
+        "note",
+        "see also",
+        "external links",
+        "external link",
+        "further reading",
+        "bibliography",
+        "sources",
+        "source",
+        "citations",
+        "footnotes",
+        "notes and references",
+        "references and notes",
+        "works cited",
+        "literature cited",
+        "cited sources",
+        "cited works",
+        "general references",
+        "specific references",
+        "endnotes",
+        "explanatory notes",
+        "sources and references",
+        "references and sources",
+        "notes and sources",
+        "external links and references",
+        "related articles",
+        "links",
+        "selected bibliography",
+        "select bibliography",
+        "further information",
+        "notes and citations",
+        "citations and notes",
+        "references and further reading",
+        "sources and further reading",
+        "footnotes and references",
+        "references and footnotes",
+        "notes and further reading",
+        "further reading and external links",
+        "bibliography and further reading",
+        "external links and further reading",
+    }
+)
 # Other spellings of the same sections: every word a reference-section word, and one of
 # them naming the kind ("Online sources", "Primary sources", "Other references"). Headings
 # such as "Cultural references" or "Game notes" are kept, as in WikiText-2.
-_REFERENCE_CORE = frozenset({"references", "reference", "notes", "note", "citations", "citation",
-                             "footnotes", "sources", "source", "bibliography", "endnotes"})
+_REFERENCE_CORE = frozenset(
+    {
+        "references",
+        "reference",
+        "notes",
+        "note",
+        "citations",
+        "citation",
+        "footnotes",
+        "sources",
+        "source",
+        "bibliography",
+        "endnotes",
+    }
+)
 _REFERENCE_WORDS = _REFERENCE_CORE | {
-    "and", "further", "reading", "external", "links", "link", "see", "also", "works", "cited",
-    "general", "specific", "literature", "explanatory", "selected", "select", "other",
-    "additional", "related", "articles", "information", "online", "web", "sites", "websites",
-    "resources", "primary", "secondary", "print", "book", "books", "list", "of"}
+    "and",
+    "further",
+    "reading",
+    "external",
+    "links",
+    "link",
+    "see",
+    "also",
+    "works",
+    "cited",
+    "general",
+    "specific",
+    "literature",
+    "explanatory",
+    "selected",
+    "select",
+    "other",
+    "additional",
+    "related",
+    "articles",
+    "information",
+    "online",
+    "web",
+    "sites",
+    "websites",
+    "resources",
+    "primary",
+    "secondary",
+    "print",
+    "book",
+    "books",
+    "list",
+    "of",
+}
 
 
 def is_reference_section(heading: str) -> bool:
@@ -74,7 +149,7 @@ def _check_parse(title: str, code: Wikicode) -> None:
     for node in code.nodes:
         if isinstance(node, Text) and ("{{" in node.value or "}}" in node.value):
             if "{{" in node.value:
-                snippet = node.value[node.value.find("{{"):][:40].replace("\n", " ")
+                snippet = node.value[node.value.find("{{") :][:40].replace("\n", " ")
                 raise MarkupError(f"{title}: unbalanced template markup near {snippet!r}")
             node.value = node.value.replace("}}", "")
 

@@ -23,11 +23,11 @@ from .template_api import NodeRenderer, RendererTable, entries, is_yes, template
 class Unit(NamedTuple):
     """One unit of measurement."""
 
-    dimension: str      # units convert only within a dimension
-    factor: float       # size in the dimension's base unit (temperatures: unused)
-    singular: str       # spelled-out name for one
-    plural: str         # spelled-out name for others
-    symbol: str         # abbreviated form
+    dimension: str  # units convert only within a dimension
+    factor: float  # size in the dimension's base unit (temperatures: unused)
+    singular: str  # spelled-out name for one
+    plural: str  # spelled-out name for others
+    symbol: str  # abbreviated form
     default_output: str  # space-separated codes converted to when none is given
 
 
@@ -44,12 +44,18 @@ def _define(codes: str, unit: Unit) -> None:
 
 # length
 _define("m metre meter metres meters", Unit("length", 1.0, "metre", "metres", "m", "ft"))
-_define("km kilometre kilometer kilometres kilometers",
-        Unit("length", 1000.0, "kilometre", "kilometres", "km", "mi"))
-_define("cm centimetre centimeter centimetres centimeters",
-        Unit("length", 0.01, "centimetre", "centimetres", "cm", "in"))
-_define("mm millimetre millimeter millimetres millimeters",
-        Unit("length", 0.001, "millimetre", "millimetres", "mm", "in"))
+_define(
+    "km kilometre kilometer kilometres kilometers",
+    Unit("length", 1000.0, "kilometre", "kilometres", "km", "mi"),
+)
+_define(
+    "cm centimetre centimeter centimetres centimeters",
+    Unit("length", 0.01, "centimetre", "centimetres", "cm", "in"),
+)
+_define(
+    "mm millimetre millimeter millimetres millimeters",
+    Unit("length", 0.001, "millimetre", "millimetres", "mm", "in"),
+)
 _define("mi mile miles", Unit("length", 1609.344, "mile", "miles", "mi", "km"))
 _define("ft foot feet", Unit("length", 0.3048, "foot", "feet", "ft", "m"))
 # Module:Convert's default for inches is millimetres ("inches ( ... mm )" is the most common
@@ -94,8 +100,7 @@ _define("ft/s", Unit("speed", 0.3048, "foot per second", "feet per second", "ft/
 _define("km/s", Unit("speed", 1000.0, "kilometre per second", "kilometres per second", "km/s", "mi/s"))
 _define("mi/s", Unit("speed", 1609.344, "mile per second", "miles per second", "mi/s", "km/s"))
 # volume and flow
-_define("l L litre liter litres liters",
-        Unit("volume", 0.001, "litre", "litres", "l", "impgal USgal"))
+_define("l L litre liter litres liters", Unit("volume", 0.001, "litre", "litres", "l", "impgal USgal"))
 _define("ml mL millilitre milliliter", Unit("volume", 1e-6, "millilitre", "millilitres", "ml", "usfloz"))
 _define("m3 cum", Unit("volume", 1.0, "cubic metre", "cubic metres", "m3", "cuft"))
 _define("cuft ft3", Unit("volume", 0.028316846592, "cubic foot", "cubic feet", "cu ft", "m3"))
@@ -137,26 +142,47 @@ _define("mbar hPa", Unit("pressure", 100.0, "millibar", "millibars", "mbar", "in
 _define("Pa", Unit("pressure", 1.0, "pascal", "pascals", "Pa", "psi"))
 _define("kPa", Unit("pressure", 1000.0, "kilopascal", "kilopascals", "kPa", "psi"))
 _define("MPa", Unit("pressure", 1e6, "megapascal", "megapascals", "MPa", "psi"))
-_define("psi", Unit("pressure", 6894.757293168, "pound per square inch", "pounds per square inch", "psi", "kPa"))
+_define(
+    "psi", Unit("pressure", 6894.757293168, "pound per square inch", "pounds per square inch", "psi", "kPa")
+)
 _define("bar", Unit("pressure", 1e5, "bar", "bars", "bar", "kPa psi"))
 _define("atm", Unit("pressure", 101325.0, "standard atmosphere", "standard atmospheres", "atm", "kPa"))
-_define("mmHg", Unit("pressure", 133.322387415, "millimetre of mercury", "millimetres of mercury", "mmHg", "kPa"))
+_define(
+    "mmHg", Unit("pressure", 133.322387415, "millimetre of mercury", "millimetres of mercury", "mmHg", "kPa")
+)
 # density and fuel
-_define("kg/m3", Unit("density", 1.0, "kilogram per cubic metre", "kilograms per cubic metre", "kg/m3", "lb/cuft"))
-_define("lb/cuft", Unit("density", 16.018463373960138, "pound per cubic foot", "pounds per cubic foot",
-                        "lb/cu ft", "kg/m3"))
-_define("g/cm3", Unit("density", 1000.0, "gram per cubic centimetre", "grams per cubic centimetre", "g/cm3",
-                      "lb/cuin"))
-_define("lb/cuin", Unit("density", 27679.904710203125, "pound per cubic inch", "pounds per cubic inch",
-                        "lb/cu in", "g/cm3"))
+_define(
+    "kg/m3", Unit("density", 1.0, "kilogram per cubic metre", "kilograms per cubic metre", "kg/m3", "lb/cuft")
+)
+_define(
+    "lb/cuft",
+    Unit("density", 16.018463373960138, "pound per cubic foot", "pounds per cubic foot", "lb/cu ft", "kg/m3"),
+)
+_define(
+    "g/cm3",
+    Unit("density", 1000.0, "gram per cubic centimetre", "grams per cubic centimetre", "g/cm3", "lb/cuin"),
+)
+_define(
+    "lb/cuin",
+    Unit("density", 27679.904710203125, "pound per cubic inch", "pounds per cubic inch", "lb/cu in", "g/cm3"),
+)
 
 # range words between two numbers: (text when the unit is spelled out, text with symbols);
 # an "x" range with symbols repeats the unit after each number ("7 mm × 26 mm")
 _RANGES: dict[str, tuple[str, str]] = {
-    "to": (" to ", " to "), "-": ("–", "–"), "–": ("–", "–"), "and": (" and ", " and "),
-    "or": (" or ", " or "), "x": (" by ", " × "), "×": (" by ", " × "), "by": (" by ", " by "),
-    "to(-)": (" to ", " to "), "+/-": (" ± ", " ± "), "&": (" & ", " & "),
-    "and(-)": (" and ", " and "), "or(-)": (" or ", " or "),
+    "to": (" to ", " to "),
+    "-": ("–", "–"),
+    "–": ("–", "–"),
+    "and": (" and ", " and "),
+    "or": (" or ", " or "),
+    "x": (" by ", " × "),
+    "×": (" by ", " × "),
+    "by": (" by ", " by "),
+    "to(-)": (" to ", " to "),
+    "+/-": (" ± ", " ± "),
+    "&": (" & ", " & "),
+    "and(-)": (" and ", " and "),
+    "or(-)": (" or ", " or "),
 }
 _TIMES = ("x", "×")
 _INTEGER = re.compile(r"-?\d+")
@@ -170,7 +196,7 @@ class Number(NamedTuple):
 
     value: float
     precision: int  # decimal places; negative for trailing zeros of an integer
-    text: str       # as Wikipedia shows it (thousands separators, fraction slash)
+    text: str  # as Wikipedia shows it (thousands separators, fraction slash)
     fraction: bool  # written as a fraction with no whole part (3/4)
 
 
@@ -262,9 +288,9 @@ def _american(name: str, us: bool) -> str:
 class _Options(NamedTuple):
     """The named parameters of one {{convert}}."""
 
-    in_symbol: bool   # the input unit abbreviated
+    in_symbol: bool  # the input unit abbreviated
     out_symbol: bool  # the output unit abbreviated
-    adjective: str    # '' or the adj= value ('on', 'mid')
+    adjective: str  # '' or the adj= value ('on', 'mid')
     disp: str
     us: bool
     sigfig: str
@@ -278,9 +304,14 @@ def _options(tpl: Template, r: NodeRenderer) -> _Options:
     disp = (r.param(tpl, "disp") or "").lower()
     if (r.param(tpl, "order") or "").lower() == "flip":
         disp = "flip"
-    return _Options(in_symbol=abbr in _SYMBOL_ABBR, out_symbol=abbr not in ("off", "in"),
-                    adjective=adj if adj in ("on", "yes", "y", "mid") else "", disp=disp,
-                    us=(r.param(tpl, "sp") or "").lower() == "us", sigfig=r.param(tpl, "sigfig"))
+    return _Options(
+        in_symbol=abbr in _SYMBOL_ABBR,
+        out_symbol=abbr not in ("off", "in"),
+        adjective=adj if adj in ("on", "yes", "y", "mid") else "",
+        disp=disp,
+        us=(r.param(tpl, "sp") or "").lower() == "us",
+        sigfig=r.param(tpl, "sigfig"),
+    )
 
 
 def _join_range(texts: list[str], seps: list[str], symbol: bool, unit_text: str) -> str:
@@ -306,18 +337,24 @@ def convert(tpl: Template, r: NodeRenderer) -> str:
         raw_values.append(pos[i + 1])
         i += 2
     unit_code = pos[i] if i < len(pos) else ""
-    rest = pos[i + 1:]
+    rest = pos[i + 1 :]
     options = _options(tpl, r)
     unit = UNITS.get(unit_code)
-    numbers = [parse_number(v) for v in raw_values]
-    if unit is None or any(n is None for n in numbers):
-        shown = [n.text if n is not None else v for n, v in zip(numbers, raw_values)]
+    parsed = [parse_number(v) for v in raw_values]
+    numbers = [n for n in parsed if n is not None]
+    if unit is None or len(numbers) < len(parsed):
+        shown = [n.text if n is not None else v for n, v in zip(parsed, raw_values)]
         return f"{_join_range(shown, seps, False, '')} {unit_code}".strip()
     # composite input {{convert|5|ft|6|in|m}}: the sub-unit's number and unit follow
     sub_number = parse_number(rest[0]) if len(rest) >= 2 else None
-    sub_unit = UNITS.get(rest[1]) if sub_number is not None else None
-    if (len(numbers) == 1 and sub_unit is not None and sub_unit.dimension == unit.dimension
-            and unit.dimension != "temperature"):
+    sub_unit = UNITS.get(rest[1]) if len(rest) >= 2 else None
+    if (
+        len(numbers) == 1
+        and sub_number is not None
+        and sub_unit is not None
+        and sub_unit.dimension == unit.dimension
+        and unit.dimension != "temperature"
+    ):
         return _composite(numbers[0], unit_code, sub_number, rest[1], rest[2:], options)
     return _render(numbers, seps, unit_code, rest, options)
 
@@ -334,8 +371,14 @@ def _out_settings(rest: list[str]) -> tuple[list[str], int | None]:
     return out_unit.split(), precision
 
 
-def _outputs(numbers: list[Number], seps: list[str], unit_code: str, codes: list[str],
-             precision: int | None, options: _Options) -> list[str]:
+def _outputs(
+    numbers: list[Number],
+    seps: list[str],
+    unit_code: str,
+    codes: list[str],
+    precision: int | None,
+    options: _Options,
+) -> list[str]:
     unit = UNITS[unit_code]
     outputs: list[str] = []
     for code in codes:
@@ -347,23 +390,29 @@ def _outputs(numbers: list[Number], seps: list[str], unit_code: str, codes: list
             continue
         converted = [convert_value(n.value, unit_code, code) for n in numbers]
         if options.sigfig.isdigit() and int(options.sigfig) > 0:
-            prec = max(int(options.sigfig) - 1 - math.floor(math.log10(abs(v))) if v else 0
-                       for v in converted)
+            prec = max(
+                int(options.sigfig) - 1 - math.floor(math.log10(abs(v))) if v else 0 for v in converted
+            )
         elif precision is not None:
             prec = precision
         else:
-            prec = max(output_precision(n.value, n.precision, unit_code, v)
-                       for n, v in zip(numbers, converted))
+            prec = max(
+                output_precision(n.value, n.precision, unit_code, v) for n, v in zip(numbers, converted)
+            )
         texts = [format_number(v, prec) for v in converted]
         single = len(texts) == 1 and texts[0] in ("1", "1.0")
-        name = target.symbol if options.out_symbol else _american(
-            target.singular if single else target.plural, options.us)
+        name = (
+            target.symbol
+            if options.out_symbol
+            else _american(target.singular if single else target.plural, options.us)
+        )
         outputs.append(f"{_join_range(texts, seps, options.out_symbol, name)} {name}")
     return outputs
 
 
-def _render(numbers: list[Number], seps: list[str], unit_code: str, rest: list[str],
-            options: _Options) -> str:
+def _render(
+    numbers: list[Number], seps: list[str], unit_code: str, rest: list[str], options: _Options
+) -> str:
     unit = UNITS[unit_code]
     first = numbers[0]
     singular = len(numbers) == 1 and (abs(first.value) == 1 or first.fraction and abs(first.value) < 1)
@@ -373,8 +422,11 @@ def _render(numbers: list[Number], seps: list[str], unit_code: str, rest: list[s
         name = _american(unit.singular if singular or options.adjective else unit.plural, options.us)
     number_text = _join_range([n.text for n in numbers], seps, options.in_symbol, name)
     if options.adjective and not options.in_symbol:
-        suffix = next((item for item in rest if item.startswith("-") and not _INTEGER.fullmatch(item)),
-                      "") if options.adjective == "mid" else ""
+        suffix = (
+            next((item for item in rest if item.startswith("-") and not _INTEGER.fullmatch(item)), "")
+            if options.adjective == "mid"
+            else ""
+        )
         in_text = f"{number_text}-{name}{suffix}"
     else:
         in_text = f"{number_text} {name}"
@@ -383,8 +435,9 @@ def _render(numbers: list[Number], seps: list[str], unit_code: str, rest: list[s
     return _layout(in_text, outputs, options.disp)
 
 
-def _composite(whole: Number, unit_code: str, sub: Number, sub_code: str, rest: list[str],
-               options: _Options) -> str:
+def _composite(
+    whole: Number, unit_code: str, sub: Number, sub_code: str, rest: list[str], options: _Options
+) -> str:
     """{{convert|505|ft|6|in|m|1}}: ``505 feet 6 inches (154.1 m)``."""
     unit, sub_unit = UNITS[unit_code], UNITS[sub_code]
     total = whole.value + sub.value * sub_unit.factor / unit.factor

@@ -7,43 +7,147 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from mwparserfromhell.nodes import Template
 
 from .template_api import NodeRenderer, RendererTable, TemplateRenderer, entries, first, last, second
 
 LANGUAGES: dict[str, str] = {
-    "ar": "Arabic", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan", "cs": "Czech",
-    "cy": "Welsh", "da": "Danish", "de": "German", "el": "Greek", "en": "English",
-    "es": "Spanish", "et": "Estonian", "eu": "Basque", "fa": "Persian", "fi": "Finnish",
-    "fr": "French", "ga": "Irish", "gd": "Scottish Gaelic", "grc": "Ancient Greek",
-    "he": "Hebrew", "hi": "Hindi", "hr": "Croatian", "hu": "Hungarian", "hy": "Armenian",
-    "id": "Indonesian", "is": "Icelandic", "it": "Italian", "ja": "Japanese",
-    "ka": "Georgian", "ko": "Korean", "la": "Latin", "lt": "Lithuanian", "lv": "Latvian",
-    "mi": "Māori", "mn": "Mongolian", "ms": "Malay", "nl": "Dutch", "no": "Norwegian",
-    "nb": "Norwegian Bokmål", "nn": "Norwegian Nynorsk", "pl": "Polish",
-    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sa": "Sanskrit",
-    "sk": "Slovak", "sl": "Slovene", "sq": "Albanian", "sr": "Serbian", "sv": "Swedish",
-    "sw": "Swahili", "ta": "Tamil", "te": "Telugu", "th": "Thai", "tr": "Turkish",
-    "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "yi": "Yiddish",
-    "zh": "Chinese", "ang": "Old English", "non": "Old Norse", "sco": "Scots",
-    "haw": "Hawaiian", "sh": "Serbo-Croatian", "bs": "Bosnian", "mk": "Macedonian",
-    "be": "Belarusian", "az": "Azerbaijani", "kk": "Kazakh", "uz": "Uzbek",
-    "tl": "Tagalog", "fil": "Filipino", "af": "Afrikaans", "gl": "Galician",
-    "oc": "Occitan", "br": "Breton", "kw": "Cornish", "gv": "Manx", "fo": "Faroese",
-    "mt": "Maltese", "lb": "Luxembourgish", "pa": "Punjabi", "ne": "Nepali",
-    "si": "Sinhala", "my": "Burmese", "km": "Khmer", "lo": "Lao", "bo": "Tibetan",
-    "am": "Amharic", "so": "Somali", "ha": "Hausa", "yo": "Yoruba", "zu": "Zulu",
-    "xh": "Xhosa", "ku": "Kurdish", "ps": "Pashto", "tg": "Tajik", "tk": "Turkmen",
-    "ky": "Kyrgyz", "tt": "Tatar", "ba": "Bashkir", "cv": "Chuvash", "sme": "Northern Sami",
-    "se": "Northern Sami", "fy": "West Frisian", "eo": "Esperanto", "ia": "Interlingua",
-    "gsw": "Swiss German", "nds": "Low German", "yue": "Cantonese", "cmn": "Mandarin",
-    "kn": "Kannada", "ml": "Malayalam", "mr": "Marathi", "gu": "Gujarati", "or": "Odia",
-    "as": "Assamese", "sd": "Sindhi", "ug": "Uyghur", "dv": "Dhivehi", "he-latn": "Hebrew",
-    "fro": "Old French", "frm": "Middle French", "enm": "Middle English", "goh": "Old High German",
-    "gmh": "Middle High German", "peo": "Old Persian", "pi": "Pali", "syc": "Syriac",
-    "arc": "Aramaic", "egy": "Egyptian", "akk": "Akkadian", "sux": "Sumerian",
+    "ar": "Arabic",
+    "bg": "Bulgarian",
+    "bn": "Bengali",
+    "ca": "Catalan",
+    "cs": "Czech",
+    "cy": "Welsh",
+    "da": "Danish",
+    "de": "German",
+    "el": "Greek",
+    "en": "English",
+    "es": "Spanish",
+    "et": "Estonian",
+    "eu": "Basque",
+    "fa": "Persian",
+    "fi": "Finnish",
+    "fr": "French",
+    "ga": "Irish",
+    "gd": "Scottish Gaelic",
+    "grc": "Ancient Greek",
+    "he": "Hebrew",
+    "hi": "Hindi",
+    "hr": "Croatian",
+    "hu": "Hungarian",
+    "hy": "Armenian",
+    "id": "Indonesian",
+    "is": "Icelandic",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ka": "Georgian",
+    "ko": "Korean",
+    "la": "Latin",
+    "lt": "Lithuanian",
+    "lv": "Latvian",
+    "mi": "Māori",
+    "mn": "Mongolian",
+    "ms": "Malay",
+    "nl": "Dutch",
+    "no": "Norwegian",
+    "nb": "Norwegian Bokmål",
+    "nn": "Norwegian Nynorsk",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sa": "Sanskrit",
+    "sk": "Slovak",
+    "sl": "Slovene",
+    "sq": "Albanian",
+    "sr": "Serbian",
+    "sv": "Swedish",
+    "sw": "Swahili",
+    "ta": "Tamil",
+    "te": "Telugu",
+    "th": "Thai",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "ur": "Urdu",
+    "vi": "Vietnamese",
+    "yi": "Yiddish",
+    "zh": "Chinese",
+    "ang": "Old English",
+    "non": "Old Norse",
+    "sco": "Scots",
+    "haw": "Hawaiian",
+    "sh": "Serbo-Croatian",
+    "bs": "Bosnian",
+    "mk": "Macedonian",
+    "be": "Belarusian",
+    "az": "Azerbaijani",
+    "kk": "Kazakh",
+    "uz": "Uzbek",
+    "tl": "Tagalog",
+    "fil": "Filipino",
+    "af": "Afrikaans",
+    "gl": "Galician",
+    "oc": "Occitan",
+    "br": "Breton",
+    "kw": "Cornish",
+    "gv": "Manx",
+    "fo": "Faroese",
+    "mt": "Maltese",
+    "lb": "Luxembourgish",
+    "pa": "Punjabi",
+    "ne": "Nepali",
+    "si": "Sinhala",
+    "my": "Burmese",
+    "km": "Khmer",
+    "lo": "Lao",
+    "bo": "Tibetan",
+    "am": "Amharic",
+    "so": "Somali",
+    "ha": "Hausa",
+    "yo": "Yoruba",
+    "zu": "Zulu",
+    "xh": "Xhosa",
+    "ku": "Kurdish",
+    "ps": "Pashto",
+    "tg": "Tajik",
+    "tk": "Turkmen",
+    "ky": "Kyrgyz",
+    "tt": "Tatar",
+    "ba": "Bashkir",
+    "cv": "Chuvash",
+    "sme": "Northern Sami",
+    "se": "Northern Sami",
+    "fy": "West Frisian",
+    "eo": "Esperanto",
+    "ia": "Interlingua",
+    "gsw": "Swiss German",
+    "nds": "Low German",
+    "yue": "Cantonese",
+    "cmn": "Mandarin",
+    "kn": "Kannada",
+    "ml": "Malayalam",
+    "mr": "Marathi",
+    "gu": "Gujarati",
+    "or": "Odia",
+    "as": "Assamese",
+    "sd": "Sindhi",
+    "ug": "Uyghur",
+    "dv": "Dhivehi",
+    "he-latn": "Hebrew",
+    "fro": "Old French",
+    "frm": "Middle French",
+    "enm": "Middle English",
+    "goh": "Old High German",
+    "gmh": "Middle High German",
+    "peo": "Old Persian",
+    "pi": "Pali",
+    "syc": "Syriac",
+    "arc": "Aramaic",
+    "egy": "Egyptian",
+    "akk": "Akkadian",
+    "sux": "Sumerian",
 }
 
 
@@ -63,6 +167,7 @@ def lang_xx(code: str) -> TemplateRenderer:
         if translation:
             out += f", lit. '{translation}'"
         return out
+
     return render
 
 
@@ -84,8 +189,14 @@ def _langx(tpl: Template, r: NodeRenderer) -> str:
 # IPAc-en's leading key). ``|pron`` reads "pronounced [ ... ]" without the language, the
 # 2016 form: WikiText-2 train has "Arabic : الله , translit . Allāh , pronounced [ ... ]"
 # (Allah: {{lang-ar|...}} {{IPA-ar|...|pron}}) and no "pronounced" with a language label.
-_PRONUNCIATION_LABELS = {"pron": "pronounced", "lang": "{language}:", "local": "locally",
-                         "also": "also", "us": "US:", "uk": "UK:"}
+_PRONUNCIATION_LABELS = {
+    "pron": "pronounced",
+    "lang": "{language}:",
+    "local": "locally",
+    "also": "also",
+    "us": "US:",
+    "uk": "UK:",
+}
 
 
 def ipa_xx(code: str) -> TemplateRenderer:
@@ -104,6 +215,7 @@ def ipa_xx(code: str) -> TemplateRenderer:
             key = pos[1].lower()
             label = _PRONUNCIATION_LABELS.get(key, pos[1]).format(language=language or "")
         return f"{label} [{text}]".strip()
+
     return render
 
 
@@ -155,19 +267,34 @@ def _transliteration(tpl: Template, r: NodeRenderer) -> str:
 def _labelled(labels: tuple[tuple[str, str], ...]) -> TemplateRenderer:
     """Named parameters as ``label: value`` joined by ``; `` in the table's order (the
     positional parameters joined when none is named)."""
+
     def render(tpl: Template, r: NodeRenderer) -> str:
-        parts = [label.format(value) if "{}" in label else f"{label}: {value}"
-                 for name, label in labels for value in [r.param(tpl, name)] if value]
+        parts = [
+            label.format(value) if "{}" in label else f"{label}: {value}"
+            for name, label in labels
+            for value in [r.param(tpl, name)]
+            if value
+        ]
         return "; ".join(parts) if parts else " ".join(p for p in r.positional(tpl) if p)
+
     return render
 
 
 # {{zh|s=...|t=...|p=...}}: WikiText-2 has "Chinese : X ; pinyin : Y" and
 # "... ; traditional Chinese : Y" (the 2016 labels and separators)
-_ZH_LABELS = (("c", "Chinese"), ("s", "simplified Chinese"), ("t", "traditional Chinese"),
-              ("p", "pinyin"), ("tp", "Tongyong Pinyin"), ("w", "Wade–Giles"), ("j", "Jyutping"),
-              ("cy", "Cantonese Yale"), ("poj", "Pe̍h-ōe-jī"), ("zhu", "Zhuyin Fuhao"),
-              ("l", "lit. '{}'"))
+_ZH_LABELS = (
+    ("c", "Chinese"),
+    ("s", "simplified Chinese"),
+    ("t", "traditional Chinese"),
+    ("p", "pinyin"),
+    ("tp", "Tongyong Pinyin"),
+    ("w", "Wade–Giles"),
+    ("j", "Jyutping"),
+    ("cy", "Cantonese Yale"),
+    ("poj", "Pe̍h-ōe-jī"),
+    ("zhu", "Zhuyin Fuhao"),
+    ("l", "lit. '{}'"),
+)
 _KOREAN_LABELS = (("hangul", "Korean"), ("hanja", "Hanja"), ("rr", "RR"), ("mr", "MR"))
 
 

@@ -9,8 +9,16 @@ from __future__ import annotations
 import re
 
 from ..tokenize import format_paragraph, tokenize_text
-from .markers import (APOSTROPHE, BLOCK_FORMULA, FORMULA, INDENT, INVISIBLE, LIST_ITEM, TEMPLATE_GAP,
-                      WHITESPACE)
+from .markers import (
+    APOSTROPHE,
+    BLOCK_FORMULA,
+    FORMULA,
+    INDENT,
+    INVISIBLE,
+    LIST_ITEM,
+    TEMPLATE_GAP,
+    WHITESPACE,
+)
 
 _QUOTE_RUN = re.compile(r"('{2,})")
 _LONE_PUNCTUATION = frozenset({".", ",", ";", ":", "(", ")", "-", "–", "—", "*", "/"})
@@ -26,8 +34,7 @@ def strip_quotes(text: str) -> str:
     :data:`APOSTROPHE` (from ``{{'}}``, ``<nowiki>'</nowiki>``, link edges) are text and
     :data:`TEMPLATE_GAP` (a dropped template) keeps the quote runs on either side apart."""
     if "''" in text:
-        text = "\n".join(_strip_line_quotes(line) if "''" in line else line
-                         for line in text.split("\n"))
+        text = "\n".join(_strip_line_quotes(line) if "''" in line else line for line in text.split("\n"))
     return text.replace(APOSTROPHE, "'").replace(TEMPLATE_GAP, "")
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 
-LIST_ITEM = "\x02"      # start of a list item / indented line
-FORMULA = "\x03"        # a <formula>
+LIST_ITEM = "\x02"  # start of a list item / indented line
+FORMULA = "\x03"  # a <formula>
 BLOCK_FORMULA = "\x04"  # display math: a line of its own
-APOSTROPHE = "\x05"     # an apostrophe that is text, never part of '' / ''' quote markup
-INDENT = "\x06"         # start of an indented (":") line
+APOSTROPHE = "\x05"  # an apostrophe that is text, never part of '' / ''' quote markup
+INDENT = "\x06"  # start of an indented (":") line
 # where a dropped template was: MediaWiki's quote rule saw the template's output there, so
 # the quote markup on either side stays apart (''{{polytonic|...}}'' is an empty italic
 # span, not a run of four apostrophes); removed with the quote markup

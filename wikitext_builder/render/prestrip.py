@@ -5,7 +5,7 @@ template-built tables, multi-column blocks, and the formatting tags whose conten
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 _BEHAVIOR_SWITCH = re.compile(r"__[A-Z]{2,}__")  # __NOTOC__, __TOC__, __NOEDITSECTION__ ...
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
@@ -13,11 +13,17 @@ _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 # (the text around stays one paragraph)
 _COMMENT_LINE = re.compile(r"^[ \t]*(?:<!--(?:(?!-->).)*-->[ \t]*)+\n", re.M | re.S)
 # refs, and a stray </ref> left by a ref closed twice ("<ref>a</ref> b.</ref>")
-_REF = re.compile(r"<ref\b[^>]*?/\s*>|<ref\b[^>]*>.*?</ref\s*>|<references\b[^>]*?/\s*>"
-                  r"|<references\b[^>]*>.*?</references\s*>|</ref\s*>", re.S | re.I)
+_REF = re.compile(
+    r"<ref\b[^>]*?/\s*>|<ref\b[^>]*>.*?</ref\s*>|<references\b[^>]*?/\s*>"
+    r"|<references\b[^>]*>.*?</references\s*>|</ref\s*>",
+    re.S | re.I,
+)
 _TABLE_OPEN = re.compile(r"^[ \t:]*\{\|")
-_TABLE_CLOSE = re.compile(r"^[ \t]*(?:\|\}|\{\{\s*(?:jctbtm|jcttbtm|end|s-end|end box|col-end|"
-                          r"table end|election box end|football box end)\s*(?:\|[^{}]*)?\}\})", re.I)
+_TABLE_CLOSE = re.compile(
+    r"^[ \t]*(?:\|\}|\{\{\s*(?:jctbtm|jcttbtm|end|s-end|end box|col-end|"
+    r"table end|election box end|football box end)\s*(?:\|[^{}]*)?\}\})",
+    re.I,
+)
 _NEXT_HEADING = re.compile(r"^(=+)[^=\n][^\n]*\1[ \t]*$", re.M)  # a heading line: == x ==
 
 
@@ -48,31 +54,41 @@ def _strip_tables(text: str) -> str:
         if depth == 0:
             out.append(line)
     if depth:  # unclosed: dropped up to the next heading
-        rest = "\n".join(lines[start + 1:])
+        rest = "\n".join(lines[start + 1 :])
         heading = _NEXT_HEADING.search(rest)
         if heading is not None:
-            out.append(_strip_tables(rest[heading.start():]))
+            out.append(_strip_tables(rest[heading.start() :]))
     return "\n".join(out)
 
 
 # Formatting tags whose content is kept: their markup is removed before parsing, because
 # an unclosed one inside a template parameter makes mwparserfromhell give up on the
 # whole template (``{{Quote box|quote=<div>...}}``).
-_INLINE_TAGS = re.compile(r"</?(?:span|small|big|font|u|s|strike|del|ins|abbr|tt|cite|sup|sub|"
-                          r"em|strong|b|i|var|bdi|bdo|mark|q|dfn|kbd|samp|wbr)\b[^<>]*>", re.I)
+_INLINE_TAGS = re.compile(
+    r"</?(?:span|small|big|font|u|s|strike|del|ins|abbr|tt|cite|sup|sub|"
+    r"em|strong|b|i|var|bdi|bdo|mark|q|dfn|kbd|samp|wbr)\b[^<>]*>",
+    re.I,
+)
 _BLOCK_TAGS = re.compile(r"</?(?:div|center|li|ul|ol|p|dl|dt|dd)\b[^<>]*>", re.I)
 _QUOTE_TAG = re.compile(r"<(/?)blockquote\b[^<>]*>", re.I)
-_TRANSCLUSION_TAGS = re.compile(r"</?(?:noinclude|onlyinclude)\s*/?>|<includeonly>.*?</includeonly>",
-                                re.I | re.S)
+_TRANSCLUSION_TAGS = re.compile(
+    r"</?(?:noinclude|onlyinclude)\s*/?>|<includeonly>.*?</includeonly>", re.I | re.S
+)
 
 
 # Multi-column layouts ({{div col}} ... {{div col end}}, {{col-begin}} ... {{col-end}}) and
 # reference lists ({{refbegin}} ... {{refend}}): WikiText has none of their content (credits
 # and personnel lists leave empty sections).
-_COLUMNS_OPEN = re.compile(r"\{\{\s*(?:div col|div col start|col-begin|col begin|col-start|colbegin|"
-                           r"multicol|columns-start|refbegin|ref begin|refstart)\s*(?:\|[^{}]*)?\}\}", re.I)
-_COLUMNS_CLOSE = re.compile(r"\{\{\s*(?:div col end|end div col|col-end|col end|colend|"
-                            r"multicol-end|columns-end|refend|ref end)\s*(?:\|[^{}]*)?\}\}", re.I)
+_COLUMNS_OPEN = re.compile(
+    r"\{\{\s*(?:div col|div col start|col-begin|col begin|col-start|colbegin|"
+    r"multicol|columns-start|refbegin|ref begin|refstart)\s*(?:\|[^{}]*)?\}\}",
+    re.I,
+)
+_COLUMNS_CLOSE = re.compile(
+    r"\{\{\s*(?:div col end|end div col|col-end|col end|colend|"
+    r"multicol-end|columns-end|refend|ref end)\s*(?:\|[^{}]*)?\}\}",
+    re.I,
+)
 
 
 # The same layouts written as an HTML <div> (``<div style="column-count:2">``,
@@ -105,7 +121,7 @@ def _strip_tag_blocks(text: str, tags: re.Pattern[str], is_dropped: Callable[[st
         if opening.group(1) or opening.group(2) or not is_dropped(opening.group(0)):
             search_from = opening.end()
             continue
-        out.append(text[position:opening.start()])
+        out.append(text[position : opening.start()])
         heading = _NEXT_HEADING.search(text, opening.end())
         limit = heading.start() if heading is not None else len(text)
         depth, end = 1, limit
@@ -129,7 +145,7 @@ def _strip_columns(text: str) -> str:
         opening = _COLUMNS_OPEN.search(text, position)
         if opening is None:
             break
-        out.append(text[position:opening.start()])
+        out.append(text[position : opening.start()])
         closing = _COLUMNS_CLOSE.search(text, opening.end())
         heading = _NEXT_HEADING.search(text, opening.end())
         if closing is not None and (heading is None or closing.start() < heading.start()):
@@ -162,9 +178,11 @@ def _strip_template_tables(text: str) -> str:
             end = i
             while end + 1 < len(lines) and _TABLE_LINE.match(lines[end + 1]):
                 end += 1
-            block = lines[start:end + 1]
-            if sum(line.count("{{") - line.count("}}") for line in block) == 0 and \
-                    sum(line.count("[[") - line.count("]]") for line in block) == 0:
+            block = lines[start : end + 1]
+            if (
+                sum(line.count("{{") - line.count("}}") for line in block) == 0
+                and sum(line.count("[[") - line.count("]]") for line in block) == 0
+            ):
                 for k in range(start, end + 1):
                     keep[k] = False
             i = end + 1
@@ -196,11 +214,13 @@ def _break_block_quotes(text: str) -> str:
 def prestrip(wikitext: str) -> str:
     """Cheap textual removal of comments, refs and tables before parsing (faster and
     more robust than leaving them to mwparserfromhell)."""
-    if "&lt;" in wikitext and ("&lt;ref" in wikitext and "<ref" not in wikitext
-                                or "&lt;!--" in wikitext and "<!--" not in wikitext):
+    if "&lt;" in wikitext and (
+        "&lt;ref" in wikitext and "<ref" not in wikitext or "&lt;!--" in wikitext and "<!--" not in wikitext
+    ):
         # markup escaped one time too many (seen in some dump extracts)
-        wikitext = (wikitext.replace("&lt;", "<").replace("&gt;", ">")
-                    .replace("&quot;", '"').replace("&amp;", "&"))
+        wikitext = (
+            wikitext.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"').replace("&amp;", "&")
+        )
     if "<!--" in wikitext:
         wikitext = _COMMENT.sub("", _COMMENT_LINE.sub("", wikitext))
     if "__" in wikitext:

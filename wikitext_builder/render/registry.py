@@ -26,7 +26,8 @@ def merge_tables(*tables: RendererTable) -> dict[str, TemplateRenderer]:
 
 
 TEMPLATE_RENDERERS: dict[str, TemplateRenderer] = merge_tables(
-    convert.TEMPLATES, languages.TEMPLATES, templates.TEMPLATES)
+    convert.TEMPLATES, languages.TEMPLATES, templates.TEMPLATES
+)
 
 
 def lookup(key: str) -> TemplateRenderer | None:

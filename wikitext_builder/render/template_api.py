@@ -8,7 +8,8 @@ with the sentinels of :mod:`.markers`.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from mwparserfromhell.nodes import Template
 

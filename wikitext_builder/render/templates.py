@@ -6,13 +6,22 @@ currencies, math, and a few link templates. Every template not in a table is dro
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from mwparserfromhell.nodes import Template
 
 from .markers import APOSTROPHE, FORMULA, PARA_BREAK
-from .template_api import (NodeRenderer, RendererTable, TemplateRenderer, constant, entries, first,
-                           is_yes, last, second)
+from .template_api import (
+    NodeRenderer,
+    RendererTable,
+    TemplateRenderer,
+    constant,
+    entries,
+    first,
+    is_yes,
+    last,
+    second,
+)
 
 
 def _formula(tpl: Template, r: NodeRenderer) -> str:
@@ -39,11 +48,29 @@ def _sic(tpl: Template, r: NodeRenderer) -> str:
 
 
 _MUSIC_SYMBOLS = {
-    "sharp": "♯", "#": "♯", "flat": "♭", "b": "♭", "natural": "♮", "n": "♮",
-    "doublesharp": "𝄪", "x": "𝄪", "doubleflat": "𝄫", "bb": "𝄫", "treble": "𝄞",
-    "bass": "𝄢", "alto": "𝄡", "coda": "𝄌", "segno": "𝄋", "fermata": "𝄐",
-    "common": "𝄴", "cut": "𝄵", "crotchet": "♩", "quarter": "♩", "quaver": "♪",
-    "eighth": "♪", "beamed": "♫",
+    "sharp": "♯",
+    "#": "♯",
+    "flat": "♭",
+    "b": "♭",
+    "natural": "♮",
+    "n": "♮",
+    "doublesharp": "𝄪",
+    "x": "𝄪",
+    "doubleflat": "𝄫",
+    "bb": "𝄫",
+    "treble": "𝄞",
+    "bass": "𝄢",
+    "alto": "𝄡",
+    "coda": "𝄌",
+    "segno": "𝄋",
+    "fermata": "𝄐",
+    "common": "𝄴",
+    "cut": "𝄵",
+    "crotchet": "♩",
+    "quarter": "♩",
+    "quaver": "♪",
+    "eighth": "♪",
+    "beamed": "♫",
 }
 
 
@@ -125,11 +152,23 @@ def _prefixed(prefix: str) -> TemplateRenderer:
 
 
 # ---- dates ------------------------------------------------------------------------------
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
-def _format_date(year: str, month: str = "", day: str = "", df: bool = False) -> str:
+def _format_date(year: str, month: str = "", day: str = "", *, df: bool = False) -> str:
     year, month, day = year.strip(), month.strip(), day.strip()
     if not year:
         return ""
@@ -186,10 +225,12 @@ def _circa(tpl: Template, r: NodeRenderer) -> str:
 
 # ---- ships ------------------------------------------------------------------------------
 
+
 def _ship(prefix: str | None = None) -> TemplateRenderer:
     """{{ship|HMS|Dreadnought|1906}} -> HMS Dreadnought (1906); {{HMS|Dreadnought|1906}}.
     The optional display code is a bit mask: 1 the prefix, 2 the name, 4 the id
     ({{USS|Chattanooga|CL-18|6}} -> Chattanooga (CL-18); {{SMS|Radetzky||2}} -> Radetzky)."""
+
     def render(tpl: Template, r: NodeRenderer) -> str:
         pos = r.positional(tpl)
         if prefix is None:
@@ -197,9 +238,13 @@ def _ship(prefix: str | None = None) -> TemplateRenderer:
         else:
             (name, ident, code), pre = (pos + ["", "", ""])[:3], prefix
         mask = int(code) if code.isdigit() and 0 < int(code) < 8 else 7
-        parts = [pre if mask & 1 else "", name if mask & 2 else "",
-                 f"({ident})" if mask & 4 and ident else ""]
+        parts = [
+            pre if mask & 1 else "",
+            name if mask & 2 else "",
+            f"({ident})" if mask & 4 and ident else "",
+        ]
         return " ".join(part for part in parts if part)
+
     return render
 
 
@@ -213,14 +258,48 @@ def _ship_class(tpl: Template, r: NodeRenderer) -> str:
     if not name:
         return ""
     kind = re.sub(r"\s*\([^)]*\)$", "", kind)  # "cruiser (1905)": the disambiguator
-    forms = {"0": f"{name}-class", "3": f"{name}-class", "2": f"{name} class",
-             "6": f"{name} class", "4": f"{name} class {kind}"}
+    forms = {
+        "0": f"{name}-class",
+        "3": f"{name}-class",
+        "2": f"{name} class",
+        "6": f"{name} class",
+        "4": f"{name} class {kind}",
+    }
     return forms.get(code, f"{name}-class {kind}").strip()
 
 
-_SHIP_PREFIXES = ("HMS", "USS", "SMS", "HMAS", "HMCS", "HMNZS", "INS", "RMS", "SS", "USNS",
-                  "USAT", "NCS", "MV", "HNLMS", "JDS", "HMY", "HMHS", "USCGC", "USRC", "HDMS",
-                  "HNoMS", "HSwMS", "KRI", "ORP", "SMU", "TCG", "ARA", "BAP", "HTMS", "RFA")
+_SHIP_PREFIXES = (
+    "HMS",
+    "USS",
+    "SMS",
+    "HMAS",
+    "HMCS",
+    "HMNZS",
+    "INS",
+    "RMS",
+    "SS",
+    "USNS",
+    "USAT",
+    "NCS",
+    "MV",
+    "HNLMS",
+    "JDS",
+    "HMY",
+    "HMHS",
+    "USCGC",
+    "USRC",
+    "HDMS",
+    "HNoMS",
+    "HSwMS",
+    "KRI",
+    "ORP",
+    "SMU",
+    "TCG",
+    "ARA",
+    "BAP",
+    "HTMS",
+    "RFA",
+)
 
 # ---- parser functions -------------------------------------------------------------------
 _PLAIN_NUMBER = re.compile(r"^([-−]?)(\d+)(\.\d+)?$")
@@ -244,7 +323,8 @@ def _formatnum(arg: str, tpl: Template, r: NodeRenderer) -> str:
 ParserFunction = Callable[[str, Template, NodeRenderer], str]
 PARSER_FUNCTIONS: dict[str, ParserFunction] = {
     "formatnum": _formatnum,
-    "uc": lambda arg, tpl, r: arg.upper(), "lc": lambda arg, tpl, r: arg.lower(),
+    "uc": lambda arg, tpl, r: arg.upper(),
+    "lc": lambda arg, tpl, r: arg.lower(),
     "ucfirst": lambda arg, tpl, r: arg[:1].upper() + arg[1:],
     "lcfirst": lambda arg, tpl, r: arg[:1].lower() + arg[1:],
 }
@@ -252,28 +332,40 @@ PARSER_FUNCTIONS: dict[str, ParserFunction] = {
 
 TEMPLATES: RendererTable = [
     # numbers and currencies
-    *entries("val", _val), *entries("frac|fraction|sfrac", _frac), *entries("e", _times_ten),
-    *entries("us$|usd", _currency("US$")), *entries("£|gbp", _currency("£")),
-    *entries("€|euro", _currency("€")), *entries("inr|inrconvert", _currency("₹")),
-    *entries("a$|aud", _currency("A$")), *entries("ca$|cad", _currency("CA$")),
-    *entries("nzd", _currency("NZ$")), *entries("yen|jpy", _currency("¥")),
+    *entries("val", _val),
+    *entries("frac|fraction|sfrac", _frac),
+    *entries("e", _times_ten),
+    *entries("us$|usd", _currency("US$")),
+    *entries("£|gbp", _currency("£")),
+    *entries("€|euro", _currency("€")),
+    *entries("inr|inrconvert", _currency("₹")),
+    *entries("a$|aud", _currency("A$")),
+    *entries("ca$|cad", _currency("CA$")),
+    *entries("nzd", _currency("NZ$")),
+    *entries("yen|jpy", _currency("¥")),
     # formatting wrappers: their text is kept (year links too: "is a {{vgy|1990}} point-and-
     # click" reads "is a 1990 point @-@ and @-@ click", The Secret of Monkey Island, dev pair)
-    *entries("abbr|abbrlink|nowrap|nobr|nobreak|no break|no wrap|avoid wrap|j|nowr|wrap|nowraplinks|"
-             "longitem|center|centre|large|huge|midsize|highlight|underline|del|var|code|tt|"
-             "mono|kbd|samp|smallsup|su|small|smaller|"
-             "big|larger|smallcaps|sc|small caps|em|strong|nobold|noitalic|sup|sub|"
-             "visible anchor|vanchor|keypress|unicode|flag|flagcountry|flagu|tooltip|"
-             "ill|interlanguage link|interlanguage link multi|date|oldstyledate|"
-             "birth year and age|death year and age|mlby|mlb year|by|year|vgy|chem2|ce|sclass2|"
-             "not a typo|notatypo|proper name|as written|iast", first),
+    *entries(
+        "abbr|abbrlink|nowrap|nobr|nobreak|no break|no wrap|avoid wrap|j|nowr|wrap|nowraplinks|"
+        "longitem|center|centre|large|huge|midsize|highlight|underline|del|var|code|tt|"
+        "mono|kbd|samp|smallsup|su|small|smaller|"
+        "big|larger|smallcaps|sc|small caps|em|strong|nobold|noitalic|sup|sub|"
+        "visible anchor|vanchor|keypress|unicode|flag|flagcountry|flagu|tooltip|"
+        "ill|interlanguage link|interlanguage link multi|date|oldstyledate|"
+        "birth year and age|death year and age|mlby|mlb year|by|year|vgy|chem2|ce|sclass2|"
+        "not a typo|notatypo|proper name|as written|iast",
+        first,
+    ),
     *entries("resize|color|colour|font color", last),
     *entries("font", lambda tpl, r: r.param(tpl, "text") or first(tpl, r)),
-    *entries("sortname", _sortname), *entries("sort|hover title", second),
+    *entries("sortname", _sortname),
+    *entries("sort|hover title", second),
     *entries("lit", lambda tpl, r: f"lit. '{first(tpl, r)}'"),
     *entries("linktext", _join_positional),
-    *entries("chem", _chem), *entries("isbn", _isbn),
-    *entries("sic", _sic), *entries("music", _music),
+    *entries("chem", _chem),
+    *entries("isbn", _isbn),
+    *entries("sic", _sic),
+    *entries("music", _music),
     # ship names
     *entries("ship", _ship()),
     *[row for prefix in _SHIP_PREFIXES for row in entries(prefix, _ship(prefix))],
@@ -283,34 +375,49 @@ TEMPLATES: RendererTable = [
     # the {{Quotation}} texts); floating boxes ({{quote box}}, pull quotes: sidebars in the
     # HTML) are not (Laurence Olivier, Missouri River, The Crab with the Golden Claws,
     # Cole Hamels, dev pairs: no {{Quote box}} text in the references)
-    *entries("quote|blockquote|quotation|poemquote|poem quote|cquote|bquote|"
-             "centered pull quote|quote frame", _block_quote),
+    *entries(
+        "quote|blockquote|quotation|poemquote|poem quote|cquote|bquote|centered pull quote|quote frame",
+        _block_quote,
+    ),
     # punctuation and spacing
-    *entries("'", constant(APOSTROPHE)), *entries("' \"", constant(APOSTROPHE + '"')),
-    *entries("\" '", constant('"' + APOSTROPHE)), *entries("'s", constant(APOSTROPHE + "s")),
+    *entries("'", constant(APOSTROPHE)),
+    *entries("' \"", constant(APOSTROPHE + '"')),
+    *entries("\" '", constant('"' + APOSTROPHE)),
+    *entries("'s", constant(APOSTROPHE + "s")),
     *entries("nbsp|spaces|thinsp|sp|space", constant(" ")),
     *entries("ndash|dash|en dash|endash", constant("–")),
     *entries("mdash|em dash|emdash", constant("—")),
     *entries("snd|spnd|spaced ndash|spaced en dash|sndash", constant(" – ")),
-    *entries("zwsp|shy", constant("")), *entries("okina", constant("ʻ")),
+    *entries("zwsp|shy", constant("")),
+    *entries("okina", constant("ʻ")),
     *entries("...|ellipsis", constant(" …")),
-    *entries("·|dot", constant(" · ")), *entries("middot", constant("·")),
-    *entries("!|pipe", constant("|")), *entries("=", constant("=")),
+    *entries("·|dot", constant(" · ")),
+    *entries("middot", constant("·")),
+    *entries("!|pipe", constant("|")),
+    *entries("=", constant("=")),
     # dates
-    *entries("start date|end date|birth date|death date|start date and age|end date and age|"
-             "birth date and age|bda|film date|release date|dts", _date_template),
+    *entries(
+        "start date|end date|birth date|death date|start date and age|end date and age|"
+        "birth date and age|bda|film date|release date|dts",
+        _date_template,
+    ),
     *entries("death date and age|dda", _death_date_and_age),
     *entries("as of|asof", _as_of),
-    *entries("floruit|fl.", _prefixed("fl.")), *entries("reign|r.", _prefixed("r.")),
+    *entries("floruit|fl.", _prefixed("fl.")),
+    *entries("reign|r.", _prefixed("r.")),
     # math and astronomy
     *entries("math|mvar|tmath|bigmath|mathcal|overline|overset|underset|sqrt|radic", _formula),
     *entries("pi", constant("π")),
-    *entries("solar mass", constant("M☉")), *entries("solar radius", constant("R☉")),
-    *entries("solar luminosity", constant("L☉")), *entries("jupiter mass", constant("MJ")),
-    *entries("earth mass", constant("M🜨")), *entries("jupiter radius", constant("RJ")),
+    *entries("solar mass", constant("M☉")),
+    *entries("solar radius", constant("R☉")),
+    *entries("solar luminosity", constant("L☉")),
+    *entries("jupiter mass", constant("MJ")),
+    *entries("earth mass", constant("M🜨")),
+    *entries("jupiter radius", constant("RJ")),
     # external-link templates that WikiText kept as text in surviving link lists
     # (Alkan: "Scherzo Focoso , Op. 34 on YouTube , played by ..."; Finkelstein, Federer:
     # "... at the Internet Movie Database"; Alkan: "Free scores by Alkan at the ...")
-    *entries("youtube", _youtube), *entries("imslp", _imslp),
+    *entries("youtube", _youtube),
+    *entries("imslp", _imslp),
     *entries("imdb name|imdb title", _imdb),
 ]

@@ -5,35 +5,116 @@ from __future__ import annotations
 import html
 import re
 
-from mwparserfromhell.nodes import (Argument, Comment, ExternalLink, Heading, HTMLEntity, Tag,
-                                    Template, Text, Wikilink)
+from mwparserfromhell.nodes import (
+    Argument,
+    Comment,
+    ExternalLink,
+    Heading,
+    HTMLEntity,
+    Tag,
+    Template,
+    Text,
+    Wikilink,
+)
 from mwparserfromhell.wikicode import Wikicode
 
-from .markers import (APOSTROPHE, BLOCK_FORMULA, FORMULA, INDENT, LIST_ITEM, PARA_BREAK, TEMPLATE_GAP,
-                      WHITESPACE, protect_apostrophes)
+from .markers import (
+    APOSTROPHE,
+    BLOCK_FORMULA,
+    FORMULA,
+    INDENT,
+    LIST_ITEM,
+    PARA_BREAK,
+    TEMPLATE_GAP,
+    WHITESPACE,
+    protect_apostrophes,
+)
 from .registry import PARSER_FUNCTIONS, lookup
 from .template_api import template_key
 
 # Tags whose whole content is dropped.
-DROPPED_TAGS = frozenset({
-    "ref", "references", "gallery", "table", "timeline", "imagemap", "graph",
-    "mapframe", "maplink", "templatestyles", "score", "includeonly", "syntaxhighlight",
-    "source", "pre", "hiero", "categorytree", "inputbox", "charinsert", "indicator",
-    "section", "caption", "tr", "td", "th", "style", "script", "ol", "ul",
-})
+DROPPED_TAGS = frozenset(
+    {
+        "ref",
+        "references",
+        "gallery",
+        "table",
+        "timeline",
+        "imagemap",
+        "graph",
+        "mapframe",
+        "maplink",
+        "templatestyles",
+        "score",
+        "includeonly",
+        "syntaxhighlight",
+        "source",
+        "pre",
+        "hiero",
+        "categorytree",
+        "inputbox",
+        "charinsert",
+        "indicator",
+        "section",
+        "caption",
+        "tr",
+        "td",
+        "th",
+        "style",
+        "script",
+        "ol",
+        "ul",
+    }
+)
 FORMULA_TAGS = frozenset({"math", "chem", "ce"})
 BREAK_TAGS = frozenset({"br", "hr", "p"})
 BLOCK_TAGS = frozenset({"blockquote", "poem", "div", "center"})
 
 # Link namespaces whose links are removed (files, categories) or shown (text).
 DROPPED_NAMESPACES = frozenset({"file", "image", "media", "category"})
-INLINE_INTERWIKI = frozenset({
-    "wikt", "wiktionary", "s", "wikisource", "q", "wikiquote", "b", "wikibooks",
-    "n", "wikinews", "v", "wikiversity", "voy", "wikivoyage", "commons", "c", "m",
-    "meta", "d", "wikidata", "species", "w", "wikipedia", "mw", "mediawiki",
-    "wp", "en", "simple", "oldwikisource", "iarchive", "doi", "arxiv", "special",
-    "portal", "help", "template", "user", "talk", "module",
-})
+INLINE_INTERWIKI = frozenset(
+    {
+        "wikt",
+        "wiktionary",
+        "s",
+        "wikisource",
+        "q",
+        "wikiquote",
+        "b",
+        "wikibooks",
+        "n",
+        "wikinews",
+        "v",
+        "wikiversity",
+        "voy",
+        "wikivoyage",
+        "commons",
+        "c",
+        "m",
+        "meta",
+        "d",
+        "wikidata",
+        "species",
+        "w",
+        "wikipedia",
+        "mw",
+        "mediawiki",
+        "wp",
+        "en",
+        "simple",
+        "oldwikisource",
+        "iarchive",
+        "doi",
+        "arxiv",
+        "special",
+        "portal",
+        "help",
+        "template",
+        "user",
+        "talk",
+        "module",
+    }
+)
 _LANGUAGE_PREFIX = re.compile(r"^[a-z]{2,3}(?:-[a-z0-9]+)*$")
 # a lone apostrophe at either end of a link's text: text, never quote markup, because
 # MediaWiki reads quote markup before links (''[[The Times They Are a-Changin']]'' keeps
