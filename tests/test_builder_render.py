@@ -475,6 +475,16 @@ def test_entities_in_the_title_are_decoded() -> None:
     assert render_article("AT&T", "Text.").startswith(" \n = AT & T = \n")
 
 
+def test_markup_in_a_guessed_title_is_rendered_not_kept() -> None:
+    # title guesses of the GA/FA pool (records 450 and 543): a template gives its display text,
+    # a comment is dropped; validate finds no residue in the heading
+    article = render_article("{{Audio|ru-El_Lissitzky.ogg|Lazar Markovich Lissitzky}}", "Text.")
+    assert article.startswith(" \n = Lazar Markovich Lissitzky = \n")
+    article = render_article("Sir Noël Peirce<!--YES, it is spelled PEIRCE--> Coward", "Text.")
+    assert article.startswith(" \n = Sir Noël Peirce Coward = \n")
+    assert not [v for v in validate_lines(article.splitlines(keepends=True)) if v.severity == "error"]
+
+
 def test_render_is_deterministic_and_picklable() -> None:
     text = "A {{convert|1|km}} b.\n\n== H ==\nC [[d|e]].\n"
     assert render_article("T", text) == render_article("T", text)

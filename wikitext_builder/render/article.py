@@ -186,10 +186,25 @@ def render_text(title: str, wikitext: str) -> list[tuple[int, str]]:
     return items
 
 
+def plain_title(title: str) -> str:
+    """A page title as plain text. A real title holds no markup (MediaWiki forbids ``{}[]<>|`` in
+    titles), but a title guessed from an article's lead can: a comment is dropped and a template
+    gives its last positional parameter, its display text ("Sir Noël Peirce<!--YES-->
+    Coward" is "Sir Noël Peirce Coward", "{{Audio|ru-El_Lissitzky.ogg|Lazar Markovich
+    Lissitzky}}" is "Lazar Markovich Lissitzky"); entity references are decoded ("State
+    Route&nbsp;213" is "State Route 213")."""
+    code = mwparserfromhell.parse(CONTROL_CHARS.sub("", title or ""))
+    for comment in code.filter_comments(recursive=False):
+        code.remove(comment)
+    for template in code.filter_templates(recursive=False):
+        positional = [param for param in template.params if not param.showkey]
+        code.replace(template, str(positional[-1].value) if positional else "")
+    return WHITESPACE.sub(" ", html.unescape(str(code)).replace("\n", " ")).strip()
+
+
 def render_article(title: str, wikitext: str) -> str:
     """The article in WikiText form (no ``<unk>`` mapping); raises :class:`MarkupError`."""
-    # a page title holds no entity references: "State Route&nbsp;213" is "State Route 213"
-    title = WHITESPACE.sub(" ", html.unescape(CONTROL_CHARS.sub("", title or "")).replace("\n", " ")).strip()
+    title = plain_title(title)
     title_tokens = tokenize_text(title)
     if not title_tokens:
         raise MarkupError(f"{title!r}: empty title")
