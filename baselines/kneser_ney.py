@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from harness.datasets import Dataset
-from harness.plugin import Chunk, ChunkScores, PluginError
+from harness.plugin import Chunk, ChunkScores, PluginError, positive_int_arg
 
 _MIN_DISCOUNT = 0.05  # keeps back-off mass positive on degenerate (tiny) corpora
 
@@ -215,6 +215,5 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, order: 
     """Train an order-``order`` model on ``dataset``'s train split (``device`` is unused)."""
     if checkpoint is not None:
         raise PluginError("kneser_ney trains from the train split on load; it takes no --checkpoint")
-    if isinstance(order, bool) or not isinstance(order, int) or order < 1:
-        raise PluginError(f"kneser_ney: order must be a positive integer, got {order!r}")
+    positive_int_arg("kneser_ney", "order", order)
     return KneserNeyModel(dataset.tokens("train").ids, len(dataset.vocab), dataset.vocab.eos_id, order)

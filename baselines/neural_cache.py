@@ -25,7 +25,7 @@ from baselines.models.neural_cache import cache_log_weights, mix
 from baselines.scoring import TorchLanguageModel, resolve_checkpoint
 from harness.datasets import Dataset
 from harness.evaluate import stream_grid
-from harness.plugin import ModelUnavailable, PluginError
+from harness.plugin import ModelUnavailable, PluginError, positive_int_arg
 
 TUNING_FILE = "neural_cache.json"
 
@@ -90,8 +90,7 @@ def load_model(
     interpolation: float | None = None,
 ) -> TorchLanguageModel:
     """Harness factory: the zoneout LSTM for ``dataset`` with a cache of ``window`` positions."""
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise PluginError(f"neural_cache: window must be a positive integer, got {window!r}")
+    positive_int_arg("neural_cache", "window", window)
     for name, value in (("theta", theta), ("interpolation", interpolation)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise PluginError(f"neural_cache: {name} must be a number, got {value!r}")

@@ -149,6 +149,14 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
     return args
 
 
+def positive_int_arg(plugin: str, option: str, value: object) -> int:
+    """``value`` of the ``--model-args`` option ``option``, which must be an integer of at least 1
+    (``true`` is not one); otherwise a :class:`PluginError` naming the plugin and the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PluginError(f"{plugin}: {option} must be a positive integer, got {value!r}")
+    return value
+
+
 def _literal(value: str) -> Any:
     lowered = value.lower()
     if lowered in ("true", "false"):

@@ -60,7 +60,7 @@ import torch
 from harness.datasets import Dataset, DatasetError
 from harness.detokenize import STYLES, Detokenized, detokenize
 from harness.evaluate import stream_bounds
-from harness.plugin import Chunk, ChunkScores, PluginError
+from harness.plugin import Chunk, ChunkScores, PluginError, positive_int_arg
 
 #: Longest stream (word-level tokens) scored live, i.e. re-scored from its start at each chunk.
 LIVE_LIMIT = 5000
@@ -502,8 +502,7 @@ def load_model(
         )
     name = str(model if model is not None else checkpoint)
     for option, value in (("max_context", max_context), ("stride", stride), ("window_batch", window_batch)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise PluginError(f"hf: {option} must be a positive integer, got {value!r}")
+        positive_int_arg("hf", option, value)
     if not isinstance(trust_remote_code, bool):
         raise PluginError(f"hf: trust_remote_code must be true or false, got {trust_remote_code!r}")
     if stride > max_context:
