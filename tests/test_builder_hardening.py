@@ -310,6 +310,8 @@ def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path,
         "'''Town'''",
         "{ | class = wikitable",
         "_ _ NOTOC _ _",
+        "[ http : / / www.example.org the site ]",
+        "[http://www.example.org the site]",
     ],
 )
 def test_validate_reports_markup_residue(residue: str) -> None:

@@ -28,12 +28,12 @@ Errors:
 * tokens: ``<unk>`` only in ``.tokens`` files (never in ``.raw``); no ASCII hyphen
   between two letters/digits inside a token (``red-tipped``: should be ``red @-@ tipped``).
 * markup residue: no wikitext markup that rendering should have removed, whole or as Moses
-  tokenized it: links ``[[``/``]]`` (``[ [ a | b ] ]``), templates ``{{``/``}}``, table
-  delimiters ``{ |``/``| }``, bold ``'''`` (``' ' '``), ``<ref>``, ``</ref>``,
-  ``<references``, comments ``<!--``, HTML entities (``& nbsp ;``, ``& # 8211 ;``) and magic
-  words (``_ _ NOTOC _ _``). The real WikiText-2 files have none of these; they do have
-  single brackets (``[ sic ]``), two apostrophes as quotes (``' '``), ``|`` as absolute value
-  and an HTML tag named in prose (``the < pre > tag``), none of which is flagged.
+  tokenized it: links ``[[``/``]]`` (``[ [ a | b ] ]``), templates ``{{``/``}}``, table delimiters
+  ``{ |``/``| }``, bold ``'''`` (``' ' '``), ``<ref>``, ``</ref>``, ``<references``, comments
+  ``<!--``, external links ``[http://`` (``[ http : / /``), HTML entities (``& nbsp ;``,
+  ``& # 8211 ;``) and magic words (``_ _ NOTOC _ _``). The real WikiText-2 files have none of these;
+  they do have single brackets (``[ sic ]``), two apostrophes as quotes (``' '``), ``|`` as
+  absolute value and an HTML tag named in prose (``the < pre > tag``), none of which is flagged.
 
 Irregularities:
 
@@ -84,6 +84,7 @@ _RESIDUE = re.compile(
     r"\[\[|\]\]|\{\{|\}\}|'''"  # whole: links, templates, bold
     r"|(?<= )(?:\[ \[|\] \]|\{ \{|\} \}|\{ \||\| \}|' ' ')(?= )"  # tokenized; table delimiters
     r"|< ?/? ?ref(?:erences)?\b|< ?! ?--"  # <ref>, </ref>, <references/>, <!--
+    r"|\[ ?(?:https?|ftp) ?: ?/ ?/"  # an external link's [http://... (tokenized "[ http : / /")
     rf"|& ?(?:{_ENTITIES}|# ?\d+) ?;"  # &nbsp;, &#8211;
     r"|_ ?_ ?[A-Z]+ ?_ ?_"
 )  # __NOTOC__
