@@ -14,24 +14,24 @@ import torch
 
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze
-from baselines.models import NeuralCache, PointerSentinelLSTM
-from baselines.neural_cache import cache_from_checkpoint, tune, tuning_path
+from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
+from baselines.neural_cache import cache_from_checkpoint, read_tuning_file, tune, tuning_path
 from baselines.scoring import resolve_checkpoint
 from baselines.training import PRESETS, Session, Trainer, TrainingError, TrainOptions, distributed
-from baselines.zoneout_lstm import ZoneoutLSTM
 from harness.cli_common import (
     ArgumentParser,
     UsageError,
+    check_not_an_input,
     check_output_dir,
     check_output_file,
     existing_dir,
     existing_file,
+    positive_float,
     positive_int,
     run,
 )
 from harness.datasets import DatasetError, load_dataset
 from harness.devices import resolve_device
-from harness.evaluate import split_ids
 from harness.files import write_atomically
 from harness.format import SPLITS
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
@@ -148,11 +148,15 @@ def command_tune(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
-    inputs = [path, *(dataset.path(split) for split in dataset.split_files)]
-    output = check_output_file(
-        args.output or tuning_path(path), "--output" if args.output else "the tuning file", inputs=inputs
-    )
-    ids = split_ids(dataset, args.split)
+    inputs = [path, *dataset.files()]
+    previous: dict[str, Any] = {}  # the windows tuned earlier, kept in the default tuning file
+    if args.output is not None:
+        output = Path(args.output)
+        check_not_an_input(output, "--output", inputs)
+    else:  # read them now: a corrupt file fails before the tuning run, not after it
+        output = check_output_file(tuning_path(path), "the tuning file", inputs=inputs)
+        previous = read_tuning_file(output) or {}
+    ids = dataset.tokens(args.split).ids
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
     assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
     began = time.perf_counter()
@@ -175,9 +179,7 @@ def command_tune(args: argparse.Namespace) -> int:
             "seconds": time.perf_counter() - began,
         }
     )
-    if output.exists() and args.output is None:  # keep other windows tuned earlier
-        previous = json.loads(output.read_text(encoding="utf-8"))
-        results["best"] = {**previous.get("best", {}), **results["best"]}
+    results["best"] = {**previous, **results["best"]}
     for window in args.windows:
         best = results["best"][str(window)]
         baseline = ""
@@ -203,7 +205,7 @@ def command_analyze(args: argparse.Namespace) -> int:
         check_output_file(path, option)
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
-    ids = split_ids(dataset, args.split)
+    ids = dataset.tokens(args.split).ids
     module: PointerSentinelLSTM | NeuralCache
     if args.kind == "neural_cache":
         path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
@@ -215,9 +217,8 @@ def command_analyze(args: argparse.Namespace) -> int:
         pointer, _ = checkpoints.load_model(path, dataset.vocab, kind=args.kind)
         assert isinstance(pointer, PointerSentinelLSTM)  # the other kind analyze accepts
         module = pointer
-    inputs = [path, *(dataset.path(split) for split in dataset.split_files)]
     for option, output in outputs.items():
-        check_output_file(output, option, inputs=inputs)
+        check_not_an_input(output, option, [path, *dataset.files()])
     found = analyze(module, ids, dataset.vocab, span=args.span, bptt=args.bptt, device=device)
     if args.save_gates:
         gates = found["gates"]
@@ -283,8 +284,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--device", default="auto")
     train.add_argument("--batch-size", type=positive_int, default=32)
     train.add_argument("--bptt", type=positive_int, default=100)
-    train.add_argument("--lr", type=float, default=20.0, help="initial learning rate (default: 20)")
-    train.add_argument("--clip", type=float, default=0.25, help="gradient-norm clipping (default: 0.25)")
+    train.add_argument("--lr", type=positive_float, default=20.0, help="initial learning rate (default: 20)")
+    train.add_argument(
+        "--clip",
+        type=positive_float,
+        default=0.25,
+        help="largest gradient norm of a step (default: 0.25)",
+    )
     train.add_argument(
         "--loss",
         choices=["sum", "mean"],

@@ -25,7 +25,7 @@ from baselines.models.neural_cache import cache_log_weights, mix
 from baselines.scoring import TorchLanguageModel, resolve_checkpoint
 from harness.datasets import Dataset
 from harness.evaluate import stream_grid
-from harness.plugin import ModelUnavailable, PluginError, positive_int_arg
+from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
 
 TUNING_FILE = "neural_cache.json"
 
@@ -35,15 +35,27 @@ def tuning_path(checkpoint: Path) -> Path:
     return checkpoint.parent / TUNING_FILE
 
 
-def read_tuning(path: Path, window: int) -> dict[str, float] | None:
-    """The tuned ``theta`` and ``interpolation`` for ``window`` from a tuning file, if any."""
+def read_tuning_file(path: Path) -> dict[str, Any] | None:
+    """The tuning file's ``best`` settings (window -> ``theta``, ``interpolation``, ...), or None
+    when there is no file.
+
+    Raises:
+        PluginError: the file is not a tuning file (not JSON, or without a ``best`` mapping).
+    """
     if not path.is_file():
         return None
     try:
         best = json.loads(path.read_text(encoding="utf-8"))["best"]
-    except (json.JSONDecodeError, KeyError, TypeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
         raise PluginError(f"{path}: not a neural-cache tuning file ({error})") from None
-    return best.get(str(window))
+    if not isinstance(best, dict):
+        raise PluginError(f"{path}: not a neural-cache tuning file (best is not a mapping)")
+    return best
+
+
+def read_tuning(path: Path, window: int) -> dict[str, float] | None:
+    """The tuned ``theta`` and ``interpolation`` for ``window`` from a tuning file, if any."""
+    return (read_tuning_file(path) or {}).get(str(window))
 
 
 def cache_from_checkpoint(
@@ -92,8 +104,8 @@ def load_model(
     """Harness factory: the zoneout LSTM for ``dataset`` with a cache of ``window`` positions."""
     positive_int_arg("neural_cache", "window", window)
     for name, value in (("theta", theta), ("interpolation", interpolation)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise PluginError(f"neural_cache: {name} must be a number, got {value!r}")
+        if value is not None:
+            number_arg("neural_cache", name, value)
     path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, checkpoint)
     cache = cache_from_checkpoint(path, dataset, window, theta=theta, interpolation=interpolation)
     return TorchLanguageModel(cache, device, checkpoint=path)

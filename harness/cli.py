@@ -15,6 +15,7 @@ from harness.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from harness.cli_common import (
     ArgumentParser,
     UsageError,
+    check_not_an_input,
     check_output_dir,
     check_output_file,
     existing_dir,
@@ -25,7 +26,7 @@ from harness.cli_common import (
 )
 from harness.datasets import Dataset, DatasetError, load_dataset, locate_benchmark
 from harness.devices import resolve_device
-from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate, split_ids
+from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate
 from harness.files import write_atomically
 from harness.format import SPLITS
 from harness.plugin import (
@@ -84,14 +85,28 @@ def _plan_datasets(args: argparse.Namespace) -> list[str]:
     return found
 
 
-def _check_outputs(args: argparse.Namespace, inputs: list[Path]) -> None:
-    """Refuse output paths that cannot be written, or that would overwrite ``inputs``."""
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, output paths that cannot be written or that name one file twice."""
     if args.output is not None:
-        check_output_file(args.output, "--output", inputs=inputs)
+        check_output_file(args.output, "--output")
     if args.save_token_logprobs is not None:
-        check_output_file(args.save_token_logprobs, "--save-token-logprobs", inputs=inputs)
+        check_output_file(args.save_token_logprobs, "--save-token-logprobs")
+        if (
+            args.output is not None
+            and Path(args.output).resolve() == Path(args.save_token_logprobs).resolve()
+        ):
+            raise UsageError(
+                f"--output and --save-token-logprobs name the same file ({args.output}); name two files"
+            )
     if args.output_dir is not None:
         check_output_dir(args.output_dir, "--output-dir")
+
+
+def _check_not_inputs(args: argparse.Namespace, inputs: list[Path]) -> None:
+    """Refuse output files that would overwrite one of ``inputs``."""
+    for option, path in (("--output", args.output), ("--save-token-logprobs", args.save_token_logprobs)):
+        if path is not None:
+            check_not_an_input(path, option, inputs)
 
 
 def _output_paths(
@@ -110,7 +125,7 @@ def _output_paths(
 
 
 def command_eval(args: argparse.Namespace) -> int:
-    _check_outputs(args, inputs=[])  # before anything, a download included
+    _check_outputs(args)  # before anything, a download included
     plugin, factory = load_factory(args.plugin)
     model_args = parse_model_args(args.model_args)
     names = _plan_datasets(args)
@@ -125,12 +140,11 @@ def command_eval(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     datasets = [load_dataset(name, args.data_dir) for name in names]
     for dataset in datasets:
-        inputs = [dataset.path(split) for split in dataset.split_files]
-        _check_outputs(args, inputs + ([Path(args.checkpoint)] if args.checkpoint else []))
-        for split in splits:
-            split_ids(dataset, split)  # an empty split fails here, before any model is loaded
+        _check_not_inputs(args, dataset.files() + ([Path(args.checkpoint)] if args.checkpoint else []))
     records = []
     for dataset in datasets:
+        for split in splits:
+            dataset.tokens(split)  # an empty split fails here, before its model is loaded
         try:
             model = create_model(
                 factory, plugin, dataset, device=device, checkpoint=args.checkpoint, model_args=model_args

@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 #: Exit status of a user error (as argparse's own).
 EXIT_USAGE = 2
@@ -43,7 +43,15 @@ class UsageError(Exception):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose errors are :class:`UsageError` (one line through :func:`run`,
-    and a return value of 2 rather than ``SystemExit`` when ``main`` is called from Python)."""
+    and a return value of 2 rather than ``SystemExit`` when ``main`` is called from Python).
+
+    Options must be spelled out: ``allow_abbrev`` is off by default (argparse would take
+    ``--out`` for ``--output-dir``, and a later option sharing the prefix would silently change
+    what it means); subcommand parsers, of this class too, inherit the default."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
@@ -113,6 +121,17 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def positive_float(text: str) -> float:
+    """A finite number greater than 0 (a learning rate, a timeout)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text}")
+    return value
+
+
 def existing_file(text: str) -> Path:
     """A path to an existing file (not a directory)."""
     path = Path(text)
@@ -161,15 +180,21 @@ def check_output_file(
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory; name a file")
-    for source in inputs:
-        if Path(source).exists() and path.exists() and os.path.samefile(path, source):
-            raise UsageError(
-                f"{option} {path}: is an input of this command ({source}); refusing to overwrite it"
-            )
+    check_not_an_input(path, option, inputs)
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{option} {path}: the file is read-only")
     _check_writable_directory(_nearest_existing(path.parent), option, path)
     return path
+
+
+def check_not_an_input(path: str | os.PathLike, option: str, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse output file ``path`` when it is one of ``inputs`` (known only once the command
+    has found them; :func:`check_output_file` has checked it can be written)."""
+    for source in inputs:
+        if Path(source).exists() and Path(path).exists() and os.path.samefile(path, source):
+            raise UsageError(
+                f"{option} {path}: is an input of this command ({source}); refusing to overwrite it"
+            )
 
 
 def check_output_dir(path: str | os.PathLike, option: str) -> Path:

@@ -283,12 +283,22 @@ class Dataset:
         split_files: split -> file name inside ``directory``.
         expected_sha256: file name -> checksum the file must have (the canonical release's,
             or those of a ``SHA256SUMS`` file beside it); files without one are read unverified.
+        canonical: whether the directory is a catalogue benchmark, checked against the
+            canonical release (what a checksum mismatch advises depends on it; a user directory
+            that merely has a benchmark's name is not one).
     """
 
     def __init__(
-        self, name: str, directory: Path, split_files: Mapping[str, str], expected_sha256: Mapping[str, str]
+        self,
+        name: str,
+        directory: Path,
+        split_files: Mapping[str, str],
+        expected_sha256: Mapping[str, str],
+        *,
+        canonical: bool = False,
     ) -> None:
         self.name = name
+        self.canonical = canonical
         self.directory = directory
         self.split_files = dict(split_files)
         self.expected_sha256 = dict(expected_sha256)
@@ -316,7 +326,7 @@ class Dataset:
         if expected is not None and digest != expected:
             advice = (
                 ("the file is corrupted or not the canonical release; delete it to download it again")
-                if self.name in BENCHMARKS
+                if self.canonical
                 else (
                     f"the file changed after its {CHECKSUM_FILE} was written: rebuild the corpus with "
                     "`python -m wikitext_builder`, or restore the file"
@@ -339,36 +349,42 @@ class Dataset:
             self._sha256[split] = self._check(split, digest.hexdigest())
         return self._sha256[split]
 
-    def _encode(
-        self, split: str, vocab: Vocabulary | None
-    ) -> tuple[list[np.ndarray], int, Vocabulary, np.ndarray | None]:
-        """Tokenize and encode the split in blocks: its id blocks (int32), out-of-vocabulary
-        count, vocabulary and ``remap``. Without ``vocab`` (the train split, building it) the
-        blocks hold first-occurrence ids, the vocabulary is the one built and ``remap`` (int32
-        ``[types]``: first-occurrence id -> vocabulary id) maps them to it; with ``vocab``, it is
-        returned and ``remap`` is None."""
-        path = self.path(split)
+    @contextlib.contextmanager
+    def _reading_whole(self, path: Path) -> Iterator[None]:
+        """Read split file ``path`` in full inside the block: a note on stderr for a large file,
+        and a one-line error when the file changed meanwhile."""
         stamp = _stamp(path)
-        large = stamp[0] >= LARGE_FILE_BYTES
-        if large:
+        if stamp[0] >= LARGE_FILE_BYTES:
             print(f"note: encoding {path} into the token cache (once per file version)", file=sys.stderr)
-        table = _TypeTable()  # the train split's types, when building its vocabulary
-        if vocab is not None:
-            blocks, oov = [], 0
-            with _reading(self.name, path), _open_split(path) as handle:
-                for data, last, offset in _line_blocks(handle):
-                    ids, unknown = vocab.encode(_tokens(_decode(data, offset, path), last))
-                    blocks.append(ids)
-                    oov += unknown
-        elif large and _cpus() > 1 and not path.name.endswith(COMPRESSED_SUFFIX):
-            blocks = self._first_occurrence_ids_in_two_processes(table, path)
-        else:
-            with _reading(self.name, path), _open_split(path) as handle:
-                blocks = _first_occurrence_ids(table, _line_blocks(handle), path)
+        yield
         if _stamp(path) != stamp:
             raise DatasetError(f"{path}: changed while being read; run again")
-        if vocab is not None:
-            return blocks, oov, vocab, None
+
+    def _encode(self, split: str, vocab: Vocabulary) -> tuple[list[np.ndarray], int]:
+        """Tokenize the split and encode it with ``vocab``, in blocks: its id blocks (int32) and
+        its out-of-vocabulary count."""
+        path = self.path(split)
+        blocks, oov = [], 0
+        with self._reading_whole(path), _reading(self.name, path), _open_split(path) as handle:
+            for data, last, offset in _line_blocks(handle):
+                ids, unknown = vocab.encode(_tokens(_decode(data, offset, path), last))
+                blocks.append(ids)
+                oov += unknown
+        return blocks, oov
+
+    def _encode_train(self) -> tuple[list[np.ndarray], Vocabulary, np.ndarray]:
+        """Tokenize the train split in blocks, building the vocabulary: its blocks of
+        first-occurrence ids (int32), the vocabulary, and ``remap`` (int32 ``[types]``:
+        first-occurrence id -> vocabulary id)."""
+        path = self.path("train")
+        table = _TypeTable()
+        with self._reading_whole(path):
+            large = path.stat().st_size >= LARGE_FILE_BYTES
+            if large and _cpus() > 1 and not path.name.endswith(COMPRESSED_SUFFIX):
+                blocks = self._first_occurrence_ids_in_two_processes(table, path)
+            else:
+                with _reading(self.name, path), _open_split(path) as handle:
+                    blocks = _first_occurrence_ids(table, _line_blocks(handle), path)
         counts = np.zeros(len(table.order), dtype=np.int64)
         for ids in blocks:
             counts += np.bincount(ids, minlength=len(table.order))
@@ -380,7 +396,7 @@ class Dataset:
             raise DatasetError(f"{path}: the train split is empty, so there is no vocabulary")
         remap = np.empty(len(order), dtype=np.int32)
         remap[order] = np.arange(len(order), dtype=np.int32)
-        return blocks, 0, Vocabulary(tokens), remap
+        return blocks, Vocabulary(tokens), remap
 
     def _first_occurrence_ids_in_two_processes(self, table: _TypeTable, path: Path) -> list[np.ndarray]:
         """:func:`_first_occurrence_ids` of the whole file, its second half encoded meanwhile by
@@ -441,11 +457,13 @@ class Dataset:
                 )
         return blocks
 
-    def _cached_stream(self, split: str, vocab: Vocabulary | None) -> tuple[TokenStream, Vocabulary]:
-        """Encode the split (building the vocabulary for train), caching ids and vocabulary;
-        returns its stream and the vocabulary it is encoded with."""
+    def _cached_stream(
+        self, split: str, vocab: Vocabulary, blocks: list[np.ndarray], oov: int, remap: np.ndarray | None
+    ) -> TokenStream:
+        """The split's stream from its encoded ``blocks`` (``remap``: first-occurrence ids of the
+        train split that built ``vocab``, whose vocabulary is then cached too), stored in the
+        token cache when it is writable."""
         train_sha256 = self.verify("train")
-        blocks, oov, vocab, remap = self._encode(split, vocab)
         cache = user_cache_dir()
         try:
             if remap is not None:  # the vocabulary was built from this (train) split
@@ -459,7 +477,7 @@ class Dataset:
                 file=sys.stderr,
             )
             ids = np.concatenate([block if remap is None else remap[block] for block in blocks])
-        return TokenStream(ids, self.path(split), self.verify(split), oov), vocab
+        return TokenStream(ids, self.path(split), self.verify(split), oov)
 
     @property
     def vocab(self) -> Vocabulary:
@@ -467,14 +485,25 @@ class Dataset:
         if self._vocab is None:
             cached = token_cache.load_vocabulary(user_cache_dir(), self.verify("train"))
             if cached is None:
-                self._streams["train"], self._vocab = self._cached_stream("train", None)
+                blocks, vocab, remap = self._encode_train()
+                self._streams["train"] = self._cached_stream("train", vocab, blocks, 0, remap)
+                self._vocab = vocab
             else:
                 self._vocab = Vocabulary(cached)
         return self._vocab
 
+    def files(self) -> list[Path]:
+        """The split files (see :meth:`path`), in split order."""
+        return [self.path(split) for split in self.split_files]
+
     def tokens(self, split: str) -> TokenStream:
         """The split's token stream, encoded with :attr:`vocab` (memory-mapped from the token
-        cache when it holds this version of the files)."""
+        cache when it holds this version of the files).
+
+        Raises:
+            DatasetError: the split is empty (no tokens), so there is nothing to score; the
+                message names its file.
+        """
         if split not in self._streams:
             vocab = self.vocab  # encodes train (keeping its stream) when no vocabulary is cached
             if split not in self._streams:
@@ -482,12 +511,16 @@ class Dataset:
                     user_cache_dir(), self.verify("train"), self.verify(split), vocab.sha256()
                 )
                 if cached is None:
-                    self._streams[split] = self._cached_stream(split, vocab)[0]
+                    blocks, oov = self._encode(split, vocab)
+                    self._streams[split] = self._cached_stream(split, vocab, blocks, oov, None)
                 else:
                     self._streams[split] = TokenStream(
                         cached[0], self.path(split), self.verify(split), cached[1]
                     )
-        return self._streams[split]
+        stream = self._streams[split]
+        if len(stream.ids) == 0:
+            raise DatasetError(f"{stream.path}: the {split} split is empty (no tokens): nothing to score")
+        return stream
 
 
 def _stored_file(directory: Path, filename: str) -> Path | None:
@@ -545,7 +578,11 @@ def dataset_from_directory(
             )
         split_files = layout
     return Dataset(
-        name or directory.resolve().name, directory, split_files, _known_checksums(directory, benchmark)
+        name or directory.resolve().name,
+        directory,
+        split_files,
+        _known_checksums(directory, benchmark),
+        canonical=benchmark is not None,
     )
 
 

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from harness import __version__
 from harness.catalogue import Benchmark, RemoteFile
-from harness.files import CHECKSUM_FILE, DatasetError, file_sha256, write_checksum_file
+from harness.files import CHECKSUM_FILE, DatasetError, file_sha256, write_atomically, write_checksum_file
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30
@@ -140,13 +140,8 @@ def _extract(archive: Path, members: dict[str, str], directory: Path) -> None:
                     if len(candidates) != 1:
                         raise DatasetError(f"{archive.name}: no member {member}")
                     member = candidates[0]
-                tmp = directory / f"{filename}.tmp"
-                try:
-                    with zipped.open(member) as source, tmp.open("wb") as target:
-                        shutil.copyfileobj(source, target, 1 << 20)
-                    tmp.rename(directory / filename)
-                finally:
-                    tmp.unlink(missing_ok=True)
+                with zipped.open(member) as source:
+                    write_atomically(directory / filename, lambda h: shutil.copyfileobj(source, h, 1 << 20))
     except zipfile.BadZipFile:
         raise DatasetError(f"{archive.name}: not a valid zip archive") from None
 

@@ -19,16 +19,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from harness.files import DatasetError
 from harness.plugin import Chunk, ChunkScores, LanguageModel, PluginError
-
-if TYPE_CHECKING:
-    from harness.datasets import Dataset
 
 #: Largest positive log-probability accepted (rounding in a model's log-softmax).
 MAX_LOG_PROB = 1e-6
@@ -187,20 +183,6 @@ class StreamGrid:
             )
             for begin in range(0, self.mask.shape[1], bptt)
         ]
-
-
-def split_ids(dataset: Dataset, split: str) -> np.ndarray:
-    """The token ids of ``dataset``'s ``split`` (int32 ``[N]``), to score with :func:`evaluate`
-    or any other pass laid out by :func:`stream_grid`.
-
-    Raises:
-        DatasetError: the split is empty, so there is nothing to score (the message names its
-            file).
-    """
-    ids = dataset.tokens(split).ids
-    if len(ids) == 0:
-        raise DatasetError(f"{dataset.path(split)}: the {split} split is empty (no tokens): nothing to score")
-    return ids
 
 
 def stream_grid(ids: np.ndarray, *, eos_id: int, batch_size: int) -> StreamGrid:

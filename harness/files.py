@@ -1,15 +1,17 @@
 """Files on disk: the one atomic writer, the one error any unusable dataset file raises, and
 sha256 checksums.
 
-The files the harness, the baselines and the leaderboard write (results, per-token arrays,
-checkpoints, token-cache entries, tables, figures, checksum files; not the training log, which is
-appended to) go through :func:`write_atomically`, so an interrupted or failed write never leaves
-a truncated file or a stray temporary behind.
+The files the harness, the baselines, the leaderboard and the builder write (results, per-token
+arrays, checkpoints, token-cache entries, tables, figures, corpus files, checksum files; not the
+training log, which is appended to) go through :func:`write_atomically`, so an interrupted or
+failed write never leaves a truncated file or a stray temporary behind.
 
 A ``SHA256SUMS`` file lists checksums in the ``sha256sum`` format (``HEX  relative/path``); the
-downloader writes one beside every benchmark it installs, and ``baselines/trained`` ships one.
+downloader writes one beside every benchmark it installs, the builder one beside every corpus,
+and ``baselines/trained`` ships one.
 
-Standard library only (the builder may use it without importing torch or numpy).
+Standard library only. Importing it imports the ``harness`` package, whose ``__init__`` loads
+the plugin contract and with it numpy, but never torch: the builder uses it that way.
 """
 
 from __future__ import annotations

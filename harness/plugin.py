@@ -157,6 +157,15 @@ def positive_int_arg(plugin: str, option: str, value: object) -> int:
     return value
 
 
+def number_arg(plugin: str, option: str, value: object) -> float:
+    """``value`` of the ``--model-args`` option ``option``, which must be a number (an integer
+    or a float; ``true`` is not one); otherwise a :class:`PluginError` naming the plugin and the
+    option."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PluginError(f"{plugin}: {option} must be a number, got {value!r}")
+    return value
+
+
 def _literal(value: str) -> Any:
     lowered = value.lower()
     if lowered in ("true", "false"):

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from harness.cli_common import (
     ArgumentParser,
     UsageError,
+    check_not_an_input,
     check_output_dir,
     check_output_file,
     existing_dir,
@@ -18,7 +19,7 @@ from harness.cli_common import (
     positive_int,
     run,
 )
-from harness.files import write_atomically
+from harness.files import DatasetError, write_atomically
 from harness.format import SPLITS
 from leaderboard.records import Collection, Result, ResultError, collect, load_result, load_token_log_probs
 
@@ -34,8 +35,9 @@ INCLUDE_UNAUDITED_HELP = (
     "also show results that do not show both harness audits passed (kind "
     "'unaudited', never ranked); by default they are left out"
 )
-#: The error types of the leaderboard whose message is a one-line user error.
-USER_ERRORS = (ResultError,)
+#: The error types of the leaderboard (and of the harness datasets it reads) whose message is a
+#: one-line user error.
+USER_ERRORS = (ResultError, DatasetError)
 
 
 def _describe(result: Result) -> str:
@@ -63,7 +65,7 @@ def _load_reported(path: Path | None) -> pd.DataFrame:
     try:
         return load_reported(path or REPORTED_CSV)
     except ValueError as error:  # a CSV without the expected columns
-        raise UsageError(f"--reported: {error}") from None
+        raise UsageError(f"--reported: {error}" if path is not None else str(error)) from None
 
 
 def _build(
@@ -84,18 +86,9 @@ def _build(
     return tables, collection
 
 
-def _write_tables(
-    tables: dict[str, pd.DataFrame], out: Path, formats: list[str]
-) -> tuple[list[Path], list[Path]]:
-    """Write the tables; returns the files written and those of them whose content changed."""
+def command_build(args: argparse.Namespace) -> int:
     from leaderboard.table import write_tables
 
-    before = {path: path.read_bytes() for path in out.iterdir() if path.is_file()} if out.is_dir() else {}
-    written = write_tables(tables, out, formats)
-    return written, [path for path in written if before.get(path) != path.read_bytes()]
-
-
-def command_build(args: argparse.Namespace) -> int:
     out = check_output_dir(args.output_dir, "--output-dir")
     formats = list(dict.fromkeys(args.format))
     reported = None if args.no_reported else _load_reported(args.reported)
@@ -107,7 +100,7 @@ def command_build(args: argparse.Namespace) -> int:
             for kind in ("reproduced", "reported") + (("unaudited",) if args.include_unaudited else ())
         )
         print(f"{dataset}: {len(frame)} rows ({counts})", flush=True)
-    written, _ = _write_tables(tables, out, formats)
+    written = write_tables(tables, out, formats)
     print(
         f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
         f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out"
@@ -139,6 +132,8 @@ def _update_readme(readme: Path, tables: dict[str, pd.DataFrame]) -> tuple[list[
 
 
 def command_regenerate(args: argparse.Namespace) -> int:
+    from leaderboard.table import table_paths, write_tables
+
     results = Path(args.results)
     if not results.is_dir():
         raise UsageError(f"{results}: no results directory (put harness result JSON there)")
@@ -146,7 +141,10 @@ def command_regenerate(args: argparse.Namespace) -> int:
     if args.readme is not None:
         check_output_file(args.readme, "--readme")
     tables, collection = _build([str(results)], _load_reported(None), args.include_unaudited)
-    written, changed = _write_tables(tables, out, ["csv", "markdown"])
+    formats = ["csv", "markdown"]
+    before = {path: path.read_bytes() for path in table_paths(tables, out, formats) if path.is_file()}
+    written = write_tables(tables, out, formats)
+    changed = [path for path in written if before.get(path) != path.read_bytes()]
     state = f"{len(changed)} changed" if changed else "all unchanged"
     print(
         f"{out}: {len(written)} file(s), {state}, from {len(collection.results)} result file(s) "
@@ -201,12 +199,17 @@ def command_compare(args: argparse.Namespace) -> int:
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
     log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
-    block = args.block_length
-    if block is not None and block > len(log_a):
-        raise UsageError(f"--block-length {block} is longer than the {len(log_a):,} tokens compared")
-    result = paired_bootstrap(
-        log_a, log_b, samples=args.samples, seed=args.seed, block_length=block, confidence=args.confidence
-    )
+    try:
+        result = paired_bootstrap(
+            log_a,
+            log_b,
+            samples=args.samples,
+            seed=args.seed,
+            block_length=args.block_length,
+            confidence=args.confidence,
+        )
+    except ValueError as error:  # a --block-length longer than the tokens compared
+        raise UsageError(str(error)) from None
     level = f"{100 * args.confidence:g}%"
     where = f"{a['dataset']}/{a['split']}"
     print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
@@ -238,6 +241,20 @@ def command_compare(args: argparse.Namespace) -> int:
 
 
 # ---- plots ---------------------------------------------------------------------------------------
+
+
+def _figure_file(text: str) -> str:
+    """A figure's ``--output``: a file name whose extension names a format matplotlib writes
+    (none: PNG), checked before any work."""
+    import matplotlib.figure
+
+    suffix = Path(text).suffix[1:].lower()
+    formats = matplotlib.figure.Figure().canvas.get_supported_filetypes()
+    if suffix and suffix not in formats:
+        raise argparse.ArgumentTypeError(
+            f"{text}: matplotlib cannot write .{suffix} figures (use one of .{', .'.join(sorted(formats))})"
+        )
+    return text
 
 
 def command_plot_bars(args: argparse.Namespace) -> int:
@@ -287,7 +304,7 @@ def command_plot_bars(args: argparse.Namespace) -> int:
 def _load_dataset_for(result: Result, override: str | None, data_dir: str | None):
     """The dataset ``result`` was scored on (``override``: a benchmark name or directory), with
     the vocabulary the result was scored with."""
-    from harness.datasets import BENCHMARKS, DatasetError, load_dataset
+    from harness.datasets import BENCHMARKS, load_dataset
 
     name = override or result["dataset"]
     try:
@@ -320,18 +337,18 @@ def command_plot_frequency(args: argparse.Namespace) -> int:
     check_comparable(a, b)
     log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
     dataset = _load_dataset_for(a, args.dataset, args.data_dir)
-    inputs = [args.a, args.b, *(dataset.path(split) for split in dataset.split_files)]
-    check_output_file(args.output, "--output", inputs=inputs)
+    check_not_an_input(args.output, "--output", dataset.files())
     targets = dataset.tokens(a["split"]).ids
     if len(targets) != len(log_a):
         raise UsageError(
             f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results {len(log_a)}"
         )
-    if args.buckets > len(dataset.vocab):
-        raise UsageError(
-            f"--buckets {args.buckets}: more buckets than the {len(dataset.vocab):,} words of the vocabulary"
+    try:
+        buckets = frequency_buckets(
+            dataset.tokens("train").ids, len(dataset.vocab), args.buckets, args.bucketing
         )
-    buckets = frequency_buckets(dataset.tokens("train").ids, len(dataset.vocab), args.buckets, args.bucketing)
+    except ValueError as error:  # more buckets than words
+        raise UsageError(str(error)) from None
     result = bucket_difference(targets, log_a, log_b, buckets)
     for number, (mean, tokens, types) in enumerate(zip(result.mean, result.tokens, result.types), 1):
         print(
@@ -397,7 +414,7 @@ def command_plot_curves(args: argparse.Namespace) -> int:
 
 
 def command_plot_zipf(args: argparse.Namespace) -> int:
-    from harness.datasets import EOS, DatasetError, load_dataset
+    from harness.datasets import EOS, load_dataset
     from leaderboard.plots import plot_zipf, rank_frequency
 
     check_output_file(args.output, "--output")
@@ -409,9 +426,7 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
                 if not Path(name).is_dir()
                 else load_dataset(name)
             )
-            check_output_file(
-                args.output, "--output", inputs=[dataset.path(split) for split in dataset.split_files]
-            )
+            check_not_an_input(args.output, "--output", dataset.files())
             ids = dataset.tokens(args.split).ids
         except DatasetError as error:
             hint = "" if args.data_dir else " (pass --data-dir DIR)"
@@ -506,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     bars = plots.add_parser("bars", help="a leaderboard as a bar chart")
     bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv")
     bars.add_argument("--dataset", help="which dataset's table (for a results directory)")
-    bars.add_argument("--output", required=True, metavar="PNG")
+    bars.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
     bars.add_argument("--no-reported", action="store_true")
     bars.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     scale = bars.add_mutually_exclusive_group()
@@ -518,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     frequency = plots.add_parser("frequency", help="the paper's Figure 4: difference by word frequency")
     frequency.add_argument("a", metavar="A.json", help="the reference model (e.g. the LSTM)")
     frequency.add_argument("b", metavar="B.json", help="the model compared with it; > 0 means B is better")
-    frequency.add_argument("--output", required=True, metavar="PNG")
+    frequency.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
     frequency.add_argument("--buckets", type=positive_int, default=10)
     frequency.add_argument(
         "--bucketing",
@@ -534,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     gates = plots.add_parser("gates", help="histogram of pointer-sentinel gate values")
     gates.add_argument("gates", metavar="GATES.npy", help="[N] floats in [0, 1], the softmax share g")
-    gates.add_argument("--output", required=True, metavar="PNG")
+    gates.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
     gates.add_argument("--bins", type=positive_int, default=50)
     gates.add_argument("--title")
     gates.set_defaults(handler=command_plot_gates)
@@ -546,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LOG.jsonl[=LABEL]",
         help="training logs (log.jsonl of a run directory), each with a label",
     )
-    curves.add_argument("--output", required=True, metavar="PNG")
+    curves.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
     curves.add_argument("--title")
     curves.set_defaults(handler=command_plot_curves)
 
@@ -554,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     zipf.add_argument(
         "corpora", nargs="+", metavar="NAME|DIR", help="ptb, wikitext-2, ... or a builder output directory"
     )
-    zipf.add_argument("--output", required=True, metavar="PNG")
+    zipf.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
     zipf.add_argument("--split", default="train", choices=SPLITS)
     zipf.add_argument("--data-dir", type=existing_dir, metavar="DIR")
     zipf.add_argument("--include-eos", action="store_true", help="count <eos> as a word")

@@ -404,12 +404,22 @@ def file_stem(dataset: str) -> str:
     return stem
 
 
+def table_path(dataset: str, out: Path, fmt: str) -> Path:
+    """Where :func:`write_tables` writes ``dataset``'s table in format ``fmt``."""
+    return out / f"{file_stem(dataset)}.{EXTENSIONS[fmt]}"
+
+
+def table_paths(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
+    """The files :func:`write_tables` writes for ``tables``, in its order."""
+    return [table_path(dataset, out, fmt) for dataset in tables for fmt in formats]
+
+
 def write_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for dataset, frame in tables.items():
         for fmt in formats:
-            path = out / f"{file_stem(dataset)}.{EXTENSIONS[fmt]}"
+            path = table_path(dataset, out, fmt)
             if fmt == "csv":
                 text = to_csv(frame)
             elif fmt == "markdown":

@@ -135,7 +135,7 @@ def test_mean_loss_is_the_summed_loss_scaled_by_the_chunk_length(toy, tmp_path):
         train(toy, tmp_path / "mean", "--max-steps", "1", "--loss", "mean", "--lr", "0.6", "--clip", "1e9")
         == 0
     )  # bptt 6
-    assert train(toy, tmp_path / "still", "--max-steps", "1", "--lr", "0") == 0
+    assert train(toy, tmp_path / "still", "--max-steps", "0") == 0  # the initial weights
     summed, mean = weights(tmp_path / "sum" / "checkpoint.pt"), weights(tmp_path / "mean" / "checkpoint.pt")
     initial = weights(tmp_path / "still" / "checkpoint.pt")
     assert any(not torch.allclose(summed[name], initial[name]) for name in summed)
@@ -302,6 +302,48 @@ def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys)
             f"error: {toy / 'wiki.valid.tokens'}: the valid split is empty (no tokens): nothing to score\n"
         )
     assert not (tmp_path / "tuning.json").exists()
+
+
+def test_train_refuses_an_empty_valid_split_before_training(toy, tmp_path, capsys):
+    (toy / "wiki.valid.tokens").write_text("", encoding="utf-8")
+    assert train(toy, tmp_path / "run") == 2
+    assert capsys.readouterr().err == (
+        f"error: {toy / 'wiki.valid.tokens'}: the valid split is empty (no tokens): nothing to score\n"
+    )
+    assert not (tmp_path / "run" / "best.pt").exists()
+
+
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--lr", "-1", "argument --lr: must be a finite number greater than 0, got -1"),
+        ("--lr", "0", "argument --lr: must be a finite number greater than 0, got 0"),
+        ("--lr", "nan", "argument --lr: must be a finite number greater than 0, got nan"),
+        ("--clip", "-1", "argument --clip: must be a finite number greater than 0, got -1"),
+        ("--clip", "x", "argument --clip: 'x' is not a number"),
+    ],
+)
+def test_train_refuses_a_bad_learning_rate_or_clip_in_one_line(toy, tmp_path, capsys, option, value, message):
+    assert train(toy, tmp_path / "run", option, value) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"best": [1]}'])
+def test_tune_refuses_a_corrupt_tuning_file_before_tuning(toy, tmp_path, capsys, monkeypatch, content):
+    assert train(toy, tmp_path / "run", "--max-steps", "1") == 0
+    tuning = tmp_path / "run" / "neural_cache.json"
+    tuning.write_text(content, encoding="utf-8")
+
+    def never(*args, **kwargs):
+        raise AssertionError("tuned despite the corrupt tuning file")
+
+    monkeypatch.setattr("baselines.cli.tune", never)
+    capsys.readouterr()
+    command = ["tune", "--dataset", str(toy), "--checkpoint", str(tmp_path / "run" / "best.pt")]
+    assert baselines_main([*command, "--windows", "3", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.startswith(f"error: {tuning}: not a neural-cache tuning file (")
+    assert tuning.read_text(encoding="utf-8") == content
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from wikitext_builder.sources import Article
 
 REPO = Path(__file__).resolve().parent.parent
 OUTPUTS = (*TEXT_FILES, "stats.json", "manifest.jsonl", "SHA256SUMS")
+OFFLINE_API = ["--api-url", "http://127.0.0.1:9/w/api.php", "--max-attempts", "1"]  # a closed port
 FAST = [
     "--retry-backoff",
     "0.01",
@@ -58,7 +59,7 @@ def outputs(directory: Path) -> dict[str, bytes]:
 
 
 def build(url: str, out: Path, *extra: str) -> int:
-    return main(["--api-url", url, "--out", str(out), *FAST, *extra])
+    return main(["--api-url", url, "--output-dir", str(out), *FAST, *extra])
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_build_killed_mid_way_resumes_without_refetching(reference, tmp_path: Pa
             "wikitext_builder",
             "--api-url",
             server.url,
-            "--out",
+            "--output-dir",
             str(out),
             *FAST,
             "--batch-size",
@@ -148,9 +149,9 @@ def test_shards_merge_into_the_unsharded_corpus(reference, tmp_path: Path, capsy
                 for row in cache.connection.execute("SELECT title FROM articles WHERE status != 'pending'")
             ]
         assert fetched and all(shard_of(title, 2) == k for title in fetched)  # each its own titles
-    assert main(["merge", "--out", str(tmp_path / "merged"), "--quiet", *caches]) == 0
+    assert main(["merge", "--output-dir", str(tmp_path / "merged"), "--quiet", *caches]) == 0
     assert outputs(tmp_path / "merged") == outputs(expected)
-    assert main(["merge", "--out", str(tmp_path / "half"), caches[0]]) == 2
+    assert main(["merge", "--output-dir", str(tmp_path / "half"), caches[0]]) == 2
     assert "missing or repeated: 2/2" in capsys.readouterr().err
 
 
@@ -215,7 +216,7 @@ def test_workers_give_identical_output_and_bad_markup_is_skipped(tmp_path: Path,
                 [
                     "--folder",
                     str(folder),
-                    "--out",
+                    "--output-dir",
                     str(tmp_path / f"w{workers}"),
                     "--workers",
                     str(workers),
@@ -248,7 +249,8 @@ def test_jsonl_pool_in_any_order_gives_the_same_corpus(tmp_path: Path, capsys) -
         with gzip.open(tmp_path / f"{name}.jsonl.gz", "wt") as handle:
             handle.writelines(json.dumps(record) + "\n" for record in ordered)
         assert (
-            main(["--jsonl", str(tmp_path / f"{name}.jsonl.gz"), "--out", str(tmp_path / name), *FAST]) == 0
+            main(["--jsonl", str(tmp_path / f"{name}.jsonl.gz"), "--output-dir", str(tmp_path / name), *FAST])
+            == 0
         )
     assert outputs(tmp_path / "forward") == outputs(tmp_path / "backward")
     assert json.loads((tmp_path / "forward" / "stats.json").read_text())["builder"]["skipped"] == [
@@ -262,7 +264,7 @@ def test_jsonl_pool_in_any_order_gives_the_same_corpus(tmp_path: Path, capsys) -
                 str(tmp_path / "forward.jsonl.gz"),
                 "--articles",
                 "good",
-                "--out",
+                "--output-dir",
                 str(tmp_path / "good"),
                 *FAST,
             ]
@@ -294,7 +296,7 @@ def test_interrupted_stream_resumes_without_duplicates(tmp_path: Path) -> None:
 
 def test_cache_refuses_another_source(tmp_path: Path, capsys) -> None:
     folder = write_folder(tmp_path / "folder", 6)
-    common = ["--out", str(tmp_path / "out"), *FAST, "--valid-articles", "1", "--test-articles", "1"]
+    common = ["--output-dir", str(tmp_path / "out"), *FAST, "--valid-articles", "1", "--test-articles", "1"]
     assert main(["--folder", str(folder), *common]) == 0
     (tmp_path / "pool.jsonl").write_text(json.dumps({"title": "Town", "wikitext": "A town."}) + "\n")
     assert main(["--jsonl", str(tmp_path / "pool.jsonl"), *common]) == 2
@@ -306,12 +308,22 @@ def test_cache_refuses_another_source(tmp_path: Path, capsys) -> None:
     [
         (["--shard", "3/2"], "--shard takes K/N"),
         (["--folder", "/nonexistent/folder"], "not a directory"),
-        (["--folder", ".", "--api-url", "http://x"], "do not go with"),
-        (["--limit", "0"], "--limit must be at least 1"),
+        (["--folder", ".", "--api-url", "http://x"], "does not go with"),
+        (["--limit", "0"], "argument --limit: must be at least 1"),
+        (["--min-count", "0"], "argument --min-count: must be at least 1"),
+        (["--valid-articles", "-1"], "argument --valid-articles: must not be negative"),
+        (["--batch-size", "0"], "argument --batch-size: must be at least 1"),
+        (["--batch-size", "51"], "argument --batch-size: must be 1..50"),
+        # refused by argparse, not by time.sleep(-1) after the first failure or by a retried timeout
+        ([*OFFLINE_API, "--max-attempts", "2", "--retry-backoff", "-1"], "argument --retry-backoff: must be"),
+        ([*OFFLINE_API, "--timeout", "0"], "argument --timeout: must be a finite number greater than 0"),
+        # refused while planning, before any request
+        ([*OFFLINE_API, "--limit", "4", "--valid-articles", "2", "--test-articles", "2"], "--limit 4, and"),
+        (["--out", "x"], "unrecognized arguments: --out"),  # no abbreviation of --output-dir
     ],
 )
 def test_bad_options_give_one_line_errors(arguments, message, tmp_path: Path, capsys) -> None:
-    assert main([*arguments, "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert main([*arguments, "--output-dir", str(tmp_path / "o"), "--quiet"]) == 2
     error = capsys.readouterr().err
     assert error.startswith("error: ") and message in error and error.count("\n") == 1
 
@@ -328,7 +340,7 @@ def test_real_articles_build_validates_and_loads_in_the_harness(tmp_path: Path, 
             [
                 "--folder",
                 str(folder),
-                "--out",
+                "--output-dir",
                 str(out),
                 "--quiet",
                 "--valid-articles",
@@ -379,7 +391,7 @@ def test_validate_command_reports_planted_violations(tmp_path: Path, capsys) -> 
             [
                 "--folder",
                 str(folder),
-                "--out",
+                "--output-dir",
                 str(out),
                 *FAST,
                 "--valid-articles",

@@ -188,7 +188,7 @@ def test_build_from_a_real_dump_passes_validate(tmp_path: Path, capsys) -> None:
             [
                 "--dump",
                 str(dump),
-                "--out",
+                "--output-dir",
                 str(out),
                 "--quiet",
                 "--valid-articles",

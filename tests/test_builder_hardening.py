@@ -121,6 +121,37 @@ def test_every_article_left_out_is_named_in_stats_and_summarised(tmp_path: Path,
     ]
 
 
+def test_a_title_seen_three_times_counts_two_duplicates_built_whole_or_in_shards(
+    tmp_path: Path, capsys
+) -> None:
+    records = [pool_record(index) for index in range(5)]
+    pool = write_pool(tmp_path / "pool.jsonl.gz", [*records, records[1], records[1], records[2]])
+    assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "whole"), *SMALL]) == 0
+    caches = []
+    for k in (1, 2):
+        cache = tmp_path / f"shard-{k}.sqlite"
+        shard = ["--shard", f"{k}/2", "--cache", str(cache)]
+        assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "s"), *shard, *SMALL]) == 0
+        caches.append(str(cache))
+    assert main(["merge", "--output-dir", str(tmp_path / "merged"), "--quiet", *caches]) == 0
+    for out in ("whole", "merged"):
+        builder = json.loads((tmp_path / out / "stats.json").read_text())["builder"]
+        assert builder["skipped_counts"] == {"duplicate title": 3}, out
+        assert [skip["title"] for skip in builder["skipped"]] == ["Town B01", "Town B01", "Town C02"]
+    assert "skipped 3 articles (3 duplicate title)" in capsys.readouterr().err
+
+
+def test_a_skipped_title_with_markup_is_not_repeated_in_the_detail(tmp_path: Path) -> None:
+    records = [pool_record(index) for index in range(5)]
+    records.append(pool_record(5, title="Broken&nbsp;town"))
+    records[-1]["wikitext"] = "'''Broken''' town {{Infobox place|name=x\n"
+    pool = write_pool(tmp_path / "pool.jsonl.gz", records)
+    assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), *SMALL]) == 0
+    (skip,) = json.loads((tmp_path / "out" / "stats.json").read_text())["builder"]["skipped"]
+    assert skip["title"] == "Broken&nbsp;town" and skip["reason"] == "malformed markup"
+    assert skip["detail"].startswith("unbalanced template markup near"), skip
+
+
 def test_real_pool_names_its_records_without_a_title(tmp_path: Path, capsys) -> None:
     shared = Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared")
     pool = shared / "wikipedia" / "pool" / "ga_fa_pool.jsonl.gz"
@@ -161,6 +192,26 @@ def test_split_sizes_that_leave_train_empty_are_refused_with_sizes_that_fit(tmp_
         "--valid-articles 1 --test-articles 1",
     )
     assert not (tmp_path / "out" / "wiki.train.tokens").exists()
+
+
+def test_when_no_article_renders_the_error_says_why(tmp_path: Path, capsys) -> None:
+    records = [pool_record(index) for index in range(4)]
+    for record in records[:3]:
+        record["wikitext"] = "Text {{Infobox place|name=x\n"
+    records[3]["wikitext"] = "#REDIRECT [[Town A00]]\n"
+    pool = write_pool(tmp_path / "pool.jsonl.gz", [*records, pool_record(4, title="")])
+    assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), *SMALL]) == 2
+    one_line_error(
+        capsys, "0 articles rendered (skipped: 4 malformed markup, 1 no title)", "no article for train"
+    )
+
+
+def test_stats_of_a_file_that_is_not_utf8_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"wiki.{split}.tokens").write_bytes(b" \n = T = \n \n text . \n \n")
+    (tmp_path / "wiki.valid.tokens").write_bytes(b" \n = T = \n \n caf\xe9 . \n \n")
+    assert main(["stats", str(tmp_path)]) == 2
+    one_line_error(capsys, f"{tmp_path / 'wiki.valid.tokens'}: not valid UTF-8")
 
 
 # --- 4. a truncated pool ---------------------------------------------------------------------------
@@ -279,12 +330,11 @@ def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path,
             "http://127.0.0.1:9/w/api.php",
         ],
     }[case]
-    before = {path: path.read_bytes() for path in [pool, *folder.iterdir()]}
-    if case == "out holds the manifest":
-        (tmp_path / "manifest.jsonl").write_text(
+    if case == "out holds the manifest":  # the corpus would write its own manifest.jsonl over it
+        pool.write_text(
             json.dumps({"title": "Town A00", "page_id": 1, "revision_id": 7, "split": "train"}) + "\n"
         )
-        before = {}
+    before = {path: path.read_bytes() for path in [pool, *folder.iterdir()]}
     assert main([*arguments, *SMALL]) == 2
     one_line_error(capsys, "an input of this command")
     assert {path: path.read_bytes() for path in before} == before

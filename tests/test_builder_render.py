@@ -210,6 +210,34 @@ def test_only_a_matched_blockquote_breaks_the_paragraph() -> None:
     ]
 
 
+def test_tags_in_any_case_are_stripped_like_lowercase_ones() -> None:
+    # the tag regexes ignore case, and so must the cheap tests that decide whether to run them
+    assert body('Lead.\n\nHe wrote: "No goal."</Blockquote> This spirit led him.\n') == [
+        " Lead . ",
+        ' He wrote : " No goal . " This spirit led him . ',
+    ]
+    table = '<ONLYINCLUDE>{| class="wikitable"\n! No.\n|-\n| 1 || Pilot\n|}</ONLYINCLUDE>\n'
+    assert body(f"Lead.\n\n== Episodes ==\n{table}After.\n") == [
+        " Lead . ",
+        " ",
+        " = = Episodes = = ",
+        " ",
+        " After . ",
+    ]
+    assert body('Lead.\n\n<Div style="column-count:2">\n* credits\n</Div>\nAfter.\n') == [
+        " Lead . ",
+        " After . ",
+    ]
+
+
+def test_many_unclosed_tables_each_run_to_the_next_heading() -> None:
+    # once a recursion per unclosed table: RecursionError from about 1,200 of them
+    sections = "".join(f'{{| class="wikitable"\n| cell {i}\n== Part {i} ==\nText {i}.\n' for i in range(2000))
+    lines = body("Lead.\n" + sections)
+    assert lines[:5] == [" Lead . ", " ", " = = Part 0 = = ", " ", " Text 0 . "]
+    assert len(lines) == 1 + 4 * 2000 and not any("cell" in line for line in lines)
+
+
 def test_list_items_become_paragraph_lines() -> None:
     assert body("Intro:\n* first item\n** nested [[item]]\n# numbered\n; term\n: definition\nAfter.\n") == [
         " Intro : ",

@@ -398,7 +398,7 @@ def test_builder_output_from_real_articles_passes_strict(tmp_path: Path, capsys)
             [
                 "--folder",
                 str(folder),
-                "--out",
+                "--output-dir",
                 str(out),
                 "--quiet",
                 "--valid-articles",
@@ -418,3 +418,24 @@ def test_builder_output_from_real_articles_passes_strict(tmp_path: Path, capsys)
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("0 errors, 0 irregularities; passes --strict\n") == len(CORPUS_FILES)
+
+
+def test_residue_prefilter_never_hides_a_match(real_data_dir: Path) -> None:
+    """The fixed-string test that spares most lines the residue regex passes every line the
+    regex matches: random lines of markup characters, the residue cases and real WikiText-2."""
+    import random
+
+    from wikitext_builder.validate import _RESIDUE, _may_hold_residue
+
+    alphabet = list("[]{}|'<>/!-&#;_: ") + ["ref", "references", "http", "ftp", "nbsp", "8211", "NOTOC", "a"]
+    generator = random.Random(0)
+    lines = [
+        separator.join(generator.choices(alphabet, k=generator.randint(1, 12)))
+        for separator in ("", " ")  # whole markup, and as Moses tokenized it
+        for _ in range(100_000)
+    ]
+    lines += (real_data_dir / "wikitext-2" / "wiki.valid.tokens").read_text(encoding="utf-8").splitlines()
+    matched = [line for line in lines if _RESIDUE.search(line)]
+    assert len(matched) > 5_000
+    assert all(_may_hold_residue(line) for line in matched)
+    assert not _may_hold_residue(" The <unk> ' s rule , [ sic ] , & co , snake_case = 1 @,@ 000 . ")

@@ -170,6 +170,23 @@ def test_without_dataset_every_servable_local_benchmark_is_evaluated(
     assert "toy-missing: not found locally; `python -m harness download toy-missing`" in captured.err
 
 
+def test_each_dataset_is_encoded_just_before_its_model_is_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # toy-b's empty test split is found when its turn comes, after toy-a was evaluated, not by
+    # encoding every split of every dataset before the first model loads.
+    write_corpus(tmp_path / "toy-a")
+    write_corpus(tmp_path / "toy-b", test="")
+    arguments = ["eval", "unigram", "--dataset", str(tmp_path / "toy-a"), str(tmp_path / "toy-b")]
+    assert main(arguments) == 2
+    captured = capsys.readouterr()
+    assert captured.out.startswith("harness.plugins.unigram on toy-a/test: perplexity")
+    assert captured.err == (
+        f"error: {tmp_path / 'toy-b' / 'wiki.test.tokens'}: the test split is empty (no tokens): "
+        "nothing to score\n"
+    )
+
+
 def test_readme_example_plugin_runs_and_passes_the_audit(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

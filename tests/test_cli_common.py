@@ -17,7 +17,7 @@ import baselines.cli
 import harness.cli
 import leaderboard.cli
 import wikitext_builder.cli
-from harness.cli_common import ArgumentParser, UsageError, positive_int, run
+from harness.cli_common import ArgumentParser, UsageError, positive_float, positive_int, run
 
 TOOLS = {
     "lm-harness": harness.cli,
@@ -72,6 +72,46 @@ def test_argparse_errors_are_one_line_and_exit_2(
     assert module.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    "module, argv",
+    [
+        (harness.cli, ["eval", "unigram", "--out", "r.json"]),  # --output, --output-dir
+        (baselines.cli, ["train", "zoneout_lstm", "--dataset", "ptb", "--max-ep", "1"]),  # --max-epochs
+        (leaderboard.cli, ["build", "r.json", "--output-dir", "d", "--include"]),  # --include-unaudited
+        (wikitext_builder.cli, ["build", "--out", "d"]),  # --output-dir
+        (wikitext_builder.cli, ["merge", "--out", "d", "c.sqlite"]),
+    ],
+)
+def test_options_must_be_spelled_out(module, argv: list[str]) -> None:
+    """No abbreviated options, in any subcommand of the four tools: argparse's prefix matching
+    would tie a script to whichever options exist today. (Parsed only: nothing runs.)"""
+    parser = module.build_parser()
+    with pytest.raises(UsageError, match="^unrecognized arguments: --"):
+        parser.parse_args(argv)
+    for sub in _subcommands(parser).values():
+        assert sub.allow_abbrev is False, sub.prog
+
+
+@pytest.mark.parametrize("text, value", [("0.5", 0.5), ("60", 60.0), ("1e-3", 0.001)])
+def test_positive_float_accepts_finite_numbers_above_0(text: str, value: float) -> None:
+    assert positive_float(text) == value
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0", "greater than 0"),
+        ("-1", "greater than 0"),
+        ("inf", "finite"),
+        ("nan", "finite"),
+        ("x", "not a number"),
+    ],
+)
+def test_positive_float_refuses_the_rest(text: str, message: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        positive_float(text)
 
 
 def _parser(handler) -> ArgumentParser:

@@ -81,6 +81,16 @@ def test_eval_refuses_to_overwrite_its_input(corpus: Path, capsys: pytest.Captur
     assert valid.read_bytes() == before
 
 
+def test_eval_refuses_one_file_for_the_record_and_the_log_probabilities(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    target = tmp_path / "out"
+    arguments = ["--output", str(target), "--save-token-logprobs", str(tmp_path / "." / "out")]
+    assert harness_main(["eval", "unigram", "--dataset", str(corpus), *arguments]) == 2
+    assert_one_line_error(capsys, "--output and --save-token-logprobs name the same file")
+    assert not target.exists()
+
+
 def test_eval_output_that_is_a_directory_is_refused_and_leaves_nothing(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
@@ -233,6 +243,67 @@ def test_regenerate_says_unchanged_when_nothing_changed(
     assert "updated" not in second and readme.stat().st_mtime_ns == written
 
 
+def test_regenerate_reads_only_the_tables_it_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    make_result(tmp_path / "results", "m.test", ppl=100.0)
+    tables = tmp_path / "leaderboard" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "notes.bin").write_bytes(b"not a table")
+    read: list[Path] = []
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        read.append(path)
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert leaderboard_main(["regenerate"]) == 0
+    assert "changed" in capsys.readouterr().out
+    assert read and all(path.suffix in (".csv", ".md") for path in read)
+    read.clear()
+    assert leaderboard_main(["build", "results", "--output-dir", str(tables)]) == 0
+    assert read == []  # build reports no changes, so it reads nothing back
+
+
+def test_a_malformed_packaged_reported_csv_is_not_blamed_on_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from leaderboard import table
+
+    bad = tmp_path / "reported.csv"
+    bad.write_text("dataset,model\nptb,x\n")
+    make_result(tmp_path / "results", "m.test", ppl=100.0)
+    monkeypatch.setattr(table, "REPORTED_CSV", bad)
+    arguments = ["--results", str(tmp_path / "results"), "--output-dir", str(tmp_path / "out")]
+    assert leaderboard_main(["regenerate", *arguments]) == 2
+    error = assert_one_line_error(capsys, str(bad))
+    assert "--reported" not in error
+    arguments = [str(tmp_path / "results"), "--output-dir", str(tmp_path / "out"), "--reported", str(bad)]
+    assert leaderboard_main(["build", *arguments]) == 2
+    assert_one_line_error(capsys, f"--reported: {bad}")
+
+
+@pytest.mark.parametrize("figure", ["bars", "gates", "curves", "zipf", "frequency"])
+def test_plots_refuse_an_output_format_matplotlib_cannot_write(
+    tmp_path: Path, figure: str, capsys: pytest.CaptureFixture
+) -> None:
+    inputs = {
+        "bars": ["R"],
+        "gates": ["g.npy"],
+        "curves": ["log.jsonl"],
+        "zipf": ["ptb"],
+        "frequency": ["a", "b"],
+    }
+    target = tmp_path / "x.foo"
+    assert leaderboard_main(["plot", figure, *inputs[figure], "--output", str(target)]) == 2
+    assert_one_line_error(
+        capsys, f"argument --output: {target}: matplotlib cannot write .foo figures", ".png"
+    )
+    assert not target.exists()
+
+
 def test_compare_needs_enough_samples_for_its_interval(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     paths = []
     for name, shift in (("a", 0.0), ("b", 0.1)):
@@ -253,6 +324,9 @@ def test_compare_needs_enough_samples_for_its_interval(tmp_path: Path, capsys: p
     assert leaderboard_main(["compare", a, b, "--samples", "500", "--confidence", "0.99"]) == 2
     assert_one_line_error(capsys, "at least 1,000")
     assert leaderboard_main(["compare", a, b, "--samples", "200"]) == 0
+    capsys.readouterr()
+    assert leaderboard_main(["compare", a, b, "--samples", "200", "--block-length", "501"]) == 2
+    assert_one_line_error(capsys, "block length must be between 1 and the number of tokens (500)")
 
 
 def test_zipf_does_not_ask_for_the_data_dir_it_was_given(

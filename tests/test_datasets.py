@@ -68,6 +68,38 @@ def test_corrupted_benchmark_file_fails_its_canonical_checksum(tmp_path: Path) -
         load_dataset("ptb", data_dir=root).vocab
 
 
+def test_checksum_advice_depends_on_being_the_benchmark_not_on_the_name(tmp_path: Path) -> None:
+    # A builder directory that happens to be named like a benchmark is told to rebuild it.
+    directory = write_corpus(tmp_path / "wikitext-2")
+    (directory / "SHA256SUMS").write_text(f"{'0' * 64}  wiki.train.tokens\n")
+    with pytest.raises(DatasetError, match=r"sha256 mismatch .*rebuild the corpus") as error:
+        load_dataset(str(directory)).vocab
+    assert "download it again" not in str(error.value)
+    # The catalogue benchmark itself is told to download it again.
+    root = tmp_path / "data"
+    (root / "ptb").mkdir(parents=True)
+    for split in datasets.SPLITS:
+        (root / "ptb" / f"ptb.{split}.txt").write_text(" the cat \n")
+    with pytest.raises(DatasetError, match=r"sha256 mismatch .*delete it to download it again"):
+        load_dataset("ptb", data_dir=root).vocab
+
+
+def test_an_empty_split_is_refused_by_tokens(corpus: Path) -> None:
+    (corpus / "wiki.valid.tokens").write_text("", encoding="utf-8")
+    dataset = load_dataset(str(corpus))
+    assert len(dataset.tokens("train").ids) > 0
+    message = r"wiki\.valid\.tokens: the valid split is empty \(no tokens\): nothing to score"
+    with pytest.raises(DatasetError, match=message):
+        dataset.tokens("valid")
+    with pytest.raises(DatasetError, match=message):  # from the token cache, too
+        load_dataset(str(corpus)).tokens("valid")
+
+
+def test_files_lists_every_split_file(corpus: Path) -> None:
+    dataset = load_dataset(str(corpus))
+    assert dataset.files() == [corpus / f"wiki.{split}.tokens" for split in ("train", "valid", "test")]
+
+
 def test_missing_split_and_bad_encoding_are_one_line_errors(corpus: Path) -> None:
     (corpus / "wiki.valid.tokens").unlink()
     with pytest.raises(DatasetError, match=r"missing split file .*wiki\.valid\.tokens"):

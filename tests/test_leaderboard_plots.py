@@ -79,6 +79,30 @@ def test_frequency_plot_end_to_end_on_harness_results(
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_frequency_plot_errors_of_the_dataset_and_the_buckets_are_one_line(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    runs = tmp_path / "runs"
+    for plugin, out in (("unigram", "uni"), ("baselines.kneser_ney", "kn")):
+        assert harness_main(["eval", plugin, "--dataset", str(corpus), "--output-dir", str(runs / out)]) == 0
+    a = runs / "uni" / "harness.plugins.unigram.toy.test.json"
+    b = runs / "kn" / "baselines.kneser_ney.toy.test.json"
+    out = tmp_path / "fig4.png"
+    capsys.readouterr()
+    assert main(["plot", "frequency", str(a), str(b), "--buckets", "100000", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: bucket count must be between 1 and the vocabulary size")
+        and err.count("\n") == 1
+    )
+    # The test split no longer matches the checksum beside it: one line, no traceback.
+    (corpus / "SHA256SUMS").write_text(f"{'0' * 64}  wiki.test.tokens\n")
+    assert main(["plot", "frequency", str(a), str(b), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "wiki.test.tokens: sha256 mismatch" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_frequency_buckets_equal_types_and_equal_tokens() -> None:
     # Word 0 occurs 60 times, word 1 30 times, words 2..9 once or never.
     train = np.array([0] * 60 + [1] * 30 + [2, 3, 4, 5, 6, 7, 8, 9, 2, 3])

@@ -5,7 +5,14 @@ from pathlib import Path
 import pytest
 
 from harness.datasets import load_dataset
-from harness.plugin import PluginError, create_model, discover_plugins, load_factory, parse_model_args
+from harness.plugin import (
+    PluginError,
+    create_model,
+    discover_plugins,
+    load_factory,
+    number_arg,
+    parse_model_args,
+)
 from harness.plugins import unigram
 
 
@@ -42,6 +49,14 @@ def test_model_args_are_parsed_as_literals() -> None:
     assert parse_model_args(None) == {}
     with pytest.raises(PluginError, match="'order' is not key=value"):
         parse_model_args("order")
+
+
+def test_number_arg_takes_integers_and_floats_only() -> None:
+    assert number_arg("p", "theta", 0.5) == 0.5
+    assert number_arg("p", "theta", 2) == 2
+    for value in (True, "0.5", None):
+        with pytest.raises(PluginError, match=rf"^p: theta must be a number, got {value!r}$"):
+            number_arg("p", "theta", value)
 
 
 def test_factory_arguments_and_result_are_checked(corpus: Path) -> None:

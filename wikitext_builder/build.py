@@ -202,7 +202,9 @@ def build_corpus(
                 owners[title] = entry
     order: list[str] = []
     wanted: set[str] = set()
-    skipped = {skip for cache in caches for skip in cache.skipped()}  # each shard saw the whole stream
+    # every shard read the whole stream (check_shards: one source), so each cache holds the same
+    # skipped records; one cache's list counts each once (a title seen three times: twice)
+    skipped = list(caches[0].skipped())
     for title in plan.listed_order(owners):
         owner = owners.get(title)
         if owner is None or owner.status == PENDING:
@@ -210,7 +212,7 @@ def build_corpus(
                 f"{title!r} was never fetched: rerun the build (or its shard) to complete the cache"
             )
         if owner.status == MISSING:
-            skipped.add(Skipped(owner.reason or "missing page", title=title))
+            skipped.append(Skipped(owner.reason or "missing page", title=title))
         elif owner.status == FETCHED and owner.stored_as is not None and owner.stored_as not in wanted:
             order.append(owner.stored_as)
             wanted.add(owner.stored_as)

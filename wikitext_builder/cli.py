@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -14,6 +13,9 @@ from harness.cli_common import (
     UsageError,
     check_output_dir,
     check_output_file,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
     positive_int,
     run,
 )
@@ -23,6 +25,7 @@ from wikitext_builder.corpus import (
     STATS_FILE,
     BuildReport,
     CorpusError,
+    check_train,
     corpus_statistics,
     format_statistics,
     parse_shard,
@@ -58,15 +61,6 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
         valid = valid if valid is not None else valid_p
         test = test if test is not None else test_p
         limit = limit if limit is not None else train_p + valid + test
-    minimums = {
-        "--limit": (limit, 1),
-        "--min-count": (args.min_count, 1),
-        "--valid-articles": (valid, 0),
-        "--test-articles": (test, 0),
-    }
-    for option, (value, minimum) in minimums.items():
-        if value is not None and value < minimum:
-            raise UsageError(f"{option} must be at least {minimum}")
     manifest = None
     if args.from_manifest is not None:
         if limit is not None or args.preset is not None:
@@ -76,7 +70,7 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
         except ValueError as error:
             raise UsageError(str(error)) from None
         manifest = tuple((r["title"], int(r["revision_id"]), r["split"]) for r in records)
-    return Plan(
+    plan = Plan(
         seed=args.seed,
         limit=limit,
         valid_articles=60 if valid is None else valid,
@@ -84,6 +78,9 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
         min_count=args.min_count,
         manifest=manifest,
     )
+    if limit is not None:  # refused before any fetch, not once the cache is full
+        check_train(f"--limit {limit:,}", limit, plan.valid_articles, plan.test_articles)
+    return plan
 
 
 def _source_signature(
@@ -110,7 +107,7 @@ def _source_signature(
         "shard": shard_field,
     }
     if args.from_manifest:
-        signature["manifest_sha256"] = hashlib.sha256(Path(args.from_manifest).read_bytes()).hexdigest()
+        signature["manifest_sha256"] = file_sha256(Path(args.from_manifest))
     return signature
 
 
@@ -167,11 +164,8 @@ def _refuse_overwriting_inputs(out_dir: Path, inputs: list[Path]) -> None:
 def command_build(args: argparse.Namespace) -> int:
     kinds = parse_kinds(args.articles)
     offline = args.dump or args.folder or args.jsonl
-    if offline and (args.api_url != DEFAULT_API_URL or args.from_manifest):
-        raise UsageError(
-            "--api-url and --from-manifest fetch from the API; they do not go with "
-            "--dump, --folder or --jsonl"
-        )
+    if offline and args.api_url != DEFAULT_API_URL:  # (argparse keeps --from-manifest out)
+        raise UsageError("--api-url fetches from the API; it does not go with --dump, --folder or --jsonl")
     plan = _plan_from_args(args)
     try:
         shard = parse_shard(args.shard) if args.shard else None
@@ -292,13 +286,15 @@ def command_stats(args: argparse.Namespace) -> int:
         statistics = corpus_statistics(Path(args.directory))
     except FileNotFoundError as error:
         raise SourceError(str(error)) from None
+    except OSError as error:
+        raise SourceError(f"{error.filename or args.directory}: cannot read ({error.strerror})") from None
     print(json.dumps(statistics, indent=2) if args.json else format_statistics(statistics))
     return 0
 
 
 def _batch_size(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= BATCH_SIZE:
+    value = positive_int(text)
+    if value > BATCH_SIZE:
         raise argparse.ArgumentTypeError(f"must be 1..{BATCH_SIZE}, got {value}")
     return value
 
@@ -360,18 +356,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.sqlite",
         help="cache file (default: DIR/cache.sqlite, DIR/cache.shard-K-of-N.sqlite)",
     )
-    build.add_argument("--limit", type=int, metavar="N", help="use N articles (a seeded sample)")
+    build.add_argument("--limit", type=positive_int, metavar="N", help="use N articles (a seeded sample)")
     build.add_argument(
         "--preset",
         choices=sorted(PRESETS),
         help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes",
     )
     build.add_argument("--seed", type=int, default=0, help="article sample and split seed (default 0)")
-    build.add_argument("--valid-articles", type=int, metavar="N", help="default 60")
-    build.add_argument("--test-articles", type=int, metavar="N", help="default 60")
+    build.add_argument("--valid-articles", type=non_negative_int, metavar="N", help="default 60")
+    build.add_argument("--test-articles", type=non_negative_int, metavar="N", help="default 60")
     build.add_argument(
         "--min-count",
-        type=int,
+        type=positive_int,
         default=3,
         metavar="N",
         help="train count a type needs to stay out of <unk> (default 3)",
@@ -393,13 +389,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument(
         "--retry-backoff",
-        type=float,
+        type=non_negative_float,
         default=1.0,
         metavar="SECONDS",
         help="first retry wait, doubled per attempt up to 60 s (default 1)",
     )
     build.add_argument(
-        "--timeout", type=float, default=60.0, metavar="SECONDS", help="API request timeout (default 60)"
+        "--timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="API request timeout (default 60)",
     )
     build.add_argument("--user-agent", default=USER_AGENT, help="User-Agent with your contact address")
     build.set_defaults(handler=command_build)

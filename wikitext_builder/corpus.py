@@ -26,12 +26,12 @@ from typing import IO, Any, BinaryIO
 
 from tqdm import tqdm
 
-from harness.files import file_sha256, write_atomically, write_checksum_file
+from harness.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
 from harness.format import EOS, SPLITS, UNK
 from wikitext_builder.sources import Article, Skipped
 
 TEXT_FILES = tuple(f"wiki.{split}.{kind}" for split in SPLITS for kind in ("tokens", "raw"))
-CHECKSUM_FILE, STATS_FILE, MANIFEST_FILE = "SHA256SUMS", "stats.json", "manifest.jsonl"
+STATS_FILE, MANIFEST_FILE = "stats.json", "manifest.jsonl"
 OUTPUT_FILES = (*TEXT_FILES, STATS_FILE, MANIFEST_FILE, CHECKSUM_FILE)
 SPOOL_FILE = ".render.spool"
 #: Articles of more UTF-8 bytes of wikitext are skipped ("too large") before they are parsed: the
@@ -96,8 +96,7 @@ def render_one(article: Article) -> Rendered:
     try:
         return Rendered(article, render_article(article.title, article.wikitext), None)
     except MarkupError as error:
-        message = (str(error).splitlines() or [""])[0].removeprefix(f"{article.title}: ")
-        return Rendered(article, None, Skipped("malformed markup", title=article.title, detail=message))
+        return Rendered(article, None, Skipped("malformed markup", title=article.title, detail=error.detail))
     except Exception as error:  # a renderer bug must cost one article, not a day-long build
         detail = f"{type(error).__name__}: {str(error)[:200]}".replace("\n", " ")
         return Rendered(article, None, Skipped("render failed", title=article.title, detail=detail))
@@ -196,8 +195,14 @@ def write_corpus(
             reported in ``stats.json`` with those left out here (too large, malformed markup).
         settings: how the articles were chosen (seed, limit, ...), recorded in ``stats.json``.
     """
+    skipped = list(skipped)
     if fixed_splits is None:
-        _check_train(f"{len(order):,} articles", len(order), valid_articles, test_articles)
+        check_train(
+            _counted(f"{len(order):,} articles", len(order), skipped),
+            len(order),
+            valid_articles,
+            test_articles,
+        )
     spool_path = out_dir / SPOOL_FILE
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -207,16 +212,17 @@ def write_corpus(
             render_seconds = time.perf_counter() - started
             ordered = [records[title] for title in order if title in records]
             if fixed_splits is None:
-                _check_train(
-                    f"{len(ordered):,} articles rendered", len(ordered), valid_articles, test_articles
+                counted = _counted(
+                    f"{len(ordered):,} articles rendered", len(ordered), [*skipped, *rendering_skipped]
                 )
+                check_train(counted, len(ordered), valid_articles, test_articles)
             _assign_splits(ordered, valid_articles, test_articles, fixed_splits)
             if fixed_splits is not None and not any(record.split == "train" for record in ordered):
                 raise CorpusError("no article of the manifest's train split could be fetched and rendered")
             vocabulary = _train_vocabulary(spool, ordered, min_count)
             for split in SPLITS:
                 _write_split(out_dir, split, spool, [r for r in ordered if r.split == split], vocabulary)
-        left_out = sorted({*skipped, *rendering_skipped}, key=_skip_order)
+        left_out = sorted([*skipped, *rendering_skipped], key=_skip_order)
         counts = collections.Counter(record.split for record in ordered)
         articles_per_split = {split: counts[split] for split in SPLITS}
         statistics: dict[str, Any] = {**corpus_statistics(out_dir), "articles": articles_per_split}
@@ -262,9 +268,18 @@ def write_corpus(
     return BuildReport(articles_per_split, left_out, statistics, len(order), render_seconds)
 
 
-def _check_train(counted: str, count: int, valid_articles: int, test_articles: int) -> None:
+def _counted(counted: str, count: int, skipped: Sequence[Skipped]) -> str:
+    """``counted``, and when nothing is left, why: the skipped articles by reason."""
+    if count or not skipped:
+        return counted
+    reasons = sorted(collections.Counter(skip.reason for skip in skipped).items())
+    return f"{counted} (skipped: " + ", ".join(f"{number:,} {reason}" for reason, number in reasons) + ")"
+
+
+def check_train(counted: str, count: int, valid_articles: int, test_articles: int) -> None:
     """Refuse split sizes that leave no article for train (its vocabulary would be empty, and
-    every token of valid and test ``<unk>``); suggest sizes that fit, a tenth each."""
+    every token of valid and test ``<unk>``); suggest sizes that fit, a tenth each. ``counted``
+    says what ``count`` counts (``"40 articles"``, ``"--limit 40"``)."""
     if count > valid_articles + test_articles:
         return
     fitting = max(1, count // 10)
@@ -398,6 +413,7 @@ def corpus_statistics(directory: Path) -> dict[str, Any]:
     files also hold a few paragraphs shaped like a title, without the blank lines around them).
     Vocabulary size counts every train type plus ``<eos>`` and ``<unk>`` (as the harness does);
     the ``<unk>`` rate is ``<unk>`` tokens over all tokens of the split (``<eos>`` included).
+    A missing split is a ``FileNotFoundError``, one that is not UTF-8 a :class:`CorpusError`.
     """
     result: dict[str, dict[str, object]] = {
         "articles": {},
@@ -415,17 +431,20 @@ def corpus_statistics(directory: Path) -> dict[str, Any]:
             raise FileNotFoundError(f"{directory}: no wiki.{split}.tokens or wiki.{split}.raw")
         articles = tokens = unknown = characters = 0
         previous, title_pending = "", False
-        with path.open(encoding="utf-8", newline="") as handle:
-            for line in handle:
-                words = line.split()
-                characters += len(line)
-                tokens += len(words) + 1
-                unknown += words.count(UNK)
-                articles += title_pending and not words
-                title_pending = previous == " \n" and bool(_TITLE_LINE.match(line))
-                previous = line
-                if split == "train":
-                    vocabulary.update(words)
+        try:
+            with path.open(encoding="utf-8", newline="") as handle:
+                for line in handle:
+                    words = line.split()
+                    characters += len(line)
+                    tokens += len(words) + 1
+                    unknown += words.count(UNK)
+                    articles += title_pending and not words
+                    title_pending = previous == " \n" and bool(_TITLE_LINE.match(line))
+                    previous = line
+                    if split == "train":
+                        vocabulary.update(words)
+        except UnicodeDecodeError as error:
+            raise CorpusError(f"{path}: not valid UTF-8 ({error.reason})") from None
         result["articles"][split] = articles
         result["tokens"][split] = tokens
         result["unk_tokens"][split] = unknown

@@ -28,6 +28,8 @@ from typing import Any, BinaryIO, cast
 
 import requests
 
+from harness import files
+
 DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
 PROJECT_URL = "https://github.com/wikitext-toolkit/wikitext-toolkit"
 try:
@@ -497,8 +499,8 @@ def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
             )
             continue
         yield Article(
-            title=title[:1].upper() + title[1:],
-            wikitext=wikitext,  # MediaWiki's capital
+            title=title[:1].upper() + title[1:],  # MediaWiki's capital
+            wikitext=wikitext,
             page_id=record.get("page_id"),
             revision_id=record.get("revision_id"),
             timestamp=record.get("timestamp"),
@@ -531,14 +533,10 @@ def folder_sha256(directory: Path) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes; a missing or unreadable file is a SourceError."""
+    """:func:`harness.files.file_sha256`, where a missing or unreadable file is a SourceError."""
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
-    digest = hashlib.sha256()
     try:
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
+        return files.file_sha256(path)
     except OSError as error:
         raise SourceError(f"{path}: cannot read ({error.strerror})") from None
-    return digest.hexdigest()

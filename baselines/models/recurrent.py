@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -208,7 +209,6 @@ class LSTMCore(nn.Module):
         sizes = (
             [config.embedding_size] + [config.hidden_size] * (config.num_layers - 1) + [config.output_size]
         )
-        self.hidden_sizes = sizes[1:]
         self.layers = nn.ModuleList(
             ZoneoutLSTMLayer(sizes[i], sizes[i + 1]) for i in range(config.num_layers)
         )
@@ -226,9 +226,10 @@ class LSTMCore(nn.Module):
 
     def initial_state(self, batch_size: int, device: torch.device | str) -> list[LayerState]:
         """Zero ``(h, c)`` for every layer, each ``[B, H_layer]``."""
+        sizes = [cast(ZoneoutLSTMLayer, layer).hidden_size for layer in self.layers]
         return [
             (torch.zeros(batch_size, size, device=device), torch.zeros(batch_size, size, device=device))
-            for size in self.hidden_sizes
+            for size in sizes
         ]
 
     def forward(

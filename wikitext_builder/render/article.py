@@ -17,7 +17,16 @@ from .walker import NodeWalker
 
 
 class MarkupError(ValueError):
-    """An article whose markup cannot be rendered (message: one line, names the article)."""
+    """An article whose markup cannot be rendered. The message is one line, ``"TITLE: DETAIL"``;
+    ``title`` and ``detail`` hold its two parts (a caller that names the article its own way
+    reports ``detail``)."""
+
+    def __init__(self, title: str, detail: str) -> None:
+        self.title, self.detail = title, detail.replace("\n", " ")
+        super().__init__(f"{title}: {self.detail}")
+
+    def __reduce__(self) -> tuple[type[MarkupError], tuple[str, str]]:
+        return type(self), (self.title, self.detail)
 
 
 # Sections (by normalized heading) whose own text is removed; as in WikiText, their
@@ -150,7 +159,7 @@ def _check_parse(title: str, code: Wikicode) -> None:
         if isinstance(node, Text) and ("{{" in node.value or "}}" in node.value):
             if "{{" in node.value:
                 snippet = node.value[node.value.find("{{") :][:40].replace("\n", " ")
-                raise MarkupError(f"{title}: unbalanced template markup near {snippet!r}")
+                raise MarkupError(title, f"unbalanced template markup near {snippet!r}")
             node.value = node.value.replace("}}", "")
 
 
@@ -158,16 +167,15 @@ def render_text(title: str, wikitext: str) -> list[tuple[int, str]]:
     """The cleaned article as ``(level, text)`` items: level 0 = paragraph,
     ``BLOCK_FORMULA`` paragraphs for display math, level >= 2 = headings."""
     if wikitext is None or not wikitext.strip():
-        raise MarkupError(f"{title}: empty article")
+        raise MarkupError(title, "empty article")
     # the sentinels used below are control characters: none may come from the input
     wikitext = CONTROL_CHARS.sub("", wikitext.replace("\r\n", "\n").replace("\r", "\n"))
     if re.match(r"\s*#redirect\b", wikitext, re.I):
-        raise MarkupError(f"{title}: the page is a redirect")
+        raise MarkupError(title, "the page is a redirect")
     try:
         code = mwparserfromhell.parse(prestrip(wikitext), skip_style_tags=True)
     except Exception as exc:  # mwparserfromhell's own ParserError and friends
-        message = f"{title}: mwparserfromhell cannot parse the markup ({exc})"
-        raise MarkupError(message.replace("\n", " ")) from exc
+        raise MarkupError(title, f"mwparserfromhell cannot parse the markup ({exc})") from exc
     _check_parse(title, code)
     walker = NodeWalker(title)
     items: list[tuple[int, str]] = []
@@ -207,7 +215,7 @@ def render_article(title: str, wikitext: str) -> str:
     title = plain_title(title)
     title_tokens = tokenize_text(title)
     if not title_tokens:
-        raise MarkupError(f"{title!r}: empty title")
+        raise MarkupError(repr(title), "empty title")
     out = [" \n", format_heading(title_tokens, 1), " \n"]
     lines = 0
     for level, text in render_text(title, wikitext):
@@ -224,6 +232,6 @@ def render_article(title: str, wikitext: str) -> str:
             out.append(line)
             lines += 1
     if not lines:
-        raise MarkupError(f"{title}: no text left after cleaning")
+        raise MarkupError(title, "no text left after cleaning")
     out.append(" \n")
     return "".join(out)

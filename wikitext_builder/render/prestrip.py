@@ -4,6 +4,8 @@ template-built tables, multi-column blocks, and the formatting tags whose conten
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from collections.abc import Callable
 
@@ -31,33 +33,41 @@ def _strip_tables(text: str) -> str:
     """Remove ``{| ... |}`` wiki tables (nested ones too) line by line, before parsing:
     mwparserfromhell gives up on some real tables and leaves their markup as text.
     An unclosed table (MediaWiki closes it at the end of the page; mwparserfromhell leaves
-    its markup as text) runs to the next heading, like an unclosed column block."""
+    its markup as text) runs to the next heading, like an unclosed column block.
+
+    One pass, in time linear in the lines whatever the number of unclosed tables: the line
+    that closes a table opened at line ``i`` is the first after it where the running count of
+    opening minus closing lines falls back below its value at ``i``."""
     if "{|" not in text:
         return text
     lines = text.split("\n")
+    # +1 for a line that opens a table, -1 for one that closes a table (when inside one)
+    steps = [1 if _TABLE_OPEN.match(line) else -1 if _TABLE_CLOSE.match(line) else 0 for line in lines]
+    levels = list(itertools.accumulate(steps))
+    where: dict[int, list[int]] = {}  # running count -> the lines where it has that value
+    for index, level in enumerate(levels):
+        where.setdefault(level, []).append(index)
     out: list[str] = []
-    depth = 0
-    start = 0
-    for i, line in enumerate(lines):
-        if _TABLE_OPEN.match(line):
-            if depth == 0:
-                start = i
-            depth += 1
+    i = 0
+    while i < len(lines):
+        if steps[i] != 1:
+            out.append(lines[i])
+            i += 1
             continue
-        if depth and _TABLE_CLOSE.match(line):
-            depth -= 1
-            if depth == 0:
-                rest = _TABLE_CLOSE.sub("", line, count=1)
-                if rest.strip():
-                    out.append(rest)
+        below = where.get(levels[i] - 1, [])
+        position = bisect.bisect_right(below, i)
+        if position < len(below):  # closed: the rest of its closing line stays
+            close = below[position]
+            rest = _TABLE_CLOSE.sub("", lines[close], count=1)
+            if rest.strip():
+                out.append(rest)
+            i = close + 1
             continue
-        if depth == 0:
-            out.append(line)
-    if depth:  # unclosed: dropped up to the next heading
-        rest = "\n".join(lines[start + 1 :])
-        heading = _NEXT_HEADING.search(rest)
-        if heading is not None:
-            out.append(_strip_tables(rest[heading.start() :]))
+        # unclosed: dropped up to the next heading line
+        heading = next((j for j in range(i + 1, len(lines)) if _NEXT_HEADING.match(lines[j])), None)
+        if heading is None:
+            break
+        i = heading
     return "\n".join(out)
 
 
@@ -225,23 +235,29 @@ def prestrip(wikitext: str) -> str:
         wikitext = _COMMENT.sub("", _COMMENT_LINE.sub("", wikitext))
     if "__" in wikitext:
         wikitext = _BEHAVIOR_SWITCH.sub("", wikitext)
-    if "<ref" in wikitext or "<REF" in wikitext or "<Ref" in wikitext:
+    # the tag regexes ignore case: so do the cheap tests that skip them (on a lowered copy,
+    # made again once a substitution may have changed what the text holds)
+    lowered = wikitext.lower()
+    if "<ref" in lowered:
         wikitext = _REF.sub("", wikitext)
-    if "include" in wikitext:
+        lowered = wikitext.lower()
+    if "include" in lowered:
         # before the tables: "<onlyinclude>{| ..." opens a table at the start of its line
         wikitext = _TRANSCLUSION_TAGS.sub("", wikitext)
     wikitext = _strip_template_tables(_strip_tables(wikitext))
     if "{{" in wikitext and _COLUMNS_OPEN.search(wikitext):
         wikitext = _strip_columns(wikitext)
     if "<" in wikitext:
-        if "<div" in wikitext or "<DIV" in wikitext:
+        lowered = wikitext.lower()
+        if "<div" in lowered:
             wikitext = _strip_tag_blocks(wikitext, _DIV_TAG, _is_dropped_div)
-        if "<table" in wikitext or "<TABLE" in wikitext:
+            lowered = wikitext.lower()
+        if "<table" in lowered:
             # HTML tables, like wiki tables, are dropped whole (a malformed one would leak
             # its tags as text)
             wikitext = _strip_tag_blocks(wikitext, _HTML_TABLE_TAG, lambda tag: True)
         wikitext = _INLINE_TAGS.sub("", wikitext)
         wikitext = _BLOCK_TAGS.sub("\n", wikitext)
-        if "blockquote" in wikitext or "BLOCKQUOTE" in wikitext:
+        if "blockquote" in wikitext.lower():
             wikitext = _break_block_quotes(wikitext)
     return wikitext
