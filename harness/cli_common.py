@@ -197,11 +197,29 @@ def check_not_an_input(path: str | os.PathLike, option: str, inputs: Iterable[st
             )
 
 
-def check_output_dir(path: str | os.PathLike, option: str) -> Path:
-    """Refuse, before any work, an output directory that cannot be created or written in;
-    returns the path."""
+def check_output_dir(
+    path: str | os.PathLike,
+    option: str,
+    *,
+    inputs: Iterable[str | os.PathLike] = (),
+    writes: Iterable[str] = (),
+) -> Path:
+    """Refuse, before any work, an output directory that cannot be created or written in, that
+    is one of the command's ``inputs``, or where a file the command writes (``writes``: names in
+    the directory) would overwrite one of them; returns the path."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise UsageError(f"{option} {path}: is a file; name a directory")
+    written = {(path / name).resolve() for name in writes}
+    for source in inputs:
+        if Path(source).resolve() == path.resolve():
+            raise UsageError(
+                f"{option} {path}: is {source}, an input of this command; choose another directory"
+            )
+        if Path(source).resolve() in written:
+            raise UsageError(
+                f"{option} {path}: would overwrite {source}, an input of this command; "
+                "choose another directory"
+            )
     _check_writable_directory(_nearest_existing(path), option, path)
     return path

@@ -78,3 +78,13 @@ def write_corpus(directory: Path, extension: str = "tokens", test: str = TEST) -
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     return write_corpus(tmp_path / "toy")
+
+
+def assert_one_line_error(capsys: pytest.CaptureFixture[str], *parts: str) -> str:
+    """The captured stderr is one ``error: ...`` line holding ``parts``; nothing on stdout."""
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
+    for part in parts:
+        assert part in captured.err, captured.err
+    return captured.err

@@ -13,17 +13,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text
+from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text, write_folder
 
 from harness.datasets import load_dataset
 from wikitext_builder.build import fill_from_stream
 from wikitext_builder.cache import Cache
 from wikitext_builder.cli import main
-from wikitext_builder.corpus import TEXT_FILES, article_order, corpus_statistics, shard_of
+from wikitext_builder.corpus import OUTPUT_FILES, TEXT_FILES, article_order, corpus_statistics, shard_of
 from wikitext_builder.sources import Article
 
 REPO = Path(__file__).resolve().parent.parent
-OUTPUTS = (*TEXT_FILES, "stats.json", "manifest.jsonl", "SHA256SUMS")
 OFFLINE_API = ["--api-url", "http://127.0.0.1:9/w/api.php", "--max-attempts", "1"]  # a closed port
 FAST = [
     "--retry-backoff",
@@ -55,7 +54,7 @@ def make_wiki(**options) -> FakeWiki:
 
 
 def outputs(directory: Path) -> dict[str, bytes]:
-    return {name: (directory / name).read_bytes() for name in OUTPUTS}
+    return {name: (directory / name).read_bytes() for name in OUTPUT_FILES}
 
 
 def build(url: str, out: Path, *extra: str) -> int:
@@ -197,14 +196,6 @@ def test_article_order_ignores_source_order_and_follows_seed() -> None:
     assert article_order(titles, 7) == article_order(reversed(titles), 7)
     assert article_order(titles, 7) != article_order(titles, 8)
     assert article_order(titles, 7, limit=10) == article_order(titles, 7)[:10]
-
-
-def write_folder(directory: Path, count: int) -> Path:
-    directory.mkdir()
-    for index in range(count):
-        title = f"Town {chr(65 + index % 26)}{index:02d}"
-        (directory / f"{title.replace(' ', '_')}.wikitext").write_text(article_text(title, index))
-    return directory
 
 
 def test_workers_give_identical_output_and_bad_markup_is_skipped(tmp_path: Path, capsys) -> None:

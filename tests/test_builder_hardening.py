@@ -10,24 +10,16 @@ import socket
 from pathlib import Path
 
 import pytest
-from builder_fixtures.fake_mediawiki import article_text
+from builder_fixtures.fake_mediawiki import article_text, write_folder
+from conftest import assert_one_line_error
 
 from wikitext_builder.cli import main
-from wikitext_builder.corpus import MAX_ARTICLE_BYTES, TEXT_FILES
+from wikitext_builder.corpus import MAX_ARTICLE_BYTES, OUTPUT_FILES
 from wikitext_builder.sources import MediaWikiClient, Skipped, iter_jsonl
 from wikitext_builder.validate import ERROR, validate_lines
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--quiet", "--valid-articles", "1", "--test-articles", "1", "--min-count", "1"]
-OUTPUTS = (*TEXT_FILES, "stats.json", "manifest.jsonl", "SHA256SUMS")
-
-
-def write_folder(directory: Path, count: int) -> Path:
-    directory.mkdir()
-    for index in range(count):
-        title = f"Town {chr(65 + index)}{index:02d}"
-        (directory / f"{title.replace(' ', '_')}.wikitext").write_text(article_text(title, index))
-    return directory
 
 
 def pool_record(index: int, title: str | None = None) -> dict[str, object]:
@@ -50,13 +42,6 @@ def titles(out: Path) -> list[str]:
     return sorted(json.loads(line)["title"] for line in (out / "manifest.jsonl").read_text().splitlines())
 
 
-def one_line_error(capsys: pytest.CaptureFixture[str], *fragments: str) -> str:
-    error = capsys.readouterr().err
-    assert error.startswith("error: ") and error.count("\n") == 1, error
-    assert all(fragment in error for fragment in fragments), error
-    return error
-
-
 # --- 1. a rebuild reflects its local source exactly ----------------------------------------------
 
 
@@ -76,7 +61,7 @@ def test_rebuild_follows_an_edited_folder(tmp_path: Path, capsys) -> None:
     )
     assert f"{folder.resolve()} changed since" in capsys.readouterr().err
     assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "fresh"), *SMALL]) == 0
-    for name in OUTPUTS:
+    for name in OUTPUT_FILES:
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
 
 
@@ -183,7 +168,7 @@ def test_split_sizes_that_leave_train_empty_are_refused_with_sizes_that_fit(tmp_
         )
         == 2
     )
-    one_line_error(
+    assert_one_line_error(
         capsys,
         "12 articles",
         "--valid-articles 6",
@@ -201,27 +186,27 @@ def test_when_no_article_renders_the_error_says_why(tmp_path: Path, capsys) -> N
     records[3]["wikitext"] = "#REDIRECT [[Town A00]]\n"
     pool = write_pool(tmp_path / "pool.jsonl.gz", [*records, pool_record(4, title="")])
     assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), *SMALL]) == 2
-    one_line_error(
+    assert_one_line_error(
         capsys, "0 articles rendered (skipped: 4 malformed markup, 1 no title)", "no article for train"
     )
 
 
-def test_stats_of_a_file_that_is_not_utf8_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+def test_stats_of_a_file_that_is_not_utf8_is_a_assert_one_line_error(tmp_path: Path, capsys) -> None:
     for split in ("train", "valid", "test"):
         (tmp_path / f"wiki.{split}.tokens").write_bytes(b" \n = T = \n \n text . \n \n")
     (tmp_path / "wiki.valid.tokens").write_bytes(b" \n = T = \n \n caf\xe9 . \n \n")
     assert main(["stats", str(tmp_path)]) == 2
-    one_line_error(capsys, f"{tmp_path / 'wiki.valid.tokens'}: not valid UTF-8")
+    assert_one_line_error(capsys, f"{tmp_path / 'wiki.valid.tokens'}: not valid UTF-8")
 
 
 # --- 4. a truncated pool ---------------------------------------------------------------------------
 
 
-def test_truncated_gzip_pool_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+def test_truncated_gzip_pool_is_a_assert_one_line_error(tmp_path: Path, capsys) -> None:
     pool = write_pool(tmp_path / "pool.jsonl.gz", [pool_record(index) for index in range(30)])
     pool.write_bytes(pool.read_bytes()[:-200])
     assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), *SMALL]) == 2
-    one_line_error(capsys, f"{pool}: ", "truncated or corrupt")
+    assert_one_line_error(capsys, f"{pool}: ", "truncated or corrupt")
 
 
 # --- 5. outputs checked before any work ------------------------------------------------------------
@@ -245,7 +230,7 @@ def test_unwritable_out_is_refused_before_reading_the_source(tmp_path: Path, cap
         )
         == 2
     )
-    one_line_error(capsys, f"{blocker / 'out'}: ", "not a directory")
+    assert_one_line_error(capsys, f"{blocker / 'out'}: ", "not a directory")
     assert not (tmp_path / "cache.sqlite").exists()  # refused before the cache was filled
     assert (
         main(
@@ -261,7 +246,7 @@ def test_unwritable_out_is_refused_before_reading_the_source(tmp_path: Path, cap
         )
         == 2
     )
-    one_line_error(capsys, f"{blocker / 'cache.sqlite'}: ", "not a directory")
+    assert_one_line_error(capsys, f"{blocker / 'cache.sqlite'}: ", "not a directory")
 
 
 def test_read_only_cache_directory_is_refused_before_any_work(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -295,7 +280,7 @@ def test_read_only_cache_directory_is_refused_before_any_work(tmp_path: Path, ca
             )
             == 2
         )
-        one_line_error(
+        assert_one_line_error(
             capsys, f"--cache {read_only / 'cache.sqlite'}: cannot write in {read_only} (permission denied)"
         )
         assert not (tmp_path / "out").exists()
@@ -336,7 +321,7 @@ def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path,
         )
     before = {path: path.read_bytes() for path in [pool, *folder.iterdir()]}
     assert main([*arguments, *SMALL]) == 2
-    one_line_error(capsys, "an input of this command")
+    assert_one_line_error(capsys, "an input of this command")
     assert {path: path.read_bytes() for path in before} == before
     assert not any(folder.glob("wiki.*")) and not (tmp_path / "out").exists()
 

@@ -206,3 +206,17 @@ def test_no_tool_defines_its_own_usage_error() -> None:
             and value.__module__ == module.__name__
         ]
         assert own == [], module.__name__
+
+
+def test_check_output_dir_refuses_an_input_or_a_write_over_one(tmp_path) -> None:
+    from harness.cli_common import check_output_dir
+
+    source = tmp_path / "pool.jsonl"
+    source.write_text("{}\n")
+    with pytest.raises(UsageError, match="is .*, an input of this command"):
+        check_output_dir(tmp_path, "--output-dir", inputs=[tmp_path])
+    with pytest.raises(UsageError, match="would overwrite .*pool.jsonl, an input of this command"):
+        check_output_dir(tmp_path, "--output-dir", inputs=[source], writes=["stats.json", "pool.jsonl"])
+    assert check_output_dir(tmp_path / "out", "--output-dir", inputs=[source], writes=["pool.jsonl"]) == (
+        tmp_path / "out"
+    )

@@ -23,6 +23,7 @@ from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fi
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (
     STATS_FILE,
+    WRITTEN_FILES,
     BuildReport,
     CorpusError,
     check_train,
@@ -30,7 +31,6 @@ from wikitext_builder.corpus import (
     format_statistics,
     parse_shard,
     read_manifest,
-    written_paths,
 )
 from wikitext_builder.sources import (
     BATCH_SIZE,
@@ -145,22 +145,6 @@ def _print_report(out_dir: Path, report: BuildReport) -> None:
         )
 
 
-def _refuse_overwriting_inputs(out_dir: Path, inputs: list[Path]) -> None:
-    """Refuse, before any work, an output directory that is an input or whose corpus files
-    would overwrite one."""
-    written = {path.resolve() for path in written_paths(out_dir)}
-    for source in inputs:
-        if source.resolve() == out_dir.resolve():
-            raise UsageError(
-                f"--output-dir {out_dir}: is {source}, an input of this command; choose another directory"
-            )
-        if source.resolve() in written:
-            raise UsageError(
-                f"--output-dir {out_dir}: the corpus would overwrite {source}, an input "
-                "of this command; choose another directory"
-            )
-
-
 def command_build(args: argparse.Namespace) -> int:
     kinds = parse_kinds(args.articles)
     offline = args.dump or args.folder or args.jsonl
@@ -171,12 +155,11 @@ def command_build(args: argparse.Namespace) -> int:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as error:
         raise UsageError(str(error)) from None
-    out_dir = check_output_dir(args.output_dir, "--output-dir")
+    inputs = [Path(path) for path in (args.dump, args.folder, args.jsonl, args.from_manifest) if path]
+    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=inputs, writes=WRITTEN_FILES)
     default_cache = f"cache.shard-{shard[0]}-of-{shard[1]}.sqlite" if shard else "cache.sqlite"
     cache_path = Path(args.cache) if args.cache else out_dir / default_cache
-    inputs = [Path(path) for path in (args.dump, args.folder, args.jsonl, args.from_manifest) if path]
     check_output_file(cache_path, "--cache", inputs=inputs)
-    _refuse_overwriting_inputs(out_dir, inputs)
     signature = _source_signature(args, kinds, shard)
     with Cache(cache_path) as cache:
         if cache.bind_source(signature):
@@ -213,8 +196,7 @@ def command_build(args: argparse.Namespace) -> int:
 
 
 def command_merge(args: argparse.Namespace) -> int:
-    out_dir = check_output_dir(args.output_dir, "--output-dir")
-    _refuse_overwriting_inputs(out_dir, [Path(path) for path in args.caches])
+    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=args.caches, writes=WRITTEN_FILES)
     caches = []
     try:
         for path in args.caches:

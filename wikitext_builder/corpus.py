@@ -472,10 +472,9 @@ def format_statistics(statistics: dict[str, Any]) -> str:
 # --- files ---------------------------------------------------------------------------------------
 
 
-def written_paths(out_dir: Path) -> list[Path]:
-    """Every path :func:`write_corpus` writes in ``out_dir`` under its own name: its outputs and
-    the render spool (a build must not read any of them)."""
-    return [out_dir / SPOOL_FILE, *(out_dir / name for name in OUTPUT_FILES)]
+#: Every file :func:`write_corpus` writes in its directory under its own name: its outputs and
+#: the render spool (a build must not read any of them).
+WRITTEN_FILES = (SPOOL_FILE, *OUTPUT_FILES)
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:

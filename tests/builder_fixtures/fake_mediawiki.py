@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,6 +43,15 @@ def article_text(title: str, index: int) -> str:
         f"== Geography ==\nThe town lies {index + 2}.{index} km from the coast, "
         f"next to the old road.\n\n== References ==\n{{{{reflist}}}}\n"
     )
+
+
+def write_folder(directory: Path, count: int) -> Path:
+    """A ``--folder`` source: ``count`` articles "Town A00", "Town B01", ... (``article_text``)."""
+    directory.mkdir()
+    for index in range(count):
+        title = f"Town {chr(65 + index % 26)}{index:02d}"
+        (directory / f"{title.replace(' ', '_')}.wikitext").write_text(article_text(title, index))
+    return directory
 
 
 @dataclass

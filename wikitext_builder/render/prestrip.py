@@ -235,29 +235,21 @@ def prestrip(wikitext: str) -> str:
         wikitext = _COMMENT.sub("", _COMMENT_LINE.sub("", wikitext))
     if "__" in wikitext:
         wikitext = _BEHAVIOR_SWITCH.sub("", wikitext)
-    # the tag regexes ignore case: so do the cheap tests that skip them (on a lowered copy,
-    # made again once a substitution may have changed what the text holds)
-    lowered = wikitext.lower()
-    if "<ref" in lowered:
+    # The tag regexes ignore case and run unguarded: a search that finds no tag costs less than
+    # a lowered copy of the text to test a keyword in (and a keyword in one case misses <NOINCLUDE>).
+    if "<" in wikitext:
         wikitext = _REF.sub("", wikitext)
-        lowered = wikitext.lower()
-    if "include" in lowered:
         # before the tables: "<onlyinclude>{| ..." opens a table at the start of its line
         wikitext = _TRANSCLUSION_TAGS.sub("", wikitext)
     wikitext = _strip_template_tables(_strip_tables(wikitext))
     if "{{" in wikitext and _COLUMNS_OPEN.search(wikitext):
         wikitext = _strip_columns(wikitext)
     if "<" in wikitext:
-        lowered = wikitext.lower()
-        if "<div" in lowered:
-            wikitext = _strip_tag_blocks(wikitext, _DIV_TAG, _is_dropped_div)
-            lowered = wikitext.lower()
-        if "<table" in lowered:
-            # HTML tables, like wiki tables, are dropped whole (a malformed one would leak
-            # its tags as text)
-            wikitext = _strip_tag_blocks(wikitext, _HTML_TABLE_TAG, lambda tag: True)
+        wikitext = _strip_tag_blocks(wikitext, _DIV_TAG, _is_dropped_div)
+        # HTML tables, like wiki tables, are dropped whole (a malformed one would leak its tags
+        # as text)
+        wikitext = _strip_tag_blocks(wikitext, _HTML_TABLE_TAG, lambda tag: True)
         wikitext = _INLINE_TAGS.sub("", wikitext)
         wikitext = _BLOCK_TAGS.sub("\n", wikitext)
-        if "blockquote" in wikitext.lower():
-            wikitext = _break_block_quotes(wikitext)
+        wikitext = _break_block_quotes(wikitext)
     return wikitext
