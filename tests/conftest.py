@@ -9,7 +9,9 @@ run everywhere, a fresh clone included: every test runs with a private, empty us
 from __future__ import annotations
 
 import lzma
+import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,22 @@ def assert_one_line_error(capsys: pytest.CaptureFixture[str], *parts: str) -> st
     for part in parts:
         assert part in captured.err, captured.err
     return captured.err
+
+
+@pytest.fixture
+def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A directory nobody may write in. Root may write anywhere, whatever the mode, so under
+    root ``os.access`` is made to refuse writes there too (the tools check it before any work)."""
+    directory = tmp_path / "read-only"
+    directory.mkdir()
+    directory.chmod(0o555)
+    if os.geteuid() == 0:
+        real_access = os.access
+
+        def access(path: str | os.PathLike, mode: int, **kwargs: object) -> bool:
+            inside = Path(os.path.abspath(path)).is_relative_to(directory)
+            return False if inside and mode & os.W_OK else real_access(path, mode, **kwargs)
+
+        monkeypatch.setattr(os, "access", access)
+    yield directory
+    directory.chmod(0o755)

@@ -249,43 +249,13 @@ def test_unwritable_out_is_refused_before_reading_the_source(tmp_path: Path, cap
     assert_one_line_error(capsys, f"{blocker / 'cache.sqlite'}: ", "not a directory")
 
 
-def test_read_only_cache_directory_is_refused_before_any_work(tmp_path: Path, capsys, monkeypatch) -> None:
+def test_read_only_cache_is_refused_before_any_work(tmp_path: Path, capsys, read_only: Path) -> None:
     folder = write_folder(tmp_path / "folder", 4)
-    read_only = tmp_path / "read-only"
-    read_only.mkdir()
-    read_only.chmod(0o555)
-    if os.geteuid() == 0:  # root may write anywhere: deny it here as the permissions would
-        real_access = os.access
-        monkeypatch.setattr(
-            os,
-            "access",
-            lambda path, mode, **kwargs: (
-                False
-                if (Path(os.path.abspath(path)) == read_only and mode & os.W_OK)
-                else real_access(path, mode, **kwargs)
-            ),
-        )
-    try:
-        assert (
-            main(
-                [
-                    "--folder",
-                    str(folder),
-                    "--output-dir",
-                    str(tmp_path / "out"),
-                    "--cache",
-                    str(read_only / "cache.sqlite"),
-                    *SMALL,
-                ]
-            )
-            == 2
-        )
-        assert_one_line_error(
-            capsys, f"--cache {read_only / 'cache.sqlite'}: cannot write in {read_only} (permission denied)"
-        )
-        assert not (tmp_path / "out").exists()
-    finally:
-        read_only.chmod(0o755)
+    cache = read_only / "cache.sqlite"
+    arguments = ["--folder", str(folder), "--output-dir", str(tmp_path / "out"), "--cache", str(cache)]
+    assert main([*arguments, *SMALL]) == 2
+    assert_one_line_error(capsys, f"--cache {cache}: cannot write in {read_only} (permission denied)")
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

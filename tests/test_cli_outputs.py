@@ -7,13 +7,11 @@ tools ask ``os.access`` before they start, which is what these tests check.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import write_corpus
+from conftest import assert_one_line_error, write_corpus
 from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
@@ -23,35 +21,6 @@ from harness.cli import main as harness_main
 from harness.cli_common import UsageError, check_output_dir, check_output_file
 from leaderboard.cli import main as leaderboard_main
 from wikitext_builder.cli import main as builder_main
-
-
-@pytest.fixture
-def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A directory nobody may write in."""
-    directory = tmp_path / "read-only"
-    directory.mkdir()
-    directory.chmod(0o555)
-    if os.geteuid() == 0:
-        real_access = os.access
-
-        def access(path: str | os.PathLike, mode: int, **kwargs: object) -> bool:
-            inside = Path(os.path.abspath(path)).is_relative_to(directory)
-            return False if inside and mode & os.W_OK else real_access(path, mode, **kwargs)
-
-        monkeypatch.setattr(os, "access", access)
-    yield directory
-    directory.chmod(0o755)
-
-
-def assert_one_line_error(capsys: pytest.CaptureFixture, *parts: str) -> str:
-    """The captured stderr is one ``error: ...`` line holding ``parts``; nothing on stdout."""
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1, captured.err
-    for part in parts:
-        assert part in captured.err
-    return captured.err
-
 
 # ---- harness -------------------------------------------------------------------------------------
 
