@@ -25,6 +25,7 @@ builder uses it too.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -110,24 +111,25 @@ def non_negative_int(text: str) -> int:
     return value
 
 
-def non_negative_float(text: str) -> float:
-    """A finite number of at least 0 (a tolerance)."""
+def _number(text: str) -> float:
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < float("inf"):
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number of at least 0 (a tolerance)."""
+    value = _number(text)
+    if not 0 <= value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text}")
     return value
 
 
 def positive_float(text: str) -> float:
     """A finite number greater than 0 (a learning rate, a timeout)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
+    value = _number(text)
+    if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text}")
     return value
 
