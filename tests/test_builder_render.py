@@ -170,7 +170,7 @@ def test_column_blocks_and_template_tables_removed() -> None:
 def test_brackets_emptied_by_removed_templates_are_tidied() -> None:
     assert (
         one(
-            "Merkel ({{audio|a.ogg}}) and Bush ({{respell|x}}; {{coord|1|2}}) "
+            "Merkel ({{audio|a.ogg}}) and Bush ({{efn|x}}; {{coord|1|2}}) "
             "and Smith ({{IPAc-en|}}; born 1950) wrote."
         )
         == "Merkel and Bush and Smith ( born 1950 ) wrote ."
@@ -371,7 +371,7 @@ def test_math_becomes_formula() -> None:
         ("{{convert|505|ft|6|in|m|1}}", "505 feet 6 inches ( 154 @.@ 1 m )"),
         ("{{convert|132.3|m|ftin|abbr=on}}", "132 @.@ 3 m ( 434 ft 1 in )"),
         ("{{convert|12000|to|14500|ft|m}}", "12 @,@ 000 to 14 @,@ 500 feet ( 3 @,@ 700 to 4 @,@ 400 m )"),
-        ("{{convert|650|m|ft|adj=on}}", "650 @-@ metre ( 2 @,@ 100 ft )"),
+        ("{{convert|650|m|ft|adj=on}}", "650 @-@ metre ( 2 @,@ 130 ft )"),
         ("{{convert|9.2|in|mm|abbr=on|sigfig=3}}", "9 @.@ 2 in ( 234 mm )"),
         ("{{cvt|5|kg}}", "5 kg ( 11 lb )"),
         ("{{convert|3|cubit}}", "3 cubit"),
@@ -384,7 +384,7 @@ def test_math_becomes_formula() -> None:
         ("{{IPA|/ˈzɛnɒn/}}", "/ ˈzɛnɒn /"),
         (
             "{{nihongo|Valkyria Chronicles III|戦場のヴァルキュリア3|Senjō no Varukyuria}}",
-            "Valkyria Chronicles III ( Japanese : 戦場のヴァルキュリア3 , Hepburn : Senjō no Varukyuria )",
+            "Valkyria Chronicles III ( 戦場のヴァルキュリア3 , Senjō no Varukyuria )",
         ),
         ("{{abbr|NASA|National Aeronautics}}", "NASA"),
         ("{{nowrap|10 May}}", "10 May"),
@@ -409,7 +409,7 @@ def test_math_becomes_formula() -> None:
         ("{{convert|12|in}}", "12 inches ( 300 mm )"),
         ("{{convert|30|psi}}", "30 pounds per square inch ( 210 kPa )"),
         ("{{convert|5|l}}", "5 litres ( 1 @.@ 1 imp gal ; 1 @.@ 3 US gal )"),
-        ("{{convert|20|kn|disp=flip}}", "37 km / h ( 20 knots )"),
+        ("{{convert|20|kn|disp=flip}}", "37 kilometres per hour ; 23 miles per hour ( 20 kn )"),
         # issue 16: ship classes, {{sic}}, symbols, wrappers, pronunciation, nihongo3
         (
             "{{sclass|Duke of Edinburgh|cruiser|0}} armoured cruiser",
@@ -430,9 +430,9 @@ def test_math_becomes_formula() -> None:
         ),
         ("{{korean|hangul=조선|hanja=朝鮮|rr=Joseon}}", "Korean : 조선 ; Hanja : 朝鮮 ; RR : Joseon"),
         ("{{not a typo|teh}}", "teh"),
-        ("{{USS|Chattanooga|CL-18|6}}", "Chattanooga ( CL @-@ 18 )"),
+        ("{{USS|Chattanooga|CL-18|6}}", "USS Chattanooga"),
         ("{{SMS|Radetzky||2}}", "Radetzky"),
-        ("{{HMS|Dreadnought|1906|3}}", "HMS Dreadnought"),
+        ("{{HMS|Dreadnought|1906|3}}", "Dreadnought ( 1906 )"),
         ("{{color|red|Red text}} {{font|text=Font}}", "Red text Font"),
         ("then{{...}}", "then …"),
         # script wrappers and year links print their text

@@ -22,7 +22,7 @@ decoded; surviving list items become ordinary paragraph lines.
 
 Modules, by concern (each imports only modules listed before it):
 
-* :mod:`.markers` -- sentinels of the intermediate text, whitespace classes;
+* :mod:`.markers` -- sentinels of the intermediate text, whitespace classes, verse lines;
 * :mod:`.template_api` -- what a template renderer gets, ``template_key``, shared helpers;
 * :mod:`.convert` -- ``{{convert}}`` and its table of :class:`~.convert.Unit` records;
 * :mod:`.languages` -- the language table, language, IPA and ``{{nihongo}}`` templates;

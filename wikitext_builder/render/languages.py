@@ -2,7 +2,7 @@
 
 ``{{lang-fr|texte}}`` reads ``French: texte``, ``{{IPA-fr|kʁak}}`` ``French pronunciation:
 [kʁak]`` (``|pron`` gives ``pronounced [kʁak]``, the 2016 form WikiText shows), and
-``{{nihongo|English|漢字|rōmaji}}`` ``English (Japanese: 漢字, Hepburn: rōmaji)``.
+``{{nihongo|English|漢字|rōmaji}}`` ``English (漢字, rōmaji)``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from mwparserfromhell.nodes import Template
 
-from .template_api import NodeRenderer, RendererTable, TemplateRenderer, entries, first, last, second
+from .template_api import NodeRenderer, RendererTable, TemplateRenderer, entries, first, is_yes, last, second
 
 LANGUAGES: dict[str, str] = {
     "ar": "Arabic",
@@ -148,6 +148,10 @@ LANGUAGES: dict[str, str] = {
     "egy": "Egyptian",
     "akk": "Akkadian",
     "sux": "Sumerian",
+    "hns": "Hindustani",
+    "myn": "Mayan",
+    "cz": "Czech",
+    "syr": "Syriac",
 }
 
 
@@ -186,12 +190,16 @@ def _langx(tpl: Template, r: NodeRenderer) -> str:
 
 
 # The label a pronunciation template's label key prints (IPA-xx's second parameter,
-# IPAc-en's leading key). ``|pron`` reads "pronounced [ ... ]" without the language, the
-# 2016 form: WikiText-2 train has "Arabic : الله , translit . Allāh , pronounced [ ... ]"
-# (Allah: {{lang-ar|...}} {{IPA-ar|...|pron}}) and no "pronounced" with a language label.
+# IPAc-en's leading key), as the IPA-xx templates document it: no key (or the placeholder
+# "-" that lets an audio file follow) is "French pronunciation:", an empty key no label,
+# "lang" "French:", "pron" "pronounced", "IPA" "IPA:", any other text itself. ``|pron``
+# reads "pronounced [ ... ]" without the language: WikiText-2 train has "Arabic : الله ,
+# translit . Allāh , pronounced [ ... ]" (Allah: {{lang-ar|...}} {{IPA-ar|...|pron}}).
 _PRONUNCIATION_LABELS = {
+    "-": "{language} pronunciation:",
     "pron": "pronounced",
     "lang": "{language}:",
+    "ipa": "IPA:",
     "local": "locally",
     "also": "also",
     "us": "US:",
@@ -201,7 +209,8 @@ _PRONUNCIATION_LABELS = {
 
 def ipa_xx(code: str) -> TemplateRenderer:
     """{{IPA-fr|kʁak}} -> French pronunciation: [kʁak]; ``|pron`` -> pronounced [kʁak];
-    an empty second parameter drops the label, another text replaces it."""
+    ``|lang`` -> French: [kʁak]; an empty label key prints no label, another text itself;
+    a third parameter (an audio file) is not printed."""
     language = LANGUAGES.get(code, "")
 
     def render(tpl: Template, r: NodeRenderer) -> str:
@@ -209,14 +218,34 @@ def ipa_xx(code: str) -> TemplateRenderer:
         text = pos[0] if pos else ""
         if not text:
             return ""
-        if len(pos) < 2:
-            label = f"{language} pronunciation:" if language else ""
-        else:
-            key = pos[1].lower()
-            label = _PRONUNCIATION_LABELS.get(key, pos[1]).format(language=language or "")
+        key = pos[1] if len(pos) > 1 else "-"
+        label = _PRONUNCIATION_LABELS.get(key.lower(), key)
+        if "{language}" in label:
+            label = label.format(language=language) if language else ""
         return f"{label} [{text}]".strip()
 
     return render
+
+
+def _pronounced(tpl: Template, r: NodeRenderer) -> str:
+    """{{pronEng|ˈiːkoʊ}} (and {{pron-en}}) -> pronounced /ˈiːkoʊ/."""
+    text = first(tpl, r)
+    return f"pronounced /{text}/" if text else ""
+
+
+def _slashed(tpl: Template, r: NodeRenderer) -> str:
+    """{{IPAEng|ˈbɛləruːs}} -> /ˈbɛləruːs/."""
+    text = first(tpl, r)
+    return f"/{text}/" if text else ""
+
+
+def _respell(tpl: Template, r: NodeRenderer) -> str:
+    """{{respell|SIL|ə|SY|bin}} -> SIL-ə-SY-bin: the syllables joined by hyphens, ``_`` a
+    space and a lone ``'`` joined without a hyphen."""
+    text = ""
+    for part in (p for p in r.positional(tpl) if p):
+        text += part if part == "'" or not text else "-" + part
+    return text.replace("-_-", " ").replace("_", " ")
 
 
 def _ipac_en(tpl: Template, r: NodeRenderer) -> str:
@@ -233,20 +262,24 @@ def _ipac_en(tpl: Template, r: NodeRenderer) -> str:
 
 
 def _nihongo(tpl: Template, r: NodeRenderer) -> str:
-    """{{nihongo|English|漢字|rōmaji|extra}} -> English (Japanese: 漢字, Hepburn: rōmaji, extra)."""
-    english, kanji, romaji, extra = (r.param(tpl, i) for i in (1, 2, 3, 4))
+    """{{nihongo|English|漢字|rōmaji|extra|extra2}} -> English (漢字, rōmaji, extra) extra2, the
+    documented form; ``lead=yes`` labels the parts: English (Japanese: 漢字, Hepburn: rōmaji).
+    Without English the rōmaji leads: {{nihongo||東京タワー|Tōkyō tawā}} -> Tōkyō tawā (東京タワー)."""
+    english, kanji, romaji = (r.param(tpl, i) for i in (1, 2, 3))
+    extra = r.param(tpl, 4) or r.param(tpl, "extra")
+    extra2 = r.param(tpl, 5) or r.param(tpl, "extra2")
+    lead = is_yes(r.param(tpl, "lead"))
     parts = []
     if kanji:
-        parts.append(f"Japanese: {kanji}")
+        parts.append(f"Japanese: {kanji}" if lead else kanji)
     if romaji and english:
-        parts.append(f"Hepburn: {romaji}")
+        parts.append(f"Hepburn: {romaji}" if lead else romaji)
     if extra:
         parts.append(extra)
     head = english or romaji
-    if not parts:
-        return head
     inside = ", ".join(parts)
-    return f"{head} ({inside})" if head else inside
+    text = f"{head} ({inside})" if head and inside else head or inside
+    return f"{text} {extra2}" if extra2 else text
 
 
 def _nihongo3(tpl: Template, r: NodeRenderer) -> str:
@@ -305,6 +338,9 @@ TEMPLATES: RendererTable = [
     *entries("transl|transliteration|translit|transl-", _transliteration),
     *entries("ipa|ipa-all", first),
     *entries("ipac-en|ipac", _ipac_en),
+    *entries("pron-en|proneng", _pronounced),
+    *entries("ipaeng", _slashed),
+    *entries("respell", _respell),
     *entries("nihongo", _nihongo),
     *entries("nihongo2", first),
     *entries("nihongo3", _nihongo3),

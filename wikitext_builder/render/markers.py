@@ -27,3 +27,14 @@ CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 def protect_apostrophes(text: str) -> str:
     """Every ``'`` of ``text`` as literal text (not quote markup)."""
     return text.replace("'", APOSTROPHE)
+
+
+def verse(text: str) -> str:
+    """Verse (``<poem>``, ``{{poem quote}}``): each non-blank line a paragraph of its own.
+
+    WikiText-2 keeps every line of a poem as a line of its own ("Jack and Jill went up the
+    hill" / "To fetch a <unk> of water ." in Jack and Jill (nursery rhyme); the 80 lines of
+    Ode to a Nightingale), while a ``<br>`` in prose joins its line to the next (Missouri
+    River, Norman Finkelstein, dev pairs); stanza breaks leave no blank line."""
+    lines = [line for line in text.split("\n") if line.strip()]
+    return PARA_BREAK + PARA_BREAK.join(lines) + PARA_BREAK if lines else ""

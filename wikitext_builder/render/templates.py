@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from mwparserfromhell.nodes import Template
 
-from .markers import APOSTROPHE, FORMULA, PARA_BREAK
+from .markers import APOSTROPHE, FORMULA, PARA_BREAK, verse
 from .template_api import (
     NodeRenderer,
     RendererTable,
@@ -32,6 +32,11 @@ def _block_quote(tpl: Template, r: NodeRenderer) -> str:
     """Quotations: the quoted text as a paragraph of its own."""
     text = r.param(tpl, "text") or r.param(tpl, "quote") or first(tpl, r)
     return PARA_BREAK + text + PARA_BREAK if text else ""
+
+
+def _poem_quote(tpl: Template, r: NodeRenderer) -> str:
+    """{{poem quote}}: a quotation of verse, each of its lines a line of its own."""
+    return verse(r.param(tpl, "text") or first(tpl, r))
 
 
 def _sic(tpl: Template, r: NodeRenderer) -> str:
@@ -228,8 +233,13 @@ def _circa(tpl: Template, r: NodeRenderer) -> str:
 
 def _ship(prefix: str | None = None) -> TemplateRenderer:
     """{{ship|HMS|Dreadnought|1906}} -> HMS Dreadnought (1906); {{HMS|Dreadnought|1906}}.
-    The optional display code is a bit mask: 1 the prefix, 2 the name, 4 the id
-    ({{USS|Chattanooga|CL-18|6}} -> Chattanooga (CL-18); {{SMS|Radetzky||2}} -> Radetzky)."""
+
+    The optional display code (after the id) is the documented bit mask of the ship
+    templates: 4 shows the prefix, 2 the name, 1 the id, so 6 is "HMS Dreadnought", 3
+    "Dreadnought (1906)", 2 the name alone; without a code (or with an invalid one) all three
+    are shown ({{HMS|Invincible|1907|6}} -> HMS Invincible; {{SMS|Radetzky||2}} -> Radetzky;
+    {{HMS|Invincible|1907|1}} -> 1907).
+    """
 
     def render(tpl: Template, r: NodeRenderer) -> str:
         pos = r.positional(tpl)
@@ -238,10 +248,11 @@ def _ship(prefix: str | None = None) -> TemplateRenderer:
         else:
             (name, ident, code), pre = (pos + ["", "", ""])[:3], prefix
         mask = int(code) if code.isdigit() and 0 < int(code) < 8 else 7
+        shown_id = ident if mask == 1 else f"({ident})"  # an id shown alone has no brackets
         parts = [
-            pre if mask & 1 else "",
+            pre if mask & 4 else "",
             name if mask & 2 else "",
-            f"({ident})" if mask & 4 and ident else "",
+            shown_id if mask & 1 and ident else "",
         ]
         return " ".join(part for part in parts if part)
 
@@ -299,6 +310,7 @@ _SHIP_PREFIXES = (
     "BAP",
     "HTMS",
     "RFA",
+    "MS",
 )
 
 # ---- parser functions -------------------------------------------------------------------
@@ -369,6 +381,7 @@ TEMPLATES: RendererTable = [
     # ship names
     *entries("ship", _ship()),
     *[row for prefix in _SHIP_PREFIXES for row in entries(prefix, _ship(prefix))],
+    *entries("GS", _ship("German submarine")),
     *entries("sclass|sclass-", _ship_class),
     *entries("circa|c.|ca.", _circa),
     # block quotations are paragraphs of their own in WikiText (Réunion ibis, dev pair:
@@ -376,9 +389,10 @@ TEMPLATES: RendererTable = [
     # HTML) are not (Laurence Olivier, Missouri River, The Crab with the Golden Claws,
     # Cole Hamels, dev pairs: no {{Quote box}} text in the references)
     *entries(
-        "quote|blockquote|quotation|poemquote|poem quote|cquote|bquote|centered pull quote|quote frame",
+        "quote|blockquote|quotation|cquote|bquote|centered pull quote|quote frame",
         _block_quote,
     ),
+    *entries("poemquote|poem quote", _poem_quote),
     # punctuation and spacing
     *entries("'", constant(APOSTROPHE)),
     *entries("' \"", constant(APOSTROPHE + '"')),

@@ -28,6 +28,7 @@ from .markers import (
     TEMPLATE_GAP,
     WHITESPACE,
     protect_apostrophes,
+    verse,
 )
 from .registry import PARSER_FUNCTIONS, lookup
 from .template_api import template_key
@@ -68,7 +69,7 @@ DROPPED_TAGS = frozenset(
 )
 FORMULA_TAGS = frozenset({"math", "chem", "ce"})
 BREAK_TAGS = frozenset({"br", "hr", "p"})
-BLOCK_TAGS = frozenset({"blockquote", "poem", "div", "center"})
+BLOCK_TAGS = frozenset({"blockquote", "div", "center"})
 
 # Link namespaces whose links are removed (files, categories) or shown (text).
 DROPPED_NAMESPACES = frozenset({"file", "image", "media", "category"})
@@ -210,6 +211,8 @@ class NodeWalker:
             # <nowiki>'</nowiki> is a literal apostrophe (Cole Hamels, dev pair:
             # "the <nowiki>'</nowiki>''Phantastic Phour''<nowiki>'</nowiki>" reads "the ' ... '")
             return protect_apostrophes(html.unescape(str(tag.contents))) if tag.contents is not None else ""
+        if name == "poem":
+            return verse(self.render(tag.contents)) if tag.contents is not None else ""
         if name in BLOCK_TAGS:
             return PARA_BREAK + self.render(tag.contents) + PARA_BREAK
         if tag.self_closing or tag.contents is None:

@@ -1,0 +1,276 @@
+"""Issue 26: {{convert}} precision, units and forms, ship names, {{nihongo}}, pronunciation
+templates and verse, each checked against the templates' documented behaviour.
+
+Sources of the expected outputs: Template:Convert's documentation ("Default rounding": the
+conversion is rounded to the precision of the input, shifted by one per factor of ten of the
+conversion factor around 0.2-2, or to two significant figures, whichever is more precise; its
+examples are quoted as they are documented), Module:Convert's rules (output units marked
+``integer_more_precision``, feet and pounds, give an integer input more precision; a
+composite input ending in inches uses the output unit's scale; temperatures keep three
+significant figures in kelvin; the input is spelled out and the output abbreviated unless
+``abbr`` says otherwise; ``disp=flip`` swaps the sides), the ship templates' display bit mask
+(4 prefix, 2 name, 1 id), Template:Nihongo's and the IPA-xx templates' documented examples,
+and WikiText-2's own rendering of verse.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from wikitext_builder.render import render_article
+from wikitext_builder.render.convert import UNITS, default_precision, format_rounded, parse_number
+
+
+def body(wikitext: str) -> list[str]:
+    """The rendered body lines of an article (without the title block and terminator)."""
+    return render_article("T", wikitext).split("\n")[3:-2]
+
+
+def one(markup: str) -> str:
+    """The single rendered line of ``markup`` between two words, without them."""
+    lines = body(f"x {markup} y")
+    assert len(lines) == 1, lines
+    line = lines[0].strip()
+    assert line.startswith("x ") and line.endswith(" y"), line
+    return line[2:-2]
+
+
+# --- {{convert}}: default output precision ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        # Template:Convert documentation, "Default rounding" and its examples
+        ("{{convert|123|ft|m}}", "123 feet ( 37 m )"),
+        ("{{convert|123|ft|m|-1}}", "123 feet ( 40 m )"),
+        ("{{convert|123|ft|m|0}}", "123 feet ( 37 m )"),
+        ("{{convert|123|ft|m|1}}", "123 feet ( 37 @.@ 5 m )"),
+        ("{{convert|123|ft|m|2}}", "123 feet ( 37 @.@ 49 m )"),
+        ("{{convert|2|km|mi}}", "2 kilometres ( 1 @.@ 2 mi )"),
+        ("{{convert|7.1|mi|km}}", "7 @.@ 1 miles ( 11 @.@ 4 km )"),
+        ("{{convert|7.0|mi|km}}", "7 @.@ 0 miles ( 11 @.@ 3 km )"),
+        ("{{convert|1|lb|kg}}", "1 pound ( 0 @.@ 45 kg )"),
+        ("{{convert|100|ft|m}}", "100 feet ( 30 m )"),
+        ("{{convert|2|to|5|km|mi}}", "2 to 5 kilometres ( 1 @.@ 2 to 3 @.@ 1 mi )"),
+        ("{{convert|2|-|5|km|mi|2|abbr=on}}", "2 – 5 km ( 1 @.@ 24 – 3 @.@ 11 mi )"),
+        ("{{convert|2|and|5|km|mi|sigfig=3|abbr=off}}", "2 and 5 kilometres ( 1 @.@ 24 and 3 @.@ 11 miles )"),
+        # two significant figures at least: 210 kg is 463 lb, not 500
+        ("{{convert|210|kg|lb}}", "210 kilograms ( 460 lb )"),
+        # an integer converted to feet or pounds: the input unit's scale, not the ratio
+        ("{{convert|33|m|ft}}", "33 metres ( 108 ft )"),
+        ("{{convert|47|m|ft}}", "47 metres ( 154 ft )"),
+        ("{{convert|7,600|kg|lb}}", "7 @,@ 600 kilograms ( 16 @,@ 800 lb )"),
+        ("{{convert|33.5|m|ft}}", "33 @.@ 5 metres ( 110 ft )"),
+        # ... but not to other units (73 m is 239.5 ft; 30 mi is 48 km)
+        ("{{convert|30|mi|km}}", "30 miles ( 48 km )"),
+        # a composite input ending in inches: 2 decimals of a metre, none of a centimetre
+        ("{{convert|6|ft|1|in|m}}", "6 feet 1 inch ( 1 @.@ 85 m )"),
+        ("{{convert|6|ft|1|in|cm}}", "6 feet 1 inch ( 185 cm )"),
+        ("{{convert|505|ft|6|in|m|1}}", "505 feet 6 inches ( 154 @.@ 1 m )"),
+        # temperatures: three significant figures in kelvin (Module:Convert's own example)
+        ("{{convert|-100.1|C|K}}", "− 100 @.@ 1 ° C ( 173 @.@ 1 K )"),
+        ("{{convert|100|F|C}}", "100 ° F ( 38 ° C )"),
+    ],
+)
+def test_convert_default_precision(markup: str, expected: str) -> None:
+    assert one(markup) == expected
+
+
+def test_default_precision_rule() -> None:
+    """floor(precision + log10(in / out) + log10 2), at least two significant figures."""
+    metre, foot, mile, km = UNITS["m"], UNITS["ft"], UNITS["mi"], UNITS["km"]
+    # 1,500 m: precision -2, 4,921 ft: -2 (two significant figures: -2)
+    assert default_precision(1500, -2, metre, foot, 4921.26) == -2
+    # 7.1 mi: one decimal; factor 1.6 is between 0.2 and 2: one decimal
+    assert default_precision(7.1, 1, mile, km, 11.43) == 1
+    # 123 ft -> 37.49 m: factor 0.3 between 0.2 and 2: no decimals
+    assert default_precision(123, 0, foot, metre, 37.4904) == 0
+    # a fraction's precision is log10 of its denominator, at least 1
+    assert parse_number("3/4").precision == 1.0
+    assert parse_number("1+1/16").precision == pytest.approx(math.log10(16))
+    assert parse_number("1,200").precision == -2
+    assert parse_number("1.23e3").precision == -1  # 1230 and 1.23e3 alike
+
+
+def test_format_rounded_is_half_up_and_keeps_separators() -> None:
+    assert format_rounded(16799.27, -2) == "16,800"
+    assert format_rounded(2.675, 2) == "2.68"  # the module's 2e-14 nudge
+    assert format_rounded(-0.004, 2) == "0.00"  # no minus on a value that rounds to zero
+    assert format_rounded(-3.26, 1) == "−3.3"
+
+
+# --- {{convert}}: units, names and forms --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        # input spelled out, output abbreviated (abbr=out, the default); abbr= changes it
+        ("{{convert|1|lb|kg|abbr=in}}", "1 lb ( 0 @.@ 45 kilograms )"),
+        ("{{convert|1|lb|kg|abbr=on}}", "1 lb ( 0 @.@ 45 kg )"),
+        ("{{convert|1|lb|kg|abbr=off}}", "1 pound ( 0 @.@ 45 kilograms )"),
+        ("{{cvt|1|lb|kg}}", "1 lb ( 0 @.@ 45 kg )"),
+        ("{{convert|40|mph}}", "40 miles per hour ( 64 km / h )"),
+        ("{{convert|233|mi/h|km/h|0|abbr=on}}", "233 mi / h ( 375 km / h )"),
+        # disp=flip: the outputs first, spelled out; the input abbreviated in brackets
+        ("{{convert|64|km/h|mph|disp=flip}}", "40 miles per hour ( 64 km / h )"),
+        ("{{convert|6.8|km|mi|adj=on|disp=flip}}", "4 @.@ 2 @-@ mile ( 6 @.@ 8 km )"),
+        ("{{convert|500|m3|cuyd|disp=flip}}", "650 cubic yards ( 500 m3 )"),
+        ("{{convert|20|kn|disp=flip}}", "37 kilometres per hour ; 23 miles per hour ( 20 kn )"),
+        # disp=or spells the output out too
+        ("{{convert|1|m|ft|disp=or}}", "1 metre or 3 @.@ 3 feet"),
+        # cubic yards: "cu yd" as a symbol
+        ("{{convert|500|m3|cuyd}}", "500 cubic metres ( 650 cu yd )"),
+        ("{{convert|650000|cuyd}}", "650 @,@ 000 cubic yards ( 500 @,@ 000 m3 )"),
+        # British spelling by default; sp=us, or a code spelled the US way, for US spelling
+        ("{{convert|30|m|ft|abbr=off}}", "30 metres ( 98 feet )"),
+        ("{{convert|30|m|ft|abbr=off|sp=us}}", "30 meters ( 98 feet )"),
+        ("{{convert|30|meters|ft}}", "30 meters ( 98 ft )"),
+        # tonnes and metric tons: to long and short tons; MT is the metric ton, Mt megatonnes
+        ("{{convert|400|t}}", "400 tonnes ( 390 long tons ; 440 short tons )"),
+        (
+            "{{convert|6,000|metric ton}}",
+            "6 @,@ 000 metric tons ( 5 @,@ 900 long tons ; 6 @,@ 600 short tons )",
+        ),
+        ("{{convert|24724|MT|abbr=on}}", "24 @,@ 724 t ( 24 @,@ 334 long tons ; 27 @,@ 254 short tons )"),
+        ("{{convert|5.0|ST|MT}}", "5 @.@ 0 short tons ( 4 @.@ 5 t )"),
+        ("{{convert|2|Mt|t}}", "2 megatonnes ( 2 @,@ 000 @,@ 000 t )"),
+        # the tonne documentation's examples; sp=us names it the metric ton
+        ("{{convert|2|tonne|ST}}", "2 tonnes ( 2 @.@ 2 short tons )"),
+        ("{{convert|2|tonne|LT}}", "2 tonnes ( 2 @.@ 0 long tons )"),
+        ("{{convert|2|tonne|lb}}", "2 tonnes ( 4 @,@ 400 lb )"),
+        ("{{convert|3|tonne|lb|sp=us}}", "3 metric tons ( 6 @,@ 600 lb )"),
+        ("{{convert|650|L|U.S.gal impgal}}", "650 litres ( 170 U.S. gal ; 140 imp gal )"),
+        # long tons and acres are always named
+        ("{{convert|1375|LT|t|abbr=on}}", "1 @,@ 375 long tons ( 1 @,@ 397 t )"),
+        ("{{convert|10|ha}}", "10 hectares ( 25 acres )"),
+        # metres below 3 default to feet and inches; "0 in" is shown after feet
+        ("{{convert|2|m}}", "2 metres ( 6 ft 7 in )"),
+        ("{{convert|1.8|m}}", "1 @.@ 8 metres ( 5 ft 11 in )"),
+        ("{{convert|19.5|m|ftin|abbr=on}}", "19 @.@ 5 m ( 64 ft 0 in )"),
+        ("{{convert|100|m}}", "100 metres ( 330 ft )"),
+        # adjectives: hyphenated names, a composite input hyphenated throughout
+        ("{{convert|10|mi|km|adj=on}}", "10 @-@ mile ( 16 km )"),
+        ("{{convert|4.2|mi|adj=on}}", "4 @.@ 2 @-@ mile ( 6 @.@ 8 km )"),
+        ("{{convert|9|in|cm|adj=on|abbr=on}}", "9 in ( 23 cm )"),
+        ("{{convert|10|mi|km|adj=on|abbr=off}}", "10 @-@ mile ( 16 @-@ kilometre )"),
+        ("{{convert|62|ft|4|in|adj=on}}", "62 @-@ foot @-@ 4 @-@ inch ( 19 @.@ 00 m )"),
+        ("{{convert|62|ft|4|in|abbr=on}}", "62 ft 4 in ( 19 @.@ 00 m )"),
+        ("{{convert|10|ft|m|adj=mid|-long}}", "10 @-@ foot @-@ long ( 3 @.@ 0 m )"),
+        (
+            "{{convert|400|to|500|tonne|adj=on}}",
+            "400 @-@ to @-@ 500 @-@ tonne ( 390 @-@ to @-@ 490 @-@ long @-@ ton ; "
+            "440 @-@ to @-@ 550 @-@ short @-@ ton )",
+        ),
+        # temperatures show their symbol unless abbr= is given
+        ("{{convert|20|C}}", "20 ° C ( 68 ° F )"),
+        ("{{convert|20|C|abbr=off}}", "20 degrees Celsius ( 68 degrees Fahrenheit )"),
+    ],
+)
+def test_convert_units_and_forms(markup: str, expected: str) -> None:
+    assert one(markup) == expected
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        ("{{convert|3|cubit}}", "3 cubit"),  # an unknown unit: the input as given
+        ("{{convert|3|m|kg}}", "3 metres"),  # an output of another kind is dropped
+        ("{{convert|3|m|furlongs per fortnight}}", "3 metres"),
+        ("{{convert|20|+/-|5|C}}", "20 ± 5 ° C"),  # a temperature change: never converted
+        ("{{convert|16000|oilbbl}}", "16 @,@ 000 oilbbl"),
+        # a negative composite input is ambiguous (was −1.37 m, from −5 ft + 6 in)
+        ("{{convert|-5|ft|6|in|m}}", "− 5 feet 6 inches"),
+        ("{{convert|1|mi|-200|yd|m}}", "1 mile − 200 yards"),
+    ],
+)
+def test_convert_keeps_the_input_when_it_cannot_convert_faithfully(markup: str, expected: str) -> None:
+    assert one(markup) == expected
+
+
+# --- ship names ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        ("{{HMS|Invincible|1907}}", "HMS Invincible ( 1907 )"),
+        ("{{HMS|Invincible|1907|6}}", "HMS Invincible"),
+        ("{{HMS|Invincible|1907|3}}", "Invincible ( 1907 )"),
+        ("{{HMS|Invincible|1907|2}}", "Invincible"),
+        ("{{HMS|Invincible|1907|1}}", "1907"),
+        ("{{ship|HMS|Invincible|1907|6}}", "HMS Invincible"),
+        ("{{USS|Hornet|CV-12|6}}", "USS Hornet"),
+        ("{{SMS|Goeben}}", "SMS Goeben"),
+        ("{{ship|Japanese cruiser|Azuma||2}}", "Azuma"),
+        ("{{GS|U-199||2}}", "U @-@ 199"),
+    ],
+)
+def test_ship_display_codes(markup: str, expected: str) -> None:
+    assert one(markup) == expected
+
+
+# --- {{nihongo}} and pronunciations -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        ("{{Nihongo|Tokyo Tower|東京タワー|Tōkyō tawā}}", "Tokyo Tower ( 東京タワー , Tōkyō tawā )"),
+        (
+            "{{Nihongo|Tokyo Tower|東京タワー|Tōkyō tawā|lead=yes}}",
+            "Tokyo Tower ( Japanese : 東京タワー , Hepburn : Tōkyō tawā )",
+        ),
+        ("{{Nihongo||東京タワー|Tōkyō tawā}}", "Tōkyō tawā ( 東京タワー )"),
+        ("{{Nihongo||東京タワー|Tōkyō tawā|lead=yes}}", "Tōkyō tawā ( Japanese : 東京タワー )"),
+        (
+            "{{Nihongo|Sokoban|倉庫番|Sōko-ban|extra=warehouse keeper}}",
+            "Sokoban ( 倉庫番 , Sōko @-@ ban , warehouse keeper )",
+        ),
+        # IPA-xx label keys, as the IPA-xx templates document them
+        ("{{IPA-fr|kʁak}}", "French pronunciation : [ kʁak ]"),
+        ("{{IPA-fr|kʁak|-|Fr-krak.ogg}}", "French pronunciation : [ kʁak ]"),
+        ("{{IPA-fr|kʁak|pron}}", "pronounced [ kʁak ]"),
+        ("{{IPA-fr|kʁak|lang}}", "French : [ kʁak ]"),
+        ("{{IPA-fr|kʁak|IPA}}", "IPA : [ kʁak ]"),
+        ("{{IPA-fr|kʁak|}}", "[ kʁak ]"),
+        ("{{IPA-hns|kəˈɦaːni}}", "Hindustani pronunciation : [ kəˈɦaːni ]"),
+        ("{{pronEng|ˈiːkoʊ}}", "pronounced / ˈiːkoʊ /"),
+        ("{{IPAEng|ˈiːkoʊ}}", "/ ˈiːkoʊ /"),
+        ("{{respell|in|SY|clo|pee|dee|ə}}", "in @-@ SY @-@ clo @-@ pee @-@ dee @-@ ə"),
+        ("{{respell|tip|ee-kə|noo|'}}", "tip @-@ ee @-@ kə @-@ noo '"),
+    ],
+)
+def test_nihongo_and_pronunciations(markup: str, expected: str) -> None:
+    assert one(markup) == expected
+
+
+# --- verse ----------------------------------------------------------------------------------
+
+
+def test_poem_lines_are_lines_of_their_own() -> None:
+    wikitext = (
+        "The first verse is:\n<blockquote><poem>\n''Jack and Jill went up the hill\n"
+        "To fetch a pail of water.''\n\nJack fell down,\n</poem></blockquote>\nThen prose.\n"
+    )
+    assert body(wikitext) == [
+        " The first verse is : ",
+        " Jack and Jill went up the hill ",
+        " To fetch a pail of water . ",
+        " Jack fell down , ",
+        " Then prose . ",
+    ]
+
+
+def test_poem_quote_lines_and_prose_breaks() -> None:
+    assert body("Before.\n{{poemquote|One line,\nanother line.}}\nAfter.\n") == [
+        " Before . ",
+        " One line , ",
+        " another line . ",
+        " After . ",
+    ]
+    # a <br> in prose joins its line to the next, as WikiText-2 shows
+    assert body("A sentence.<br />\nAnother one.\n") == [" A sentence . Another one . "]
