@@ -1,20 +1,33 @@
 """Speed of the baselines, each against its reference measured in the same run.
 
-1. Training step (batch 32, BPTT 100 by default): ``torch.nn.LSTM`` LM (cuDNN on GPU) vs the
-   zoneout LSTM vs the Pointer Sentinel-LSTM of the same size.
+1. Training step (batch 32, BPTT 100 by default): ``torch.nn.LSTM`` LM (oneDNN on CPU, cuDNN on
+   GPU) vs the zoneout LSTM vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
+   minutes per epoch of the dataset's train split.
 2. Neural-cache evaluation (batch 1, the papers' protocol) vs the plain LSTM's evaluation and vs
    the per-token algorithm of awd-lstm-lm's ``pointer.py`` (LSTM outputs computed a chunk at a
    time, then the cache applied one token at a time over a one-hot history of the next words).
 
-    python benchmarks/baselines_speed.py --data-dir ../shared/data [--preset small] [--device cuda]
+``--profile`` instead breaks one zoneout-LSTM training step down (forward, backward, optimizer;
+matmuls, softmax, element-wise work). ``--layout`` instead compares the ways to train two models
+on two CPU cores: one process with 2 threads (the models one after the other) against two
+processes with 1 thread each at the same time, for each ``--layout-batch-sizes``; it reports the
+total tokens/s of both models.
 
-Models have random weights (speed does not depend on them); text is the start of PTB valid.
+    python benchmarks/baselines_speed.py [--preset medium] [--steps 3] [--device cuda]
+    python benchmarks/baselines_speed.py --preset medium --profile
+    python benchmarks/baselines_speed.py --preset medium --layout --layout-batch-sizes 16 32 64
+
+Models have random weights (speed does not depend on them); text is the start of the dataset's
+splits (PTB by default, packaged).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -53,6 +66,19 @@ class CudnnLSTM(nn.Module):
         features, state = self.lstm(self.embedding(inputs), state)
         log_probs = torch.log_softmax(self.decoder(features).float(), dim=-1)
         return LMOutput(log_probs.gather(2, targets.unsqueeze(2)).squeeze(2), state)
+
+
+def seconds_per_step(args: argparse.Namespace, model: nn.Module, train_ids: torch.Tensor) -> float:
+    """:func:`time_training` with the command line's batch, BPTT, steps, device and autocast."""
+    return time_training(
+        model,
+        train_ids,
+        batch=args.batch_size,
+        bptt=args.bptt,
+        steps=args.steps,
+        device=args.device,
+        amp=args.amp,
+    )
 
 
 def synchronize(device: str) -> None:
@@ -108,6 +134,7 @@ def per_token_cache(cache: NeuralCache, ids: np.ndarray, eos_id: int, device: st
     ``[window, V]`` of the next words, mixed with the full softmax."""
     lstm = cache.lstm.to(device).eval()
     vocab_size = lstm.config.vocab_size
+    ids = ids.astype(np.int64)  # one_hot wants int64
     inputs = torch.from_numpy(np.concatenate([[eos_id], ids[:-1]])).to(device).view(1, -1)
     targets = torch.from_numpy(ids).to(device)
     state = lstm.initial_state(1, device)
@@ -140,63 +167,51 @@ def report(rows: list[tuple[str, float, str]]) -> None:
         print(f"  {name:<{width}}  {value:10.1f}  {note}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir")
-    parser.add_argument("--dataset", default="ptb")
-    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--bptt", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--eval-tokens", type=int, default=20_000)
-    parser.add_argument("--naive-tokens", type=int, default=1_000)
-    parser.add_argument("--window", type=int, default=2000)
-    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast in training")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the LSTM step")
-    args = parser.parse_args()
-
-    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
-    config = CoreConfig(vocab_size=len(dataset.vocab), **PRESETS[args.preset])
-    train_ids = torch.from_numpy(dataset.tokens("train").ids)
-    valid_ids = dataset.tokens("valid").ids
-    torch.manual_seed(0)
-    models: dict[str, Callable[[], nn.Module]] = {
+def make_models(config: CoreConfig) -> dict[str, Callable[[], nn.Module]]:
+    return {
         "torch.nn.LSTM": lambda: CudnnLSTM(config),
         "zoneout LSTM": lambda: ZoneoutLSTM(config),
         "Pointer Sentinel-LSTM": lambda: PointerSentinelLSTM(
             PointerConfig(**dataclasses.asdict(config), window=100)
         ),
     }
-    print(
-        f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "
-        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
-    )
 
+
+def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: torch.Tensor) -> None:
+    tokens = args.batch_size * args.bptt
     print(
-        f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt} (seconds/step, ratio to torch.nn.LSTM):"
+        f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt} "
+        f"(ms/step, ratio to torch.nn.LSTM, tokens/s, minutes per epoch of {len(train_ids):,} tokens):"
     )
     seconds = {}
-    for name, make in models.items():
+    for name, make in make_models(config).items():
         model = make()
         if args.compile and hasattr(model, "core"):
             model.core.compile_step()
-        seconds[name] = time_training(
-            model,
-            train_ids,
-            batch=args.batch_size,
-            bptt=args.bptt,
-            steps=args.steps,
-            device=args.device,
-            amp=args.amp,
-        )
+        seconds[name] = seconds_per_step(args, model, train_ids)
     reference = seconds["torch.nn.LSTM"]
-    report([(name, value * 1000, f"ms   x{value / reference:.2f}") for name, value in seconds.items()])
+    report(
+        [
+            (
+                name,
+                value * 1000,
+                f"ms   x{value / reference:.2f}   {tokens / value:7.0f} tok/s   "
+                f"{len(train_ids) / (tokens / value) / 60:6.1f} min/epoch",
+            )
+            for name, value in seconds.items()
+        ]
+    )
+    print(
+        f"  zoneout LSTM / torch.nn.LSTM: x{seconds['zoneout LSTM'] / reference:.3f} (target: at most 1.05)"
+    )
     pointer_ratio = seconds["Pointer Sentinel-LSTM"] / seconds["zoneout LSTM"]
     print(
         f"  Pointer Sentinel-LSTM / zoneout LSTM of the same size: x{pointer_ratio:.2f} (target: at most 1.5)"
     )
 
+
+def evaluation_section(args: argparse.Namespace, config: CoreConfig, dataset) -> None:
+    valid_ids = dataset.tokens("valid").ids
     print(f"\nEvaluation, batch 1, BPTT 100 (tokens/s; cache window {args.window}):")
     lstm = ZoneoutLSTM(config)
     cache = NeuralCache(lstm, args.window, theta=0.3, interpolation=0.1)
@@ -219,6 +234,133 @@ def main() -> None:
             ),
         ]
     )
+
+
+#: How ``--profile`` groups the profiler's operators.
+OPERATOR_GROUPS = {
+    "matmuls (recurrent, input, decoder)": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+    "softmax (forward and backward)": ("aten::_log_softmax", "aten::_log_softmax_backward_data"),
+}
+
+
+def profile_section(args: argparse.Namespace, config: CoreConfig, train_ids: torch.Tensor) -> None:
+    """One zoneout-LSTM training step under the profiler: time per phase and per operator group."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    model = ZoneoutLSTM(config).to(args.device).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    streams = train_ids[: args.batch_size * (args.bptt + 1) * 2].view(args.batch_size, -1).to(args.device)
+    inputs, targets = streams[:, : args.bptt], streams[:, 1 : args.bptt + 1]
+
+    def step() -> None:
+        with record_function("phase: forward"):
+            with torch.autocast(args.device.split(":")[0], dtype=torch.bfloat16, enabled=args.amp):
+                output = model(inputs, targets, model.initial_state(args.batch_size, args.device))
+            loss = -output.target_log_probs.float().mean()
+        with record_function("phase: backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with record_function("phase: optimizer"):
+            nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+            optimizer.step()
+
+    step()  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as profiler:
+        began = time.perf_counter()
+        step()
+        wall = time.perf_counter() - began
+    events = profiler.key_averages()
+    total = sum(event.self_cpu_time_total for event in events) / 1e6
+    print(f"\nOne zoneout-LSTM training step, batch {args.batch_size} x BPTT {args.bptt}: {wall:.2f} s wall")
+    phases = [(e.key, e.cpu_time_total / 1e6) for e in events if e.key.startswith("phase: ")]
+    report([(name, value * 1000, f"ms   {value / wall:5.1%}") for name, value in sorted(phases)])
+    grouped = {
+        group: sum(e.self_cpu_time_total for e in events if e.key in names) / 1e6
+        for group, names in OPERATOR_GROUPS.items()
+    }
+    grouped["element-wise and the rest"] = total - sum(grouped.values())
+    print("  by operator (self time):")
+    report([(name, value * 1000, f"ms   {value / total:5.1%}") for name, value in grouped.items()])
+
+
+def run_workers(args: argparse.Namespace, threads: int, batch_size: int, count: int) -> list[float]:
+    """Start ``count`` worker processes of ``threads`` threads at once; their seconds per step."""
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        *("--preset", args.preset, "--dataset", args.dataset, "--bptt", str(args.bptt)),
+        *("--batch-size", str(batch_size), "--steps", str(args.steps), "--threads", str(threads)),
+        *(["--data-dir", args.data_dir] if args.data_dir else []),
+        *(["--amp"] if args.amp else []),
+    ]
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    return [json.loads(worker.communicate()[0])["seconds"] for worker in workers]
+
+
+def layout_section(args: argparse.Namespace) -> None:
+    """Total tokens/s of two models trained on two cores: one 2-thread process running them in
+    turn (so each gets the whole machine half the time) against two 1-thread processes at once."""
+    print(f"\nTwo models on two cores, zoneout LSTM, BPTT {args.bptt} (total tokens/s of both models):")
+    rows = []
+    for batch_size in args.layout_batch_sizes:
+        tokens = batch_size * args.bptt
+        (together,) = run_workers(args, threads=2, batch_size=batch_size, count=1)
+        apart = run_workers(args, threads=1, batch_size=batch_size, count=2)
+        one_process = tokens / together  # two models in turn: each step of each at this speed
+        two_processes = sum(tokens / seconds for seconds in apart)
+        rows.append((f"batch {batch_size}: 1 process x 2 threads", one_process, "tok/s"))
+        rows.append(
+            (
+                f"batch {batch_size}: 2 processes x 1 thread",
+                two_processes,
+                f"tok/s   x{two_processes / one_process:.2f}",
+            )
+        )
+    report(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir")
+    parser.add_argument("--dataset", default="ptb")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--bptt", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--eval-tokens", type=int, default=20_000)
+    parser.add_argument("--naive-tokens", type=int, default=1_000)
+    parser.add_argument("--window", type=int, default=2000)
+    parser.add_argument("--amp", action="store_true", help="bfloat16 autocast in training")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the LSTM step")
+    parser.add_argument("--profile", action="store_true", help="break one training step down instead")
+    parser.add_argument("--layout", action="store_true", help="compare process/thread layouts instead")
+    parser.add_argument("--layout-batch-sizes", type=int, nargs="+", default=[32])
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    config = CoreConfig(vocab_size=len(dataset.vocab), **PRESETS[args.preset])
+    train_ids = torch.tensor(dataset.tokens("train").ids, dtype=torch.long)
+    torch.manual_seed(0)
+    if args.worker:
+        print(json.dumps({"seconds": seconds_per_step(args, ZoneoutLSTM(config), train_ids)}))
+        return
+    print(
+        f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "
+        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+    )
+    if args.profile:
+        profile_section(args, config, train_ids)
+    elif args.layout:
+        layout_section(args)
+    else:
+        training_section(args, config, train_ids)
+        evaluation_section(args, config, dataset)
 
 
 if __name__ == "__main__":

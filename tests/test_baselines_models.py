@@ -9,7 +9,13 @@ import reference_models
 import torch
 
 from baselines.models import CoreConfig, NeuralCache, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
-from baselines.models.recurrent import ZoneoutLSTMLayer
+from baselines.models.recurrent import (
+    RepeatedMatmul,
+    ZoneoutLSTMLayer,
+    ZoneoutRecurrence,
+    lstm_step,
+    lstm_step_backward,
+)
 from baselines.scoring import TorchLanguageModel
 from harness.evaluate import evaluate, stream_bounds
 
@@ -275,3 +281,109 @@ def test_compiled_step_equals_eager():
         runs.append((output.target_log_probs.detach(), model.core.layers[0].weight_hh.grad.clone()))
     torch.testing.assert_close(runs[0][0], runs[1][0])
     torch.testing.assert_close(runs[0][1], runs[1][1])
+
+
+def _autograd_layer(layer: ZoneoutLSTMLayer, x, state, zone_h, zone_c):
+    """The layer's recurrence written step by step for autograd: the reference for its
+    hand-written backward pass. ``zone_*``: ``[T, B, H]``."""
+    h, c = state
+    outputs = []
+    for t in range(x.shape[1]):
+        gates = x[:, t] @ layer.weight_ih.t() + layer.bias + h @ layer.weight_hh.t()
+        i, f, g, o = gates.chunk(4, dim=1)
+        candidate_c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        candidate_h = torch.sigmoid(o) * torch.tanh(candidate_c)
+        h = zone_h[t] * h + (1 - zone_h[t]) * candidate_h
+        c = zone_c[t] * c + (1 - zone_c[t]) * candidate_c
+        outputs.append(h)
+    return torch.stack(outputs, dim=1), (h, c)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_the_hand_written_backward_pass_equals_autograd(training):
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(5, 6).double().train(training)
+    x = torch.randn(3, 7, 5, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    c0 = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    outputs, (h, c) = layer(x, (h0, c0), 0.3, 0.4, torch.Generator().manual_seed(5))
+    if training:  # the masks the layer drew, drawn again
+        generator = torch.Generator().manual_seed(5)
+        zone_h, zone_c = ((torch.rand(7, 3, 6, generator=generator) < p).double() for p in (0.3, 0.4))
+    else:
+        zone_h, zone_c = (
+            torch.full((7, 3, 6), 0.3, dtype=torch.float64),
+            torch.full((7, 3, 6), 0.4, dtype=torch.float64),
+        )
+    expected, (h_ref, c_ref) = _autograd_layer(layer, x, (h0, c0), zone_h, zone_c)
+    weights = torch.randn_like(outputs), torch.randn_like(h), torch.randn_like(c)
+    tensors = [x, h0, c0, *layer.parameters()]
+
+    def gradients(out, final_h, final_c):
+        loss = (out * weights[0]).sum() + (final_h * weights[1]).sum() + (final_c * weights[2]).sum()
+        return torch.autograd.grad(loss, tensors)
+
+    torch.testing.assert_close(outputs, expected)
+    for mine, reference in zip(gradients(outputs, h, c), gradients(expected, h_ref, c_ref)):
+        torch.testing.assert_close(mine, reference)
+
+
+def test_the_recurrence_passes_gradcheck():
+    torch.manual_seed(1)
+    double = {"dtype": torch.float64, "requires_grad": True}
+    input_part, h0, c0 = (
+        torch.randn(4, 2, 12, **double),
+        torch.randn(2, 3, **double),
+        torch.randn(2, 3, **double),
+    )
+    weight = torch.randn(12, 3, **double)
+    zone_h = torch.empty(4, 2, 3, dtype=torch.float64).bernoulli_(0.5)
+    zone_c = torch.full((), 0.2, dtype=torch.float64).expand(4, 2, 3)
+
+    def run(*args):
+        return ZoneoutRecurrence.apply(*args, zone_h, zone_c, (lstm_step, lstm_step_backward))
+
+    assert torch.autograd.gradcheck(run, (input_part, h0, c0, weight))
+
+
+def test_bfloat16_autocast_trains_close_to_float32():
+    """Under autocast the recurrent matmuls run in bfloat16, the state stays float32."""
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(8, 16)
+    x, state = torch.randn(4, 10, 8), (torch.zeros(4, 16), torch.zeros(4, 16))
+    runs = []
+    for amp in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            outputs, (h, c) = layer(x, state, 0.1, 0.1, torch.Generator().manual_seed(2))
+        assert outputs.dtype == h.dtype == c.dtype == torch.float32
+        (weight_grad,) = torch.autograd.grad(outputs.square().sum(), [layer.weight_hh])
+        runs.append((outputs, weight_grad))
+    torch.testing.assert_close(runs[1][0], runs[0][0], atol=0.03, rtol=0.03)
+    torch.testing.assert_close(runs[1][1], runs[0][1], atol=0.05 * runs[0][1].abs().max().item(), rtol=0.05)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_prepacked_recurrent_matmul_equals_the_plain_one(monkeypatch, dtype):
+    torch.manual_seed(0)
+    weight, x, add = torch.randn(12, 5), torch.randn(3, 5), torch.randn(3, 12)
+    weight, x, add = weight.to(dtype), x.to(dtype), add.to(dtype)
+    fast = RepeatedMatmul(weight)
+    monkeypatch.setattr(RepeatedMatmul, "use_onednn", False)
+    plain = RepeatedMatmul(weight)
+    assert plain.packed is None
+    tolerance = {"atol": 0.05, "rtol": 0.02} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(fast(x, add=add), plain(x, add=add), **tolerance)
+    torch.testing.assert_close(fast(x), plain(x), **tolerance)
+
+
+def test_a_layer_trains_alike_with_and_without_prepacking(monkeypatch):
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(6, 8)
+    x, state = torch.randn(2, 7, 6), (torch.randn(2, 8), torch.randn(2, 8))
+    runs = []
+    for use_onednn in (True, False):
+        monkeypatch.setattr(RepeatedMatmul, "use_onednn", use_onednn)
+        outputs, _ = layer(x, state, 0.2, 0.2, torch.Generator().manual_seed(4))
+        runs.append((outputs, *torch.autograd.grad(outputs.square().sum(), list(layer.parameters()))))
+    for fast, plain in zip(*runs):
+        torch.testing.assert_close(fast, plain)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 from collections.abc import Callable
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -104,9 +104,7 @@ def locked_dropout(x: Tensor, p: float, training: bool, generator: torch.Generat
     return x * keep / (1.0 - p)
 
 
-def lstm_pointwise(
-    gates: Tensor, h: Tensor, c: Tensor, zone_h: Tensor | float, zone_c: Tensor | float
-) -> LayerState:
+def lstm_step(gates: Tensor, h: Tensor, c: Tensor, zone_h: Tensor, zone_c: Tensor) -> tuple[Tensor, ...]:
     """One LSTM step after the matmuls, with zoneout.
 
     ``h_t = z_h * h_{t-1} + (1 - z_h) * o * tanh(c~_t)`` and ``c_t = z_c * c_{t-1} + (1 - z_c) * c~_t``
@@ -117,22 +115,168 @@ def lstm_pointwise(
     Args:
         gates: ``[B, 4H]`` pre-activations in the order input, forget, cell, output.
         h, c: ``[B, H]`` previous state.
-        zone_h, zone_c: ``[B, H]`` masks or scalar probabilities.
+        zone_h, zone_c: ``[B, H]`` masks or probabilities (broadcastable).
+
+    Returns:
+        ``h_t``, ``c_t`` (``[B, H]``), the gate activations ``[B, 4H]`` and ``tanh(c~_t)``
+        ``[B, H]``: what :func:`lstm_step_backward` needs.
     """
     in_gate, forget_gate, cell_gate, out_gate = gates.chunk(4, dim=1)
-    candidate_c = torch.sigmoid(forget_gate) * c + torch.sigmoid(in_gate) * torch.tanh(cell_gate)
-    candidate_h = torch.sigmoid(out_gate) * torch.tanh(candidate_c)
-    new_h = (
-        torch.lerp(candidate_h, h, zone_h)
-        if isinstance(zone_h, Tensor)
-        else zone_h * h + (1.0 - zone_h) * candidate_h
+    activations = torch.cat(
+        [torch.sigmoid(in_gate), torch.sigmoid(forget_gate), torch.tanh(cell_gate), torch.sigmoid(out_gate)],
+        dim=1,
     )
-    new_c = (
-        torch.lerp(candidate_c, c, zone_c)
-        if isinstance(zone_c, Tensor)
-        else zone_c * c + (1.0 - zone_c) * candidate_c
+    i, f, g, o = activations.chunk(4, dim=1)
+    candidate_c = f * c + i * g
+    tanh_c = torch.tanh(candidate_c)
+    new_h = torch.lerp(o * tanh_c, h, zone_h)
+    new_c = torch.lerp(candidate_c, c, zone_c)
+    return new_h, new_c, activations, tanh_c
+
+
+def lstm_step_backward(
+    grad_h: Tensor,
+    grad_c: Tensor,
+    activations: Tensor,
+    tanh_c: Tensor,
+    c: Tensor,
+    zone_h: Tensor,
+    zone_c: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The gradients of one :func:`lstm_step`, except through the recurrent matmul.
+
+    Args:
+        grad_h, grad_c: ``[B, H]`` gradients of the loss with respect to ``h_t`` and ``c_t``.
+        activations, tanh_c: what :func:`lstm_step` returned for this step.
+        c: ``[B, H]`` the previous cell state ``c_{t-1}``.
+        zone_h, zone_c: the step's masks or probabilities.
+
+    Returns:
+        the gradient of the gates' pre-activations ``[B, 4H]``, and the parts of the gradients of
+        ``h_{t-1}`` and ``c_{t-1}`` that do not pass through the gates (``[B, H]`` each).
+    """
+    i, f, g, o = activations.chunk(4, dim=1)
+    grad_candidate_h = grad_h - grad_h * zone_h
+    grad_candidate_c = grad_c - grad_c * zone_c + grad_candidate_h * o * (1 - tanh_c * tanh_c)
+    grad_gates = torch.cat(
+        [
+            grad_candidate_c * g * i * (1 - i),
+            grad_candidate_c * c * f * (1 - f),
+            grad_candidate_c * i * (1 - g * g),
+            grad_candidate_h * tanh_c * o * (1 - o),
+        ],
+        dim=1,
     )
-    return new_h, new_c
+    return grad_gates, grad_h * zone_h, grad_c * zone_c + grad_candidate_c * f
+
+
+def _onednn_prepacks(weight: Tensor) -> bool:
+    """Whether :class:`RepeatedMatmul` can use oneDNN's prepacked linear for ``weight``."""
+    if weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+        return False
+    if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):  # a private operator: may go
+        return False
+    return weight.dtype == torch.float32 or (
+        weight.dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    )
+
+
+class RepeatedMatmul:
+    """``add + x @ weight^T`` for many ``x`` and one ``weight`` ``[out, in]`` (the recurrent
+    matmul of every step of a chunk): ``x`` ``[B, in]``, ``add`` None or ``[B, out]``.
+
+    On CPU the weight is reordered once into oneDNN's blocked layout and every product uses it
+    (``torch.ops.mkldnn._linear_pointwise``, what Inductor uses for frozen linears): 1.6-1.9x
+    faster than ``torch.addmm`` for these shapes (``benchmarks/baselines_speed.py``). Elsewhere,
+    or for float64, a plain ``torch.addmm``.
+    """
+
+    #: False forces the plain path (tests compare the two).
+    use_onednn = True
+
+    def __init__(self, weight: Tensor) -> None:
+        self.weight = weight
+        self.packed = (
+            torch.ops.mkldnn._reorder_linear_weight(weight, None)
+            if self.use_onednn and _onednn_prepacks(weight)
+            else None
+        )
+
+    def __call__(self, x: Tensor, add: Tensor | None = None) -> Tensor:
+        if self.packed is None:
+            return x @ self.weight.t() if add is None else torch.addmm(add, x, self.weight.t())
+        if add is None:
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise.binary(x, add, self.packed, None, "add")
+
+
+#: The step functions of the recurrence: :func:`lstm_step` and :func:`lstm_step_backward`, or
+#: compiled copies of them.
+StepFunctions = tuple[Callable[..., tuple[Tensor, ...]], Callable[..., tuple[Tensor, Tensor, Tensor]]]
+
+
+class ZoneoutRecurrence(torch.autograd.Function):
+    """``T`` steps of a zoneout LSTM layer after its input projection, with a hand-written
+    backward pass (backpropagation through time).
+
+    Autograd would record a dozen nodes per step and accumulate the recurrent weight's gradient
+    in ``T`` small matmuls; here the backward pass walks the steps once with one matmul each, and
+    the weight's gradient is one ``[4H, T*B] @ [T*B, H]`` matmul at the end.
+
+    The recurrent matmuls run in the dtype of ``weight_hh`` (bfloat16 under autocast, which the
+    caller applies), the element-wise work and the state in float32 (or float64 for float64
+    inputs).
+    """
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        input_part: Tensor,
+        h0: Tensor,
+        c0: Tensor,
+        weight_hh: Tensor,
+        zone_h: Tensor,
+        zone_c: Tensor,
+        steps: StepFunctions,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Args: ``input_part`` ``[T, B, 4H]`` (``x W_ih^T + b``); ``h0``, ``c0`` ``[B, H]``;
+        ``weight_hh`` ``[4H, H]``; ``zone_h``, ``zone_c`` ``[T, B, H]`` (masks, or probabilities
+        expanded). Returns the outputs ``[T, B, H]`` (every step's ``h``) and the final ``h``, ``c``."""
+        length, batch, _ = input_part.shape
+        state_dtype = torch.promote_types(input_part.dtype, torch.float32)
+        hs = input_part.new_empty(length + 1, batch, weight_hh.shape[1], dtype=state_dtype)
+        cs, tanh_cs = torch.empty_like(hs), torch.empty_like(hs[1:])
+        activations = input_part.new_empty(input_part.shape, dtype=state_dtype)
+        hs[0], cs[0] = h0, c0
+        recurrent = RepeatedMatmul(weight_hh)
+        for t in range(length):
+            gates = recurrent(hs[t].to(weight_hh.dtype), add=input_part[t])
+            hs[t + 1], cs[t + 1], activations[t], tanh_cs[t] = steps[0](
+                gates.to(state_dtype), hs[t], cs[t], zone_h[t], zone_c[t]
+            )
+        ctx.save_for_backward(hs, cs, activations, tanh_cs, weight_hh, zone_h, zone_c)
+        ctx.steps, ctx.input_dtype = steps, input_part.dtype
+        return hs[1:], hs[-1].clone(), cs[-1].clone()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: Any, grad_outputs: Tensor, grad_h: Tensor, grad_c: Tensor) -> tuple[Tensor | None, ...]:
+        hs, cs, activations, tanh_cs, weight_hh, zone_h, zone_c = ctx.saved_tensors
+        length, batch, hidden = tanh_cs.shape
+        grad_gates = torch.empty_like(activations)
+        transposed = RepeatedMatmul(weight_hh.t().contiguous())
+        grad_h = grad_h.to(hs.dtype) + grad_outputs[-1]
+        grad_c = grad_c.to(hs.dtype)
+        for t in reversed(range(length)):
+            grad_gates[t], grad_h_carry, grad_c = ctx.steps[1](
+                grad_h, grad_c, activations[t], tanh_cs[t], cs[t], zone_h[t], zone_c[t]
+            )
+            grad_h = grad_h_carry + transposed(grad_gates[t].to(weight_hh.dtype)).to(hs.dtype)
+            if t:
+                grad_h = grad_h + grad_outputs[t - 1]
+        flat_gates = grad_gates.view(length * batch, -1).to(weight_hh.dtype)
+        grad_weight = flat_gates.t() @ hs[:-1].reshape(length * batch, hidden).to(weight_hh.dtype)
+        return grad_gates.to(ctx.input_dtype), grad_h, grad_c, grad_weight, None, None, None
 
 
 class ZoneoutLSTMLayer(nn.Module):
@@ -155,7 +299,7 @@ class ZoneoutLSTMLayer(nn.Module):
         zoneout_hidden: float,
         zoneout_cell: float,
         generator: torch.Generator | None = None,
-        pointwise: Callable[..., LayerState] = lstm_pointwise,
+        steps: StepFunctions = (lstm_step, lstm_step_backward),
     ) -> tuple[Tensor, LayerState]:
         """Run ``T`` steps.
 
@@ -164,34 +308,44 @@ class ZoneoutLSTMLayer(nn.Module):
             state: ``(h, c)``, each ``[B, H]``.
             generator: draws the zoneout masks in training mode (None: torch's default
                 generator); unused in evaluation mode, which applies the expectation.
-            pointwise: the step function (``lstm_pointwise`` or a compiled copy of it).
+            steps: the step functions (:data:`StepFunctions`).
 
         Returns:
             outputs ``[B, T, H]`` (the zoned-out ``h`` of every step) and the final state.
         """
         batch, length, _ = x.shape
-        input_part = torch.nn.functional.linear(x, self.weight_ih, self.bias)  # [B, T, 4H]
+        input_part = torch.nn.functional.linear(x.transpose(0, 1), self.weight_ih, self.bias)  # [T, B, 4H]
+        shape = (length, batch, self.hidden_size)
+        zone_h, zone_c = self._zoneout(shape, zoneout_hidden, zoneout_cell, x, generator)
         h, c = state
-        masks: list[tuple[Tensor | float, Tensor | float]]  # per step: zone_h, zone_c
-        if self.training and (zoneout_hidden > 0 or zoneout_cell > 0):
-            shape = (length, batch, self.hidden_size)
-            zone_h = torch.empty(shape, device=x.device, dtype=x.dtype).bernoulli_(
-                zoneout_hidden, generator=generator
+        with torch.autocast(x.device.type, enabled=False):
+            outputs, h, c = ZoneoutRecurrence.apply(
+                input_part, h, c, self.weight_hh.to(input_part.dtype), zone_h, zone_c, steps
             )
-            zone_c = torch.empty(shape, device=x.device, dtype=x.dtype).bernoulli_(
-                zoneout_cell, generator=generator
-            )
-            masks = list(zip(zone_h.unbind(0), zone_c.unbind(0)))
-        else:
-            masks = [(0.0, 0.0) if self.training else (zoneout_hidden, zoneout_cell)] * length
-        outputs = []
-        # unbind once: indexing input_part per step would make backward zero-fill [B, T, 4H]
-        # for every step (quadratic in T).
-        for step, step_input in enumerate(input_part.unbind(1)):
-            gates = torch.addmm(step_input, h, self.weight_hh.t())
-            h, c = pointwise(gates, h, c, *masks[step])
-            outputs.append(h)
-        return torch.stack(outputs, dim=1), (h, c)
+        return outputs.transpose(0, 1), (h, c)
+
+    def _zoneout(
+        self,
+        shape: tuple[int, int, int],
+        hidden: float,
+        cell: float,
+        x: Tensor,
+        generator: torch.Generator | None,
+    ) -> tuple[Tensor, Tensor]:
+        """The ``[T, B, H]`` zoneout of ``h`` and ``c``: 0/1 masks drawn in training mode (zeros
+        when both probabilities are 0; a uniform draw below ``p``, which is twice as fast as
+        ``bernoulli_`` on CPU), the probabilities themselves in evaluation mode."""
+        if self.training and (hidden > 0 or cell > 0):
+            masks = [
+                (torch.rand(shape, device=x.device, generator=generator) < p).to(x.dtype)
+                for p in (hidden, cell)
+            ]
+            return masks[0], masks[1]
+        if self.training:
+            hidden = cell = 0.0
+        return tuple(  # type: ignore[return-value]
+            torch.full((), p, device=x.device, dtype=x.dtype).expand(shape) for p in (hidden, cell)
+        )
 
 
 class LSTMCore(nn.Module):
@@ -218,11 +372,15 @@ class LSTMCore(nn.Module):
             self.decoder.weight = self.embedding.weight
         else:
             nn.init.uniform_(self.decoder.weight, -0.1, 0.1)
-        self.pointwise: Callable[..., LayerState] = lstm_pointwise
+        self.steps: StepFunctions = (lstm_step, lstm_step_backward)
 
     def compile_step(self) -> None:
-        """Fuse each step's element-wise work into one kernel with ``torch.compile``."""
-        self.pointwise = torch.compile(lstm_pointwise, dynamic=False, fullgraph=True)
+        """Fuse each step's element-wise work, forward and backward, into one kernel each with
+        ``torch.compile``."""
+        self.steps = (
+            torch.compile(lstm_step, dynamic=False, fullgraph=True),
+            torch.compile(lstm_step_backward, dynamic=False, fullgraph=True),
+        )
 
     def initial_state(self, batch_size: int, device: torch.device | str) -> list[LayerState]:
         """Zero ``(h, c)`` for every layer, each ``[B, H_layer]``."""
@@ -243,7 +401,7 @@ class LSTMCore(nn.Module):
         new_state = []
         for index, layer in enumerate(self.layers):
             x, layer_state = layer(
-                x, state[index], config.zoneout_hidden, config.zoneout_cell, generator, self.pointwise
+                x, state[index], config.zoneout_hidden, config.zoneout_cell, generator, self.steps
             )
             new_state.append(layer_state)
             x = locked_dropout(x, config.dropout, self.training, generator)
