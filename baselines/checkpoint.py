@@ -8,7 +8,8 @@ optimizer, schedule and position in the data.
 
 A training run's directory (``--output-dir``, default ``<cache>/runs/KIND/DATASET``) holds
 ``checkpoint.pt`` (resumable training state), ``best.pt`` (the weights with the best validation
-perplexity, what the plugins load), ``log.jsonl`` and ``config.json``.
+perplexity, which the plugins load when ``--checkpoint`` names it), ``log.jsonl`` and
+``config.json``.
 
 Trained checkpoints ship in the package as ``trained/DATASET/KIND.pt`` (weights in float16,
 written by ``python -m baselines package``), each checked on load against ``trained/SHA256SUMS``;

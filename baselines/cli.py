@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shlex
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.neural_cache import cache_from_checkpoint, read_tuning_file, tune, tuning_path
-from baselines.scoring import resolve_checkpoint
+from baselines.scoring import (
+    CPU_RECIPE,
+    CPU_RECIPE_MINUTES,
+    RECIPE_OVERHEAD_MINUTES,
+    announce_checkpoint,
+    dataset_argument,
+    resolve_checkpoint,
+)
 from baselines.training import PRESETS, Session, Trainer, TrainingError, TrainOptions, distributed
 from harness.cli_common import (
     ArgumentParser,
@@ -26,13 +37,14 @@ from harness.cli_common import (
     check_output_file,
     existing_dir,
     existing_file,
+    non_negative_int,
     positive_float,
     positive_int,
     run,
 )
 from harness.datasets import DatasetError, load_dataset
 from harness.devices import resolve_device
-from harness.files import write_atomically
+from harness.files import DirectoryBusy, exclusive_directory, remove_stale_temporaries, write_atomically
 from harness.format import SPLITS
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
 
@@ -41,7 +53,7 @@ DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
 #: The error types of the baselines (and of the harness they use) whose message is a one-line
 #: user error.
-USER_ERRORS = (DatasetError, PluginError, ModelUnavailable, TrainingError)
+USER_ERRORS = (DatasetError, PluginError, ModelUnavailable, TrainingError, DirectoryBusy)
 
 
 def _switch(value: str, device: str) -> bool:
@@ -76,6 +88,47 @@ def _model_config(kind: str, preset: str, overrides: dict[str, Any], vocab_size:
     return config
 
 
+def _train_options(args: argparse.Namespace, model_config: dict[str, Any]) -> TrainOptions:
+    return TrainOptions(
+        kind=args.kind,
+        model_config=model_config,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        learning_rate=args.lr,
+        clip=args.clip,
+        loss=args.loss,
+        pointer_lr_scale=args.pointer_lr_scale,
+        patience=args.patience,
+        max_epochs=args.max_epochs,
+        anneal_from=args.anneal_from,
+        seed=args.seed,
+    )
+
+
+def _session(args: argparse.Namespace, device: str) -> Session:
+    return Session(
+        device=device,
+        amp=_switch(args.amp, device),
+        compile=_switch(args.compile, device),
+        max_minutes=args.max_minutes,
+        max_steps=args.max_steps,
+        checkpoint_minutes=args.checkpoint_minutes,
+    )
+
+
+@contextlib.contextmanager
+def _holding(run_dir: Path, option: str) -> Iterator[None]:
+    """Hold the run directory for the body: process 0, which writes it (alone, under torchrun),
+    locks it against a second ``baselines train`` and removes the temporaries a killed run left."""
+    if dist.is_initialized() and dist.get_rank() != 0:
+        yield
+        return
+    with exclusive_directory(run_dir, option):
+        for path in remove_stale_temporaries(run_dir):
+            print(f"removed {path}, left by a killed run", file=sys.stderr)
+        yield
+
+
 def command_train(args: argparse.Namespace) -> int:
     if args.output_dir is not None:
         check_output_dir(args.output_dir, "--output-dir")
@@ -85,61 +138,53 @@ def command_train(args: argparse.Namespace) -> int:
     with distributed(resolve_device(args.device)) as device:
         dataset = load_dataset(args.dataset, data_dir=args.data_dir)
         model_config = _model_config(args.kind, args.preset, overrides, len(dataset.vocab))
-        options = TrainOptions(
-            kind=args.kind,
-            model_config=model_config,
-            batch_size=args.batch_size,
-            bptt=args.bptt,
-            learning_rate=args.lr,
-            clip=args.clip,
-            loss=args.loss,
-            pointer_lr_scale=args.pointer_lr_scale,
-            patience=args.patience,
-            max_epochs=args.max_epochs,
-            seed=args.seed,
-        )
-        session = Session(
-            device=device,
-            amp=_switch(args.amp, device),
-            compile=_switch(args.compile, device),
-            max_minutes=args.max_minutes,
-            max_steps=args.max_steps,
-            checkpoint_minutes=args.checkpoint_minutes,
-        )
+        options = _train_options(args, model_config)
+        option = "--output-dir" if args.output_dir else "the run directory"
         run_dir = (
             Path(args.output_dir)
             if args.output_dir
-            else check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), "the run directory")
+            else check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), option)
         )
-        trainer = Trainer(options, session, dataset, run_dir)
-        resumed = trainer.resume()
+        with _holding(run_dir, option):
+            trainer = Trainer(options, _session(args, device), dataset, run_dir)
+            resumed = trainer.resume()
+            if trainer.rank == 0:
+                _announce(args, trainer, resumed)
+            outcome = "already finished; nothing to do" if trainer.schedule.finished else trainer.run()
         if trainer.rank == 0:
-            write_atomically(
-                run_dir / "config.json",
-                json.dumps(
-                    {"options": trainer.identity(), "dataset": dataset.name, "command": " ".join(sys.argv)},
-                    indent=2,
-                )
-                + "\n",
-            )
-            where = (
-                f"resuming epoch {trainer.progress.epoch} step {trainer.progress.next_chunk}"
-                if resumed
-                else "starting"
-            )
-            print(
-                f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
-                f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
-                f"{trainer.world} process(es), device {device}]",
-                file=sys.stderr,
-            )
-        if trainer.schedule.finished:
-            outcome = "already finished; nothing to do"
-        else:
-            outcome = trainer.run()
-        if trainer.rank == 0:
-            print(f"{outcome}. Best weights: {run_dir / checkpoints.BEST}", file=sys.stderr)
-    return 0
+            print(f"{outcome}. {_how_to_score(args, run_dir / checkpoints.BEST)}", file=sys.stderr)
+    return 0 if trainer.stop_signal is None else 128 + trainer.stop_signal
+
+
+def _how_to_score(args: argparse.Namespace, best: Path) -> str:
+    if not best.is_file():
+        return "No best weights yet (no step was taken)"
+    command = ["python", "-m", "harness", "eval", f"baselines.{args.kind}", "--dataset", args.dataset]
+    return f"Best weights: {best}; score them with `{shlex.join([*command, '--checkpoint', str(best)])}`"
+
+
+def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None:
+    """Write the run's ``config.json`` and say on stderr what starts or resumes where."""
+    run_dir, dataset = trainer.run_dir, trainer.dataset
+    write_atomically(
+        run_dir / "config.json",
+        json.dumps(
+            {"options": trainer.identity(), "dataset": dataset.name, "command": " ".join(sys.argv)},
+            indent=2,
+        )
+        + "\n",
+    )
+    where = (
+        f"resuming epoch {trainer.progress.epoch} step {trainer.progress.next_chunk}"
+        if resumed
+        else "starting"
+    )
+    print(
+        f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
+        f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
+        f"{trainer.world} process(es), device {trainer.session.device}]",
+        file=sys.stderr,
+    )
 
 
 def command_tune(args: argparse.Namespace) -> int:
@@ -147,7 +192,8 @@ def command_tune(args: argparse.Namespace) -> int:
         check_output_file(args.output, "--output")
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
-    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
+    command = ["python", "-m", "baselines", "tune", "--dataset", dataset_argument(dataset)]
+    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint, device=device, command=command)
     inputs = [path, *dataset.files()]
     previous: dict[str, Any] = {}  # the windows tuned earlier, kept in the default tuning file
     if args.output is not None:
@@ -159,6 +205,7 @@ def command_tune(args: argparse.Namespace) -> int:
     ids = dataset.tokens(args.split).ids
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
     assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
+    announce_checkpoint(ZoneoutLSTM.kind, path)
     began = time.perf_counter()
     results = tune(
         lstm,
@@ -207,16 +254,18 @@ def command_analyze(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     ids = dataset.tokens(args.split).ids
     module: PointerSentinelLSTM | NeuralCache
+    command = ["python", "-m", "baselines", "analyze", args.kind, "--dataset", dataset_argument(dataset)]
+    trained = ZoneoutLSTM.kind if args.kind == "neural_cache" else args.kind
+    path = resolve_checkpoint(trained, dataset, args.checkpoint, device=device, command=command)
     if args.kind == "neural_cache":
-        path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint)
         module = cache_from_checkpoint(
             path, dataset, args.window, theta=args.theta, interpolation=args.interpolation
         )
     else:
-        path = resolve_checkpoint(args.kind, dataset, args.checkpoint)
         pointer, _ = checkpoints.load_model(path, dataset.vocab, kind=args.kind)
         assert isinstance(pointer, PointerSentinelLSTM)  # the other kind analyze accepts
         module = pointer
+    announce_checkpoint(trained, path)
     for option, output in outputs.items():
         check_not_an_input(output, option, [path, *dataset.files()])
     found = analyze(module, ids, dataset.vocab, span=args.span, bptt=args.bptt, device=device)
@@ -257,33 +306,91 @@ def command_package(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="python -m baselines", description="Train, tune and inspect the baseline models."
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+#: ``--data-dir`` and ``--device`` of every command.
+DATA_DIR_HELP = (
+    "directory holding ptb/, wikitext-2/, ..., looked in first (default: $HARNESS_DATA_DIR, then "
+    "the packaged copies, then the download cache)"
+)
+DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: auto, a GPU when there is one)"
+CHECKPOINT_HELP = (
+    "the checkpoint to use, e.g. the best.pt of a `baselines train` run (default: the packaged {kind} "
+    "of the dataset; a run of one's own is used only when named)"
+)
 
+
+def _add_train_parser(commands: Any) -> None:
     train = commands.add_parser(
-        "train", help="train a model with the papers' recipe (resumable: rerun the same command to continue)"
+        "train",
+        help="train a model with the papers' recipe (resumable: rerun the same command to continue)",
+        description="Train a model with the papers' recipe; rerun the same command to continue a "
+        "stopped run. A first run on a laptop CPU (about "
+        f"{CPU_RECIPE_MINUTES + RECIPE_OVERHEAD_MINUTES} minutes; on PTB it ends far below the "
+        "unigram's perplexity): python -m baselines train zoneout_lstm --dataset ptb "
+        f"{' '.join(CPU_RECIPE)}",
     )
-    train.add_argument("kind", choices=sorted(checkpoints.MODELS))
+    train.add_argument("kind", choices=sorted(checkpoints.MODELS), help="the model to train")
     train.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
     train.add_argument(
         "--data-dir",
         type=existing_dir,
         metavar="DIR",
-        help="where benchmarks live (default: $HARNESS_DATA_DIR, cache)",
+        help=DATA_DIR_HELP,
     )
-    train.add_argument("--preset", choices=sorted(PRESETS), default="medium")
-    train.add_argument("--model-args", help="override preset fields, e.g. dropout=0.4,window=50")
+    train.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default="medium",
+        help="model sizes: medium (the paper's, for a GPU), small, cpu (the packaged models), "
+        "tiny (a laptop's first run) (default: medium)",
+    )
+    train.add_argument(
+        "--model-args", help="override preset fields, e.g. dropout=0.4,window=50 (default: none)"
+    )
     train.add_argument(
         "--output-dir",
         metavar="DIR",
-        help="run directory (default: <cache>/runs/KIND/DATASET, where the harness plugins look)",
+        help="run directory (default: <cache>/runs/KIND/DATASET); its best.pt is scored when named "
+        "by --checkpoint",
     )
-    train.add_argument("--device", default="auto")
-    train.add_argument("--batch-size", type=positive_int, default=32)
-    train.add_argument("--bptt", type=positive_int, default=100)
+    train.add_argument("--device", default="auto", help=DEVICE_HELP)
+    train.add_argument(
+        "--batch-size", type=positive_int, default=32, help="streams trained together (default: 32)"
+    )
+    train.add_argument(
+        "--bptt", type=positive_int, default=100, help="positions per step, truncated BPTT (default: 100)"
+    )
+    _add_recipe_options(train)
+    train.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    train.add_argument(
+        "--amp",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="bfloat16 autocast (default: auto, on for CUDA)",
+    )
+    train.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="torch.compile the LSTM step (default: auto, on for CUDA)",
+    )
+    train.add_argument(
+        "--max-minutes", type=float, help="stop (resumably) after this long (default: no limit)"
+    )
+    train.add_argument(
+        "--max-steps", type=int, help="stop (resumably) after this many steps (default: no limit)"
+    )
+    train.add_argument(
+        "--checkpoint-minutes",
+        type=float,
+        default=10.0,
+        help="also checkpoint this often within an epoch (default: 10)",
+    )
+    train.set_defaults(handler=command_train)
+
+
+def _add_recipe_options(train: argparse.ArgumentParser) -> None:
+    """The options of ``train`` that the checkpoint's :class:`TrainOptions` records besides the
+    model and the batch: the optimiser, the loss, the schedule and the seed."""
     train.add_argument("--lr", type=positive_float, default=20.0, help="initial learning rate (default: 20)")
     train.add_argument(
         "--clip",
@@ -295,84 +402,133 @@ def build_parser() -> argparse.ArgumentParser:
         "--loss",
         choices=["sum", "mean"],
         default="mean",
-        help="reduce a chunk's losses by averaging over all positions (default) "
-        "or by summing over positions and averaging over streams",
+        help="reduce a chunk's losses by averaging over all positions (mean) or by summing over "
+        "positions and averaging over streams (sum) (default: mean)",
     )
     train.add_argument(
         "--pointer-lr-scale",
         type=float,
         default=0.05,
-        help="learning-rate multiplier of the pointer's query and sentinel (pointer_sentinel; default 0.05)",
-    )
-    train.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
-    train.add_argument("--patience", type=int, default=3)
-    train.add_argument("--max-epochs", type=int, default=64)
-    train.add_argument("--seed", type=int, default=1)
-    train.add_argument(
-        "--amp", choices=["auto", "on", "off"], default="auto", help="bfloat16 autocast (auto: on for CUDA)"
+        help="learning-rate multiplier of the pointer's query and sentinel (pointer_sentinel) "
+        "(default: 0.05)",
     )
     train.add_argument(
-        "--compile",
-        choices=["auto", "on", "off"],
-        default="auto",
-        help="torch.compile the LSTM step (auto: on for CUDA)",
+        "--patience",
+        type=int,
+        default=3,
+        help="stop after this many epochs in a row without a new best validation perplexity (default: 3)",
     )
-    train.add_argument("--max-minutes", type=float, help="stop (resumably) after this long")
-    train.add_argument("--max-steps", type=int, help="stop (resumably) after this many steps")
+    train.add_argument("--max-epochs", type=int, default=64, help="stop after this many epochs (default: 64)")
     train.add_argument(
-        "--checkpoint-minutes",
-        type=float,
-        default=10.0,
-        help="also checkpoint this often within an epoch (default: 10)",
+        "--anneal-from",
+        type=non_negative_int,
+        default=0,
+        metavar="EPOCH",
+        help="also decay the learning rate after every epoch from this one on, for a run of a "
+        "fixed number of epochs (default: 0, off)",
     )
-    train.set_defaults(handler=command_train)
+    train.add_argument(
+        "--seed", type=int, default=1, help="seed of the weights and of every mask (default: 1)"
+    )
 
+
+def _add_tune_parser(commands: Any) -> None:
     tune_parser = commands.add_parser(
         "tune",
         help="grid-search the neural cache's theta and lambda on a split, every grid point in one pass",
     )
-    tune_parser.add_argument("--dataset", required=True)
-    tune_parser.add_argument("--data-dir", type=existing_dir, metavar="DIR")
-    tune_parser.add_argument("--checkpoint", help="zoneout LSTM checkpoint (default: the trained one)")
-    tune_parser.add_argument("--split", choices=SPLITS, default="valid")
-    tune_parser.add_argument("--windows", type=positive_int, nargs="+", default=[100, 2000])
-    tune_parser.add_argument("--thetas", type=float, nargs="+", default=DEFAULT_THETAS)
-    tune_parser.add_argument("--interpolations", type=float, nargs="+", default=DEFAULT_INTERPOLATIONS)
-    tune_parser.add_argument("--batch-size", type=positive_int, default=1)
-    tune_parser.add_argument("--bptt", type=positive_int, default=100)
-    tune_parser.add_argument("--device", default="auto")
+    tune_parser.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
+    tune_parser.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    tune_parser.add_argument("--checkpoint", help=CHECKPOINT_HELP.format(kind="zoneout LSTM"))
+    tune_parser.add_argument(
+        "--split", choices=SPLITS, default="valid", help="the split tuned on (default: valid)"
+    )
+    tune_parser.add_argument(
+        "--windows",
+        type=positive_int,
+        nargs="+",
+        default=[100, 2000],
+        help="cache sizes, each tuned on its own (default: 100 2000)",
+    )
+    tune_parser.add_argument(
+        "--thetas",
+        type=float,
+        nargs="+",
+        default=DEFAULT_THETAS,
+        help=f"the grid's theta values (default: {' '.join(map(str, DEFAULT_THETAS))})",
+    )
+    tune_parser.add_argument(
+        "--interpolations",
+        type=float,
+        nargs="+",
+        default=DEFAULT_INTERPOLATIONS,
+        help=f"the grid's lambda values (default: {' '.join(map(str, DEFAULT_INTERPOLATIONS))})",
+    )
+    tune_parser.add_argument(
+        "--batch-size",
+        type=positive_int,
+        default=1,
+        help="contiguous streams scored together (default: 1, the papers' test protocol)",
+    )
+    tune_parser.add_argument(
+        "--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)"
+    )
+    tune_parser.add_argument("--device", default="auto", help=DEVICE_HELP)
     tune_parser.add_argument(
         "--output",
         metavar="FILE.json",
-        help="default: neural_cache.json beside the checkpoint, where the plugin reads it",
+        help="the tuning file (default: neural_cache.json beside the checkpoint, where the plugin reads it)",
     )
     tune_parser.set_defaults(handler=command_tune)
 
+
+def _add_analyze_parser(commands: Any) -> None:
     inspect = commands.add_parser("analyze", help="per-token pointer gates and attention for a span")
-    inspect.add_argument("kind", choices=["pointer_sentinel", "neural_cache"])
-    inspect.add_argument("--dataset", required=True)
-    inspect.add_argument("--data-dir", type=existing_dir, metavar="DIR")
-    inspect.add_argument("--checkpoint")
-    inspect.add_argument("--split", choices=SPLITS, default="valid")
+    inspect.add_argument("kind", choices=["pointer_sentinel", "neural_cache"], help="the model analysed")
+    inspect.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
+    inspect.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    inspect.add_argument(
+        "--checkpoint", help=CHECKPOINT_HELP.format(kind="model (the zoneout LSTM for the cache)")
+    )
+    inspect.add_argument("--split", choices=SPLITS, default="valid", help="the split read (default: valid)")
     inspect.add_argument(
         "--span",
         type=_span,
         default=(0, 100),
-        help="START:END token positions whose attention is written (default 0:100)",
+        help="START:END token positions whose attention is written (default: 0:100)",
     )
     inspect.add_argument(
         "--save-gates",
         metavar="FILE.npy",
-        help="save the per-token pointer gates (pointer_sentinel; float32 [N])",
+        help="save the per-token pointer gates (pointer_sentinel; float32 [N]) (default: not saved)",
     )
-    inspect.add_argument("--save-attention", metavar="FILE.json", help="save the span's attention")
-    inspect.add_argument("--window", type=positive_int, default=100, help="cache window (neural_cache)")
-    inspect.add_argument("--theta", type=float)
-    inspect.add_argument("--interpolation", type=float)
-    inspect.add_argument("--bptt", type=positive_int, default=100)
-    inspect.add_argument("--device", default="auto")
+    inspect.add_argument(
+        "--save-attention", metavar="FILE.json", help="save the span's attention (default: not saved)"
+    )
+    inspect.add_argument(
+        "--window", type=positive_int, default=100, help="cache size (neural_cache) (default: 100)"
+    )
+    inspect.add_argument(
+        "--theta", type=float, help="the cache's theta (default: the tuned one, from the tuning file)"
+    )
+    inspect.add_argument(
+        "--interpolation",
+        type=float,
+        help="the cache's lambda (default: the tuned one, from the tuning file)",
+    )
+    inspect.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)")
+    inspect.add_argument("--device", default="auto", help=DEVICE_HELP)
     inspect.set_defaults(handler=command_analyze)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m baselines", description="Train, tune and inspect the baseline models."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_train_parser(commands)
+    _add_tune_parser(commands)
+    _add_analyze_parser(commands)
     ship = commands.add_parser(
         "package",
         help="ship a trained checkpoint in the package (float16 weights, listed in trained/SHA256SUMS)",

@@ -1,10 +1,10 @@
 """Harness plugin and tuning for the neural cache (the model: :mod:`baselines.models.neural_cache`).
 
 ``python -m harness eval baselines.neural_cache --dataset ptb --model-args window=2000`` wraps the
-zoneout LSTM that ``baselines train zoneout_lstm`` wrote (or ``--checkpoint``, or the packaged
-one) with a cache of ``window`` positions, with ``theta`` and ``interpolation`` (lambda) from
-``--model-args`` or from the tuning file (``neural_cache.json``) that ``python -m baselines tune``
-(:func:`tune`) wrote beside the checkpoint.
+packaged zoneout LSTM (or the one ``--checkpoint`` names, e.g. a ``best.pt`` that ``baselines
+train zoneout_lstm`` wrote) with a cache of ``window`` positions, with ``theta`` and
+``interpolation`` (lambda) from ``--model-args`` or from the tuning file (``neural_cache.json``)
+that ``python -m baselines tune`` (:func:`tune`) wrote beside the checkpoint.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from baselines import checkpoint as checkpoints
 from baselines.models import NeuralCache, ZoneoutLSTM
 from baselines.models.common import masked_log_sum
 from baselines.models.neural_cache import cache_log_weights, mix
-from baselines.scoring import TorchLanguageModel, resolve_checkpoint
+from baselines.scoring import TorchLanguageModel, announce_checkpoint, dataset_argument, resolve_checkpoint
 from harness.datasets import Dataset
 from harness.evaluate import stream_grid
 from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
@@ -106,8 +106,18 @@ def load_model(
     for name, value in (("theta", theta), ("interpolation", interpolation)):
         if value is not None:
             number_arg("neural_cache", name, value)
-    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, checkpoint)
+    command = [
+        "python",
+        "-m",
+        "harness",
+        "eval",
+        "baselines.neural_cache",
+        "--dataset",
+        dataset_argument(dataset),
+    ]
+    path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, checkpoint, device=device, command=command)
     cache = cache_from_checkpoint(path, dataset, window, theta=theta, interpolation=interpolation)
+    announce_checkpoint(ZoneoutLSTM.kind, path)
     return TorchLanguageModel(cache, device, checkpoint=path)
 
 

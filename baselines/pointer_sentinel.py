@@ -1,9 +1,9 @@
 """Harness plugin: the trained Pointer Sentinel-LSTM (the model:
 :mod:`baselines.models.pointer_sentinel`).
 
-``python -m harness eval baselines.pointer_sentinel --dataset ptb`` loads the checkpoint
-``python -m baselines train pointer_sentinel --dataset ptb`` wrote, else the packaged one;
-``--checkpoint CKPT`` for any other.
+``python -m harness eval baselines.pointer_sentinel --dataset ptb`` loads the packaged checkpoint;
+``--checkpoint CKPT`` any other, e.g. the ``best.pt`` of a run of
+``python -m baselines train pointer_sentinel``, which is used only when named.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.checkpoint import CheckpointedModel
 from baselines.models import NeuralCache
+from harness.datasets import Dataset
+from harness.files import file_sha256
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable
 
 
@@ -41,11 +44,16 @@ class TorchLanguageModel:
         self.module = module.to(device).eval()
         self.device = torch.device(device)
         self.checkpoint = None if checkpoint is None else str(checkpoint)  # for the result JSON
+        self.metadata = {} if checkpoint is None else _describe_checkpoint(checkpoint)
         self.num_parameters = sum(parameter.numel() for parameter in module.parameters())
         self.state: Any = None
 
     def reset(self, batch_size: int) -> None:
         self.state = self.module.initial_state(batch_size, self.device)
+
+    def result_metadata(self) -> dict[str, Any]:
+        """For the result JSON's ``plugin_metadata``: which checkpoint file was scored."""
+        return self.metadata
 
     @torch.inference_mode()
     def score(self, chunk: Chunk) -> ChunkScores:
@@ -61,31 +69,97 @@ class TorchLanguageModel:
         return ChunkScores(output.target_log_probs, output.distributions)
 
 
-def resolve_checkpoint(kind: str, dataset: Any, checkpoint: str | None) -> Path:
-    """``checkpoint``; else the best checkpoint ``baselines train`` wrote for this dataset; else
-    the one shipped in the package (checked against its sha256), which is announced on stderr."""
+#: What a missing model's message proposes to train on a CPU: the ``tiny`` preset at batch 20 x
+#: BPTT 35 (many updates per minute), stopped after :data:`CPU_RECIPE_MINUTES`; on PTB it lands
+#: far below the unigram (README, "A first training run").
+CPU_RECIPE_MINUTES = 5
+CPU_RECIPE = [
+    "--preset",
+    "tiny",
+    "--batch-size",
+    "20",
+    "--bptt",
+    "35",
+    "--max-minutes",
+    str(CPU_RECIPE_MINUTES),
+]
+#: ... and on a GPU: the paper's ``medium`` preset, an hour at a time.
+GPU_RECIPE_MINUTES = 60
+GPU_RECIPE = ["--preset", "medium", "--device", "cuda", "--max-minutes", str(GPU_RECIPE_MINUTES)]
+#: About how long a run takes beyond its ``--max-minutes``: start-up and the closing validation.
+RECIPE_OVERHEAD_MINUTES = 2
+
+
+def dataset_argument(dataset: Dataset) -> str:
+    """What names ``dataset`` on a command line: its benchmark name, else its directory."""
+    return dataset.name if dataset.canonical else str(dataset.directory)
+
+
+def _describe_checkpoint(path: Path) -> dict[str, Any]:
+    """Beside a result's ``checkpoint`` path: the file's sha256 and whether it is the one shipped
+    in the package."""
+    return {
+        "checkpoint_sha256": file_sha256(path),
+        "checkpoint_packaged": path.resolve().is_relative_to(checkpoints.PACKAGED.resolve()),
+    }
+
+
+def resolve_checkpoint(
+    kind: str, dataset: Dataset, checkpoint: str | None, *, device: str, command: list[str]
+) -> Path:
+    """The checkpoint of a ``kind`` model to load for ``dataset``: ``checkpoint`` when given, else
+    the one shipped in the package (checked against its sha256).
+
+    A run that ``baselines train`` wrote is used only when named: it never silently replaces the
+    packaged model. Without either, :class:`ModelUnavailable` says how to train one on this
+    machine (``device``) and how to name it, in the user's ``command`` (its words, without
+    ``--checkpoint``).
+    """
     if checkpoint is not None:
         return Path(checkpoint)
-    default = checkpoints.default_run_dir(kind, dataset.name) / checkpoints.BEST
-    if default.is_file():
-        return default
     packaged = checkpoints.packaged_checkpoint(kind, dataset.name)
     if packaged is None:
-        raise ModelUnavailable(
-            f"no trained {kind} for {dataset.name} (looked for {default} and a packaged one): run "
-            f"`python -m baselines train {kind} --dataset {dataset.name}` or pass --checkpoint"
-        )
+        raise ModelUnavailable(_how_to_get(kind, dataset, device, command))
     checkpoints.verify_packaged(packaged)
-    print(
-        f"{kind}: no --checkpoint and no trained run at {default}; using the packaged "
-        f"{dataset.name} checkpoint {packaged}",
-        file=sys.stderr,
-    )
     return packaged
 
 
-def load_plugin_model(kind: str, dataset: Any, *, device: str, checkpoint: str | None) -> TorchLanguageModel:
+def announce_checkpoint(kind: str, path: Path) -> None:
+    """Say on stderr which checkpoint file of a ``kind`` model is used (once it has loaded: an
+    error stays one line)."""
+    packaged = _describe_checkpoint(path)["checkpoint_packaged"]  # then PACKAGED/DATASET/KIND.pt
+    where = f"the packaged {path.parent.name} checkpoint" if packaged else "checkpoint"
+    print(f"{kind}: using {where} {path}", file=sys.stderr)
+
+
+def _how_to_get(kind: str, dataset: Dataset, device: str, command: list[str]) -> str:
+    """The one-line message of a missing model: the command that trains one on this machine, with
+    about how long it takes, and then the user's command naming the run's best weights."""
+    best = checkpoints.default_run_dir(kind, dataset.name) / checkpoints.BEST
+    named = f"`{shlex.join([*command, '--checkpoint', str(best)])}`"
+    if best.is_file():
+        return f"no packaged {kind} for {dataset.name}; your run's {best} is used only when named: {named}"
+    recipe, minutes, machine = (
+        (GPU_RECIPE, GPU_RECIPE_MINUTES, "this GPU")
+        if device.startswith("cuda")
+        else (CPU_RECIPE, CPU_RECIPE_MINUTES, "this CPU")
+    )
+    train = shlex.join(
+        ["python", "-m", "baselines", "train", kind, "--dataset", dataset_argument(dataset), *recipe]
+    )
+    return (
+        f"no packaged {kind} for {dataset.name}: train one on {machine} in about "
+        f"{minutes + RECIPE_OVERHEAD_MINUTES} minutes with `{train}` (rerun it to train on), "
+        f"then name it: {named}"
+    )
+
+
+def load_plugin_model(
+    kind: str, dataset: Dataset, *, device: str, checkpoint: str | None
+) -> TorchLanguageModel:
     """What the ``zoneout_lstm`` and ``pointer_sentinel`` plugins return."""
-    path = resolve_checkpoint(kind, dataset, checkpoint)
+    command = ["python", "-m", "harness", "eval", f"baselines.{kind}", "--dataset", dataset_argument(dataset)]
+    path = resolve_checkpoint(kind, dataset, checkpoint, device=device, command=command)
     module, _ = checkpoints.load_model(path, dataset.vocab, kind=kind)
+    announce_checkpoint(kind, path)
     return TorchLanguageModel(module, device, checkpoint=path)

@@ -15,7 +15,10 @@ seeded with ``(seed, e, k, rank)``, and a checkpoint holds the weights, the opti
 schedule, the carried hidden state and the position in the data, so a run that is stopped
 (``--max-minutes``, ``--max-steps``, Ctrl-C, SIGTERM; or killed, from its last periodic
 checkpoint) and restarted with the same command ends with the same weights as an uninterrupted
-run. Under ``torchrun`` each of the ``W`` processes trains ``B / W`` of the streams
+run. After a stop by signal ``baselines train`` exits 128 plus the signal's number (130, 143), as a
+shell reports it, so that ``train && eval`` does not go on with a half-trained model; a planned
+stop exits 0. One ``baselines train`` at a time writes a run directory (process 0 holds its lock).
+Under ``torchrun`` each of the ``W`` processes trains ``B / W`` of the streams
 (DistributedDataParallel, ``gloo`` on CPU, ``nccl`` on GPU).
 """
 
@@ -43,6 +46,7 @@ from baselines.models import PointerSentinelLSTM
 from baselines.scoring import TorchLanguageModel, detach_state
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
+from harness.files import write_atomically
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -97,6 +101,7 @@ class TrainOptions:
     decay: float = 0.5
     patience: int = 3
     max_epochs: int = 64
+    anneal_from: int = 0
     seed: int = 1
     eval_batch_size: int = 10
 
@@ -137,14 +142,17 @@ def learning_rate_schedule(valid_history: list[float], options: TrainOptions) ->
     """The schedule after the epochs whose validation perplexities are ``valid_history`` (the
     ``valid_ppl`` of the log's full-epoch records, in order): the rate starts at
     ``options.learning_rate`` and is multiplied by ``options.decay`` after every epoch that is
-    not a new best; training ends after ``options.patience`` such epochs in a row, or after
-    ``options.max_epochs`` epochs."""
+    not a new best, and, when ``options.anneal_from`` is ``k > 0``, after every epoch from the
+    ``k``-th on (a time-boxed run's fixed annealing); training ends after ``options.patience``
+    epochs in a row without a new best, or after ``options.max_epochs`` epochs."""
     rate, best, without = options.learning_rate, math.inf, 0
-    for valid in valid_history:
+    for epoch, valid in enumerate(valid_history, start=1):
         if valid < best:
             best, without = valid, 0
         else:
-            rate, without = rate * options.decay, without + 1
+            without += 1
+        if without or 0 < options.anneal_from <= epoch:
+            rate *= options.decay
     finished = without >= options.patience or len(valid_history) >= options.max_epochs
     return Schedule(rate, best, without, finished)
 
@@ -211,10 +219,11 @@ def training_streams(ids: np.ndarray, batch_size: int) -> torch.Tensor:
 
 
 class _StopRequest:
-    """Turns SIGINT/SIGTERM into a flag checked between steps, so a stop is always clean."""
+    """Turns SIGINT/SIGTERM into a flag checked between steps, so a stop is always clean;
+    ``signum`` is the signal received, None while there is none."""
 
     def __init__(self) -> None:
-        self.requested = False
+        self.signum: int | None = None
 
     def __enter__(self) -> _StopRequest:
         self.previous = {}
@@ -224,7 +233,7 @@ class _StopRequest:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
+        self.signum = signum
 
     def __exit__(self, *exc: Any) -> None:
         for signum, handler in self.previous.items():
@@ -265,6 +274,7 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
         self.generator = torch.Generator(device=self.device)
+        self.stop_signal: int | None = None  # set by run(): the signal that stopped it, if any
 
     @property
     def schedule(self) -> Schedule:
@@ -276,13 +286,21 @@ class Trainer:
         return {"options": dataclasses.asdict(self.options), "world_size": self.world}
 
     def resume(self) -> bool:
-        """Load ``checkpoint.pt`` if the run directory has one; True when it did."""
+        """Load ``checkpoint.pt`` if the run directory has one (True when it did), and drop the
+        log's records of the work it does not hold: a run killed after logging an epoch and
+        before saving it left them, and this run repeats that work and logs it again."""
+        found = self._load_checkpoint()
+        if self.rank == 0:
+            self._drop_unsaved_log_records()
+        return found
+
+    def _load_checkpoint(self) -> bool:
         path = self.run_dir / checkpoints.RESUME
         if not path.exists():
             return False
         payload = checkpoints.load(path)
         checkpoints.check_vocabulary(payload, self.dataset.vocab, path)
-        saved = payload["training"]["identity"]
+        saved = _with_default_options(payload["training"]["identity"])
         mine = self.identity()
         if saved != mine:
             changed = sorted(
@@ -303,6 +321,27 @@ class Trainer:
         states = payload["training"]["states"]
         self.state = self.model.restore_state(_to_device(states[self.rank], self.device))
         return True
+
+    def _drop_unsaved_log_records(self) -> None:
+        """Rewrite ``log.jsonl`` without the records beyond ``self.progress`` (and without a last
+        line cut short by a kill)."""
+        path = self.run_dir / checkpoints.LOG
+        if not path.is_file():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if line.endswith("\n") and self._is_saved(line)]
+        if kept != lines:
+            write_atomically(path, "".join(kept))
+
+    def _is_saved(self, line: str) -> bool:
+        """Whether the log record ``line`` describes work that ``self.progress`` holds."""
+        try:
+            record = json.loads(line)
+            if record.get("partial"):
+                return (record["epoch"], record["step"]) <= (self.progress.epoch, self.progress.next_chunk)
+            return record["epoch"] <= len(self.progress.valid_history)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return False  # not a record: a line cut short by a kill
 
     def _gather_states(self) -> list[Any]:
         state = detach_state(self.state)
@@ -391,8 +430,8 @@ class Trainer:
 
     def _should_stop(self, began: float, steps: int, stop: _StopRequest) -> str | None:
         reason = None
-        if stop.requested:
-            reason = "interrupted"
+        if stop.signum is not None:
+            reason = f"{signal.Signals(stop.signum).name} received"
         elif self.session.max_steps is not None and steps >= self.session.max_steps:
             reason = f"--max-steps {self.session.max_steps} reached"
         elif (
@@ -407,52 +446,57 @@ class Trainer:
         return reason
 
     def run(self) -> str:
-        """Train until the recipe's end or a stop; returns why it ended."""
+        """Train until the recipe's end or a stop; returns why it ended. A SIGINT or SIGTERM
+        stops it at the next step boundary, with a checkpoint, and is kept in ``stop_signal``."""
+        with _StopRequest() as stop:
+            try:
+                return self._train(stop)
+            finally:
+                self.stop_signal = stop.signum
+
+    def _train(self, stop: _StopRequest) -> str:
         self.model.train()
         began = time.monotonic()
         last_save = began
         steps = 0
         self._apply_learning_rate()
-        with _StopRequest() as stop:
-            while not self.schedule.finished:
-                epoch = self.progress.epoch
-                bar = tqdm(
-                    total=self.chunks,
-                    initial=self.progress.next_chunk,
-                    desc=f"epoch {epoch}",
-                    unit="step",
-                    leave=False,
-                    disable=True if not self.session.progress or self.rank else None,
-                )
-                while self.progress.next_chunk < self.chunks:
-                    reason = self._should_stop(began, steps, stop)
-                    if reason is not None:
-                        bar.close()
-                        self.save()
-                        self._validate_partial()
-                        return (
-                            f"{reason}: stopped in epoch {epoch} at step "
-                            f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
-                            "to continue"
-                        )
-                    step_began = time.monotonic()
-                    loss, tokens = self._step(self.progress.next_chunk)
-                    self.progress.next_chunk += 1
-                    self.progress.epoch_loss += loss
-                    self.progress.epoch_tokens += tokens
-                    self.progress.epoch_seconds += time.monotonic() - step_began
-                    steps += 1
-                    bar.update(1)
-                    bar.set_postfix(
-                        ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}"
+        while not self.schedule.finished:
+            epoch = self.progress.epoch
+            bar = tqdm(
+                total=self.chunks,
+                initial=self.progress.next_chunk,
+                desc=f"epoch {epoch}",
+                unit="step",
+                leave=False,
+                disable=True if not self.session.progress or self.rank else None,
+            )
+            while self.progress.next_chunk < self.chunks:
+                reason = self._should_stop(began, steps, stop)
+                if reason is not None:
+                    bar.close()
+                    self.save()
+                    self._validate_partial()
+                    return (
+                        f"{reason}: stopped in epoch {epoch} at step "
+                        f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
+                        "to continue"
                     )
-                    if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
-                        self.save()
-                        last_save = time.monotonic()
-                bar.close()
-                self._end_epoch()
-                self.save()
-                last_save = time.monotonic()
+                step_began = time.monotonic()
+                loss, tokens = self._step(self.progress.next_chunk)
+                self.progress.next_chunk += 1
+                self.progress.epoch_loss += loss
+                self.progress.epoch_tokens += tokens
+                self.progress.epoch_seconds += time.monotonic() - step_began
+                steps += 1
+                bar.update(1)
+                bar.set_postfix(ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}")
+                if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
+                    self.save()
+                    last_save = time.monotonic()
+            bar.close()
+            self._end_epoch()
+            self.save()
+            last_save = time.monotonic()
         return (
             f"finished after {self.progress.epoch - 1} epochs; best validation perplexity "
             f"{self.progress.best_file_valid:.2f}"
@@ -511,6 +555,17 @@ class Trainer:
             progress.best_file_valid = valid_ppl
             self._save_best(valid_ppl)
             self.save()
+
+
+def _with_default_options(identity: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's identity with the options added since it was written at their defaults
+    (which reproduce the behaviour of the code that wrote it)."""
+    defaults = {
+        field.name: field.default
+        for field in dataclasses.fields(TrainOptions)
+        if field.default is not dataclasses.MISSING
+    }
+    return {**identity, "options": {**defaults, **identity["options"]}}
 
 
 def _to_device(state: Any, device: torch.device | str) -> Any:

@@ -1,8 +1,8 @@
 """Harness plugin: the trained zoneout LSTM (the model: :mod:`baselines.models.zoneout_lstm`).
 
-``python -m harness eval baselines.zoneout_lstm --dataset ptb`` loads the checkpoint
-``python -m baselines train zoneout_lstm --dataset ptb`` wrote, else the packaged one;
-``--checkpoint CKPT`` for any other.
+``python -m harness eval baselines.zoneout_lstm --dataset ptb`` loads the packaged checkpoint;
+``--checkpoint CKPT`` any other, e.g. the ``best.pt`` of a run of
+``python -m baselines train zoneout_lstm``, which is used only when named.
 """
 
 from __future__ import annotations

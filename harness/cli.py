@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from functools import partial
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import contamination
 from harness.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from harness.cli_common import (
     ArgumentParser,
@@ -23,6 +25,7 @@ from harness.cli_common import (
     non_negative_int,
     positive_int,
     run,
+    share,
 )
 from harness.datasets import Dataset, DatasetError, load_dataset, locate_benchmark
 from harness.devices import resolve_device
@@ -41,7 +44,7 @@ from harness.plugin import (
 from harness.results import result_record, token_log_probs_name
 
 #: The error types of the harness whose message is a one-line user error.
-USER_ERRORS = (DatasetError, PluginError, ModelUnavailable)
+USER_ERRORS = (DatasetError, PluginError, ModelUnavailable, contamination.ContaminationError)
 
 
 def _summary_line(record: dict[str, Any]) -> str:
@@ -180,8 +183,11 @@ def command_eval(args: argparse.Namespace) -> int:
                 bptt=args.bptt,
                 num_parameters=getattr(model, "num_parameters", None),
                 device=device,
-                token_log_probs_file=str(npy_path) if npy_path else None,
+                token_log_probs_file=(
+                    os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
+                ),
                 plugin_metadata=plugin_metadata(model, plugin),
+                data_dir=args.data_dir,
             )
             for reason in record["unaudited_reasons"]:
                 print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
@@ -195,7 +201,7 @@ def command_eval(args: argparse.Namespace) -> int:
     if not records:
         print("nothing evaluated", file=sys.stderr)
         return 1
-    if len(records) > 1:
+    if len(records) > 1 or not args.dataset:  # without --dataset: the table of what was found
         print(_table(records))
     return 0
 
@@ -224,21 +230,113 @@ def command_download(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="python -m harness", description="Exact word-level perplexity for any LM plugin."
+def command_contamination(args: argparse.Namespace) -> int:
+    """Look for the split's units in the corpus; with ``--result``, split its perplexity."""
+    check_output_file(args.output, "--output")
+    files = contamination.corpus_files(args.corpus)
+    dataset = load_dataset(args.dataset, args.data_dir)
+    sha256 = dataset.verify(args.split)
+    check_not_an_input(args.output, "--output", [*dataset.files(), *files, *filter(None, [args.result])])
+    block_lines = args.block_lines or contamination.DEFAULT_BLOCK_LINES
+    test = contamination.TestSide.from_split(
+        dataset, args.split, units=args.units, ngram=args.ngram, block_lines=block_lines
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    data_dir = ArgumentParser(add_help=False)
-    data_dir.add_argument(
-        "--data-dir",
-        type=existing_dir,
-        metavar="DIR",
-        help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
-        "the user cache and downloading)",
+    if args.block_lines is not None and test.kind != "blocks":
+        raise UsageError(f"--block-lines applies to --units blocks; {dataset.name} is cut into {test.kind}")
+    scored = None
+    if args.result is not None:  # checked before the scan
+        scored = contamination.read_scored_result(
+            args.result, dataset=dataset.name, split=args.split, sha256=sha256, tokens=test.tokens
+        )
+    overlaps = test.scan(contamination.corpus_documents(files, args.text_field))
+    settings = {
+        "corpus": [str(path) for path in args.corpus],
+        "threshold": args.threshold,
+        "block_lines": block_lines if test.kind == "blocks" else None,
+        "text_field": args.text_field,
+    }
+    report = contamination.contamination_report(
+        test, overlaps, dataset=dataset.name, split=args.split, sha256=sha256, settings=settings
     )
+    if scored is not None:
+        record, token_log_probs = scored
+        flags = contamination.contaminated_units(report)
+        split = contamination.split_perplexity(token_log_probs, test.unit_tokens(), flags)
+        report.update({"result": str(args.result), "model": record.get("model"), **split})
+    print(contamination.format_report(report))  # the report first: a failed write loses nothing
+    write_atomically(args.output, json.dumps(report, indent=2) + "\n")
+    return 0
 
+
+def _add_contamination_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
+    check = commands.add_parser(
+        "contamination",
+        parents=[data_dir],
+        help="how much of a benchmark split a training corpus contains",
+        description="Find the units of a benchmark split (WikiText articles, PTB blocks of lines) whose "
+        "word n-grams a training corpus contains; with --result, the perplexity on the clean part.",
+    )
+    check.add_argument(
+        "corpus",
+        nargs="+",
+        type=Path,
+        metavar="CORPUS",
+        help="text files (.gz/.xz/.bz2 too), .jsonl[.gz] files, builder corpus directories "
+        "(their wiki.*.tokens) or directories of such files",
+    )
+    check.add_argument(
+        "--dataset",
+        required=True,
+        metavar="NAME",
+        help=f"benchmark ({', '.join(BENCHMARKS)}) or directory (required)",
+    )
+    check.add_argument("--split", required=True, choices=SPLITS, help="the split to check (required)")
+    check.add_argument("--output", required=True, metavar="REPORT.json", help="write the report (required)")
+    check.add_argument(
+        "--ngram",
+        type=positive_int,
+        default=contamination.DEFAULT_NGRAM,
+        metavar="N",
+        help=f"n-gram length in words (default {contamination.DEFAULT_NGRAM}; "
+        f"at least {contamination.MIN_NGRAM})",
+    )
+    check.add_argument(
+        "--threshold",
+        type=share,
+        default=contamination.DEFAULT_THRESHOLD,
+        metavar="X",
+        help="a unit is contaminated when this share of its n-grams is in the corpus "
+        f"(default {contamination.DEFAULT_THRESHOLD})",
+    )
+    check.add_argument(
+        "--result",
+        type=Path,
+        metavar="RESULT.json",
+        help="a saved evaluation of this split with its per-token log-probabilities: report its "
+        "perplexity on the clean and the contaminated units (default: none)",
+    )
+    check.add_argument(
+        "--units",
+        choices=contamination.UNIT_KINDS,
+        default="auto",
+        help="articles (level-1 headings) or blocks of lines (default auto: blocks for PTB, else articles)",
+    )
+    check.add_argument(
+        "--block-lines",
+        type=positive_int,
+        metavar="N",
+        help=f"lines per block with --units blocks (default {contamination.DEFAULT_BLOCK_LINES})",
+    )
+    check.add_argument(
+        "--text-field",
+        default=contamination.DEFAULT_TEXT_FIELD,
+        metavar="NAME",
+        help=f"the text field of .jsonl records (default {contamination.DEFAULT_TEXT_FIELD})",
+    )
+    check.set_defaults(handler=command_contamination)
+
+
+def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
     evaluation = commands.add_parser(
         "eval",
         parents=[data_dir],
@@ -253,10 +351,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"benchmarks ({', '.join(BENCHMARKS)}) or directories; default: "
         "every paper benchmark found locally",
     )
-    evaluation.add_argument("--split", nargs="+", choices=SPLITS, default=["test"])
-    evaluation.add_argument("--checkpoint", help="passed to the plugin's factory")
-    evaluation.add_argument("--model-args", metavar="K=V,...", help="keyword arguments for the factory")
-    evaluation.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: auto)")
+    evaluation.add_argument(
+        "--split", nargs="+", choices=SPLITS, default=["test"], help="the splits to score (default test)"
+    )
+    evaluation.add_argument(
+        "--checkpoint", help="passed to the plugin's factory (default none: the plugin's own choice)"
+    )
+    evaluation.add_argument(
+        "--model-args", metavar="K=V,...", help="keyword arguments for the factory (default none)"
+    )
+    evaluation.add_argument(
+        "--device", default="auto", help="cpu, cuda, cuda:1, ... (default auto: cuda when there is one)"
+    )
     evaluation.add_argument(
         "--batch-size",
         type=positive_int,
@@ -289,18 +395,38 @@ def build_parser() -> argparse.ArgumentParser:
         "causality audit (default 0, or "
         f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)",
     )
-    evaluation.add_argument("--output", metavar="FILE.json", help="write the result record")
+    evaluation.add_argument(
+        "--output", metavar="FILE.json", help="write the result record (default none: printed only)"
+    )
     evaluation.add_argument(
         "--save-token-logprobs",
         metavar="FILE.npy",
-        help="save the per-token log-probabilities in stream order",
+        help="save the per-token log-probabilities in stream order (default none)",
     )
     evaluation.add_argument(
         "--output-dir",
         metavar="DIR",
-        help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy per evaluation",
+        help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy per evaluation (default none)",
     )
     evaluation.set_defaults(handler=command_eval)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m harness", description="Exact word-level perplexity for any LM plugin."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    data_dir = ArgumentParser(add_help=False)
+    data_dir.add_argument(
+        "--data-dir",
+        type=existing_dir,
+        metavar="DIR",
+        help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
+        "the user cache and downloading; default none)",
+    )
+
+    _add_eval_parser(commands, data_dir)
 
     listing = commands.add_parser("list", parents=[data_dir], help="known datasets and plugins")
     listing.set_defaults(handler=command_list)
@@ -310,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     fetch.add_argument("names", nargs="+", metavar="NAME")
     fetch.set_defaults(handler=command_download)
+
+    _add_contamination_parser(commands, data_dir)
     return parser
 
 

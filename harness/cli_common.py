@@ -134,6 +134,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def share(text: str) -> float:
+    """A number greater than 0 and at most 1 (a threshold on a share)."""
+    value = _number(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be greater than 0 and at most 1, got {text}")
+    return value
+
+
 def existing_file(text: str) -> Path:
     """A path to an existing file (not a directory)."""
     path = Path(text)

@@ -12,22 +12,29 @@ tokens of valid/test unseen in train can be mapped to it and counted.
 
 Encoded splits and the vocabulary are cached by the files' checksums (:mod:`harness.token_cache`)
 and memory-mapped on later runs; every run still reads each file it uses once, to checksum it.
+An encoding pass checksums the bytes it encodes too, so a cache entry is always keyed by the
+bytes it holds, even when the file is replaced (renamed over) between the two passes.
+
+A UTF-8 byte-order mark at the start of a split file is an encoding marker, not text: it is
+skipped, as Python's ``utf-8-sig`` codec does, so a corpus saved by an editor that adds one has
+the same tokens as without it (the file's checksum stays that of its bytes, mark included).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import hashlib
 import itertools
 import lzma
 import os
+import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import numpy as np
 
@@ -46,6 +53,10 @@ WORKER_PIECE_BYTES = 32 << 20
 COMPRESSED_SUFFIX = ".xz"
 #: PTB and WikiText-2 as shipped inside the package (xz-compressed; see ``data/README.md``).
 PACKAGED_DATA = Path(__file__).parent / "data"
+#: The UTF-8 byte-order mark, skipped at the start of a split file.
+UTF8_BOM = b"\xef\xbb\xbf"
+#: ``prctl`` option (Linux) that has the kernel signal a process when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 #: Split file layouts recognised in a user directory, in order of preference.
 _DIRECTORY_LAYOUTS = (
@@ -195,19 +206,25 @@ def _reading(name: str, path: Path) -> Iterator[None]:
 
 
 def _line_blocks(
-    handle: IO[bytes], start: int = 0, end: int | None = None
+    handle: _Readable, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[bytes, bool, int]]:
     """Bytes ``start .. end`` (``None``: to the end) of an open split file, positioned at
     ``start``, as ``(whole lines, is the last block, offset in the file)``, read
-    ``READ_BLOCK_BYTES`` at a time. The last block may lack its final newline."""
+    ``READ_BLOCK_BYTES`` at a time. The last block may lack its final newline. From the start
+    of the file, a leading :data:`UTF8_BOM` is left out."""
     carry, offset = b"", start  # bytes of an unfinished line; where carry starts in the file
     remaining = None if end is None else end - start
+    at_start = start == 0
     while True:
         size = READ_BLOCK_BYTES if remaining is None else min(READ_BLOCK_BYTES, remaining)
         block = handle.read(size) if size else b""
         if remaining is not None:
             remaining -= len(block)
         data = carry + block
+        if at_start and not (block and len(data) < len(UTF8_BOM) and UTF8_BOM.startswith(data)):
+            at_start = False  # enough bytes to tell (a prefix of the mark holds no newline)
+            if data.startswith(UTF8_BOM):
+                data, offset = data[len(UTF8_BOM) :], offset + len(UTF8_BOM)
         cut = len(data) if not block else data.rfind(b"\n") + 1
         if cut or not block:
             yield data[:cut], not block, offset
@@ -216,6 +233,45 @@ def _line_blocks(
             carry = data
         if not block:
             return
+
+
+class _Readable(Protocol):
+    """What :func:`_line_blocks` reads from: a binary file, or one of the wrappers below."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+class _Hashing:
+    """A binary file whose reads are checksummed as they go: :attr:`sha256` is that of every
+    byte read through it, in order (so the bytes encoded are the bytes checksummed)."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+        self.sha256 = hashlib.sha256()
+
+    def read(self, size: int, /) -> bytes:
+        data = self.handle.read(size)
+        self.sha256.update(data)
+        return data
+
+    def read_to_end(self) -> None:
+        """Read (and checksum) the rest of the file."""
+        for _ in iter(lambda: self.read(READ_BLOCK_BYTES), b""):
+            pass
+
+
+class _Positional:
+    """Reads of an open file descriptor at explicit offsets (``os.pread``), from ``position``
+    on: they leave the descriptor's own offset, shared with the process that handed it over,
+    alone."""
+
+    def __init__(self, descriptor: int, position: int) -> None:
+        self.descriptor, self.position = descriptor, position
+
+    def read(self, size: int, /) -> bytes:
+        data = os.pread(self.descriptor, size, self.position)
+        self.position += len(data)
+        return data
 
 
 def _first_occurrence_ids(
@@ -237,25 +293,39 @@ def _first_occurrence_ids(
     return encoded
 
 
-def _encode_pieces_worker(path: str, scratch: str, *bounds: str) -> None:
-    """The worker process of :meth:`Dataset._first_occurrence_ids_in_two_processes`: for each
-    piece ``i`` (bytes ``bounds[2i] .. bounds[2i + 1]`` of ``path``, whole lines), write its
-    types in order of first occurrence (``scratch/i.types``, one per line) and their ids
-    (``scratch/i.npy``, int32), then print ``i``; a :class:`DatasetError` is printed to stderr
-    and exits with status 2."""
+def _encode_pieces_worker(parent: str, descriptor: str, path: str, scratch: str, *bounds: str) -> None:
+    """The worker process of :meth:`Dataset._first_occurrence_ids_in_two_processes`, started by
+    process ``parent``: for each piece ``i`` (bytes ``bounds[2i] .. bounds[2i + 1]``, whole
+    lines, of the file open as ``descriptor``, inherited: the very file the parent reads, whatever
+    is at ``path`` now), write its types in order of first occurrence (``scratch/i.types``, one
+    per line) and their ids (``scratch/i.npy``, int32), then print ``i``; a :class:`DatasetError`
+    is printed to stderr and exits with status 2. It ends when its parent does
+    (:func:`_end_with_parent`)."""
+    _end_with_parent(int(parent))
     file = Path(path)
     try:
-        with _reading(file.parent.name, file), file.open("rb") as handle:
+        with _reading(file.parent.name, file):
             for number, (start, end) in enumerate(zip(map(int, bounds[::2]), map(int, bounds[1::2]))):
                 table = _TypeTable()
-                handle.seek(start)
-                blocks = _first_occurrence_ids(table, _line_blocks(handle, start, end), file)
+                reader = _Positional(int(descriptor), start)
+                blocks = _first_occurrence_ids(table, _line_blocks(reader, start, end), file)
                 np.save(Path(scratch) / f"{number}.npy", np.concatenate(blocks or [np.zeros(0, np.int32)]))
                 (Path(scratch) / f"{number}.types").write_bytes(b"\n".join(table.order))
                 print(number, flush=True)
     except DatasetError as error:
         print(error, file=sys.stderr)
         sys.exit(2)
+
+
+def _end_with_parent(parent: int) -> None:
+    """Keep this worker from outliving process ``parent``, which started it (a ``kill -9`` of the
+    harness): on Linux the kernel kills it when the parent dies (``prctl(PR_SET_PDEATHSIG,
+    SIGKILL)``), and it exits now if the parent died before it asked. Elsewhere its next report to
+    the parent fails (a broken pipe), so it outlives the parent by at most one piece."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _cpus() -> int:
@@ -360,16 +430,37 @@ class Dataset:
         if _stamp(path) != stamp:
             raise DatasetError(f"{path}: changed while being read; run again")
 
+    def _confirm_encoded(self, split: str, digest: str) -> None:
+        """Check ``digest``, the sha256 of the bytes of ``split`` just encoded (or read whole by
+        :meth:`read_bytes`): against the file's known checksum, and against what its checksum
+        pass read (the cache key), so that what is encoded is always what it is keyed and
+        reported by: a file replaced in between, by a rename, is a one-line error."""
+        self._check(split, digest)
+        if self._sha256.setdefault(split, digest) != digest:
+            raise DatasetError(f"{self.path(split)}: changed while being read; run again")
+
+    def read_bytes(self, split: str) -> bytes:
+        """The split file's bytes (decompressed for ``NAME.xz``; a byte-order mark included),
+        read whole and checked like an encoding pass: they are those :meth:`verify` checksums,
+        else a one-line error (the file was replaced in between)."""
+        path = self.path(split)
+        with _reading(self.name, path), _open_split(path) as handle:
+            data = handle.read()
+        self._confirm_encoded(split, hashlib.sha256(data).hexdigest())
+        return data
+
     def _encode(self, split: str, vocab: Vocabulary) -> tuple[list[np.ndarray], int]:
         """Tokenize the split and encode it with ``vocab``, in blocks: its id blocks (int32) and
         its out-of-vocabulary count."""
         path = self.path(split)
         blocks, oov = [], 0
         with self._reading_whole(path), _reading(self.name, path), _open_split(path) as handle:
-            for data, last, offset in _line_blocks(handle):
+            reader = _Hashing(handle)
+            for data, last, offset in _line_blocks(reader):
                 ids, unknown = vocab.encode(_tokens(_decode(data, offset, path), last))
                 blocks.append(ids)
                 oov += unknown
+        self._confirm_encoded(split, reader.sha256.hexdigest())
         return blocks, oov
 
     def _encode_train(self) -> tuple[list[np.ndarray], Vocabulary, np.ndarray]:
@@ -378,13 +469,14 @@ class Dataset:
         first-occurrence id -> vocabulary id)."""
         path = self.path("train")
         table = _TypeTable()
-        with self._reading_whole(path):
+        with self._reading_whole(path), _reading(self.name, path), _open_split(path) as handle:
+            reader = _Hashing(handle)
             large = path.stat().st_size >= LARGE_FILE_BYTES
             if large and _cpus() > 1 and not path.name.endswith(COMPRESSED_SUFFIX):
-                blocks = self._first_occurrence_ids_in_two_processes(table, path)
+                blocks = self._first_occurrence_ids_in_two_processes(table, reader, path)
             else:
-                with _reading(self.name, path), _open_split(path) as handle:
-                    blocks = _first_occurrence_ids(table, _line_blocks(handle), path)
+                blocks = _first_occurrence_ids(table, _line_blocks(reader), path)
+        self._confirm_encoded("train", reader.sha256.hexdigest())
         counts = np.zeros(len(table.order), dtype=np.int64)
         for ids in blocks:
             counts += np.bincount(ids, minlength=len(table.order))
@@ -398,50 +490,55 @@ class Dataset:
         remap[order] = np.arange(len(order), dtype=np.int32)
         return blocks, Vocabulary(tokens), remap
 
-    def _first_occurrence_ids_in_two_processes(self, table: _TypeTable, path: Path) -> list[np.ndarray]:
-        """:func:`_first_occurrence_ids` of the whole file, its second half encoded meanwhile by
-        a worker process (a fresh interpreter: nothing of this process is re-run or inherited) in
-        pieces of about ``WORKER_PIECE_BYTES``, handed over as files; each piece's ids are then
-        mapped into ``table``, in file order."""
-        size = path.stat().st_size
-        with (
-            _reading(self.name, path),
-            path.open("rb") as handle,
-            tempfile.TemporaryDirectory(prefix="harness-encode-") as scratch,
-        ):
-            starts: list[int] = []  # line starts: the middle of the file, then every WORKER_PIECE_BYTES
-            for position in range(size // 2, size, WORKER_PIECE_BYTES):
-                handle.seek(position)
-                handle.readline()
-                if not starts or handle.tell() > starts[-1]:
-                    starts.append(handle.tell())
-            bounds = [str(b) for start, end in zip(starts, starts[1:] + [size]) for b in (start, end)]
-            package_root = str(Path(__file__).resolve().parent.parent)
-            environment = {
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
-            }
+    def _first_occurrence_ids_in_two_processes(
+        self, table: _TypeTable, reader: _Hashing, path: Path
+    ) -> list[np.ndarray]:
+        """:func:`_first_occurrence_ids` of the whole file open in ``reader`` (at its start, and
+        read to its end, so checksummed whole), its second half encoded meanwhile by a worker
+        process (a fresh interpreter: nothing of this process is re-run or inherited; it reads
+        the same open file, handed over as a descriptor) in pieces of about
+        ``WORKER_PIECE_BYTES``, handed back as files in a scratch directory of the token cache;
+        each piece's ids are then mapped into ``table``, in file order."""
+        handle = reader.handle
+        size = os.fstat(handle.fileno()).st_size
+        starts: list[int] = []  # line starts: the middle of the file, then every WORKER_PIECE_BYTES
+        for position in range(size // 2, size, WORKER_PIECE_BYTES):
+            handle.seek(position)
+            handle.readline()
+            if not starts or handle.tell() > starts[-1]:
+                starts.append(handle.tell())
+        handle.seek(0)
+        bounds = [str(b) for start, end in zip(starts, starts[1:] + [size]) for b in (start, end)]
+        package_root = str(Path(__file__).resolve().parent.parent)
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+        }
+        with token_cache.scratch_directory(user_cache_dir()) as scratch:
             worker = subprocess.Popen(
                 [
                     sys.executable,
                     "-c",
                     "import sys; from harness.datasets import "
                     "_encode_pieces_worker as work; work(*sys.argv[1:])",
+                    str(os.getpid()),
+                    str(handle.fileno()),
                     str(path),
-                    scratch,
+                    str(scratch),
                     *bounds,
                 ],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=environment,
                 text=True,
+                pass_fds=(handle.fileno(),),
             )
             try:
                 assert worker.stdout is not None  # stdout=PIPE
-                handle.seek(0)
-                blocks = _first_occurrence_ids(table, _line_blocks(handle, 0, starts[0]), path)
+                blocks = _first_occurrence_ids(table, _line_blocks(reader, 0, starts[0]), path)
+                reader.read_to_end()  # the checksum covers the worker's half too
                 for line in worker.stdout:
-                    piece = Path(scratch) / line.strip()
+                    piece = scratch / line.strip()
                     types = piece.with_suffix(".types").read_bytes().split(b"\n")
                     mapping = np.fromiter(map(table.__getitem__, filter(None, types)), dtype=np.int32)
                     blocks.append(mapping[np.load(piece.with_suffix(".npy"))])
@@ -483,6 +580,7 @@ class Dataset:
     def vocab(self) -> Vocabulary:
         """The train split's vocabulary (from the token cache, else by encoding train)."""
         if self._vocab is None:
+            token_cache.remove_leftovers(user_cache_dir())
             cached = token_cache.load_vocabulary(user_cache_dir(), self.verify("train"))
             if cached is None:
                 blocks, vocab, remap = self._encode_train()
@@ -532,22 +630,10 @@ def _stored_file(directory: Path, filename: str) -> Path | None:
 
 
 def _known_checksums(directory: Path, benchmark: Benchmark | None) -> dict[str, str]:
-    """Checksums a directory's files must match: the canonical ones, else a ``SHA256SUMS``.
-
-    A ``SHA256SUMS`` may sit in the directory itself (names relative to it) or in its parent,
-    the data root (names like ``ptb/ptb.test.txt``), as in the layout of ``--data-dir``.
-    """
+    """Checksums a directory's files must match: the canonical ones, else those of the
+    directory's own ``SHA256SUMS`` (names relative to it). A ``SHA256SUMS`` elsewhere, in the
+    parent directory say, is not the dataset's and is never read."""
     sums: dict[str, str] = {}
-    parent_file = directory.parent / CHECKSUM_FILE
-    if parent_file.is_file():
-        prefix = directory.name + "/"
-        sums.update(
-            {
-                name[len(prefix) :]: sha
-                for name, sha in parse_checksum_file(parent_file).items()
-                if name.startswith(prefix)
-            }
-        )
     own_file = directory / CHECKSUM_FILE
     if own_file.is_file():
         sums.update(parse_checksum_file(own_file))

@@ -16,15 +16,20 @@ on the token it predicts or on a later one; :func:`causality_audit`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import math
+import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from harness.plugin import Chunk, ChunkScores, LanguageModel, PluginError
+from harness.files import DatasetError
+from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError
 
 #: Largest positive log-probability accepted (rounding in a model's log-softmax).
 MAX_LOG_PROB = 1e-6
@@ -202,12 +207,45 @@ def stream_grid(ids: np.ndarray, *, eos_id: int, batch_size: int) -> StreamGrid:
 
 
 def _as_float64(values: Any, what: str) -> np.ndarray:
+    """``values`` (an array-like or a torch tensor on any device) as a float64 array; a
+    :class:`PluginError` for anything that is not real numbers (complex ones included, whose
+    imaginary part a conversion would silently drop)."""
     if hasattr(values, "detach"):  # a torch tensor, on any device
+        if values.is_complex():
+            raise PluginError(f"{what} is a complex tensor ({values.dtype}), not real log-probabilities")
         values = values.detach().to("cpu").double().numpy()
     try:
-        return np.asarray(values, dtype=np.float64)
+        array = np.asarray(values)
+        if np.iscomplexobj(array):
+            raise PluginError(f"{what} is a complex array ({array.dtype}), not real log-probabilities")
+        return array.astype(np.float64, copy=False)
     except (TypeError, ValueError):
         raise PluginError(f"{what} is a {type(values).__name__}, not an array of floats") from None
+
+
+@contextlib.contextmanager
+def _naming_the_plugin(name: str, call: str) -> Iterator[None]:
+    """Around a call into the plugin: when it raises (anything but a one-line user error of its
+    own), a line on stderr names the plugin and ``call`` (the call and the tokens it was given)
+    before the traceback goes on up."""
+    try:
+        yield
+    except (PluginError, ModelUnavailable, DatasetError):
+        raise
+    except Exception:
+        tqdm.write(f"{name}: {call} raised an exception (traceback below)", file=sys.stderr)
+        raise
+
+
+def _chunk_place(starts: np.ndarray, begin: int, end: int) -> str:
+    """Where the chunk of columns ``begin .. end - 1`` of the streams starting at ``starts``
+    (int64 ``[B]``) lies in the split, for messages."""
+    if len(starts) == 1:
+        return f"tokens {begin}..{end - 1}"
+    firsts = ", ".join(str(int(start) + begin) for start in starts[:3])
+    return f"positions {begin}..{end - 1} of {len(starts)} streams (starting at tokens {firsts}" + (
+        ", ...)" if len(starts) > 3 else ")"
+    )
 
 
 def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
@@ -246,6 +284,7 @@ def evaluate(
             None: 0, or :data:`ACCELERATOR_CAUSALITY_TOLERANCE` for scores on an accelerator.
         keep_token_log_probs: also return the ``N`` log-probabilities in stream order.
         name: the plugin's name, for error messages.
+        progress: show progress bars (on stderr, when it is a terminal).
 
     Raises:
         PluginError: the model returned the wrong shape, a NaN/inf or positive log-probability,
@@ -266,6 +305,7 @@ def evaluate(
             points=causality_points,
             tolerance=causality_tolerance,
             name=name,
+            progress=progress,
         )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     starts, mask = grid.starts, grid.mask
@@ -281,7 +321,8 @@ def evaluate(
     counted = 0
     requested = checked = 0
     max_sum_error = max_target_error = 0.0
-    model.reset(batch_size)
+    with _naming_the_plugin(name, f"reset({batch_size})"):
+        model.reset(batch_size)
     began = time.perf_counter()
     with tqdm(
         total=num_tokens,
@@ -302,7 +343,8 @@ def evaluate(
                 chunk_mask.copy(),
                 wanted.copy() if wanted.any() else None,
             )
-            scores = model.score(chunk)
+            with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}"):
+                scores = model.score(chunk)
             if not isinstance(scores, ChunkScores):
                 raise PluginError(
                     f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores"
@@ -406,6 +448,7 @@ def causality_audit(
     context: int = CAUSALITY_CONTEXT,
     lookahead: int = CAUSALITY_LOOKAHEAD,
     seed: int = 1,
+    progress: bool = True,
 ) -> CausalityAudit:
     """Check that no log-probability depends on the token it predicts or on any later token.
 
@@ -424,8 +467,12 @@ def causality_audit(
       a full row costs as much as ``V`` target scores) is the same in both, when it gives one;
     - the probabilities it gives the candidates at ``p``, one per run, sum to at most 1.
 
+    A progress bar (one step per run; on stderr, when it is a terminal, and ``progress``) shows
+    from the first call on.
+
     Raises:
-        PluginError: one line naming the position where the model failed.
+        PluginError: one line naming the position where the model failed, and for the last
+            check what the evidence says (reading the target, or unnormalised scores).
     """
     began = time.perf_counter()
     num_tokens = len(ids)
@@ -434,61 +481,51 @@ def causality_audit(
     chosen = np.sort(rng.choice(num_tokens, min(points, num_tokens), replace=False))
     compared = "targets and distributions"
     max_difference = max_candidate_mass = 0.0
-    for point in (int(p) for p in chosen):
-        start = max(0, point - context)
-        before = point - start  # positions of the stretch before the point
-        # The text the stretch reads: the input of its first position, then its targets.
-        first_input = eos_id if start == 0 else int(ids[start - 1])
-        prefix = np.concatenate([[first_input], ids[start:point]]).astype(np.int64)
-        others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
-        others += others >= ids[point]  # skip the real token
-        values = np.concatenate([[ids[point]], others]).astype(np.int64)
-        runs = [
-            _score_stretch(
+    with tqdm(
+        total=len(chosen) * candidates,
+        unit="run",
+        desc=f"{name} causality audit",
+        leave=False,
+        disable=None if progress else True,
+    ) as bar:
+        for point in (int(p) for p in chosen):
+            start = max(0, point - context)
+            before = point - start  # positions of the stretch before the point
+            # The text the stretch reads: the input of its first position, then its targets.
+            first_input = eos_id if start == 0 else int(ids[start - 1])
+            prefix = np.concatenate([[first_input], ids[start:point]]).astype(np.int64)
+            others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
+            others += others >= ids[point]  # skip the real token
+            values = np.concatenate([[ids[point]], others]).astype(np.int64)
+            score = functools.partial(
+                _score_stretch,
                 model,
-                np.concatenate([prefix, [value], rng.integers(0, vocab_size, lookahead)]),
                 point_index=before,
-                want_row=run < 2,
                 start=start,
                 bptt=bptt,
                 vocab_size=vocab_size,
                 name=name,
             )
-            for run, value in enumerate(values)
-        ]
-        if tolerance is None:
-            on_accelerator = any(accelerated for *_, accelerated in runs)
-            tolerance = ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
-        targets = np.stack([run_targets for run_targets, *_ in runs])  # [candidates, S]
-        changes = _changes(targets[:1, :before], targets[1:, :before]).max(axis=0, initial=0.0)
-        max_difference = max(max_difference, float(changes.max(initial=0.0)))
-        if (changes > tolerance).any():
-            where = start + int(np.argmax(changes > tolerance))
-            raise PluginError(
-                f"{name}: causality audit failed at token {point}: the log-probability of its "
-                f"target at token {where} changes (by {changes.max():.3g}) when token {point} "
-                "or a later token changes"
-            )
-        reference_row = runs[0][1]
-        other_row = runs[1][1] if len(runs) > 1 else None
-        if reference_row is None or other_row is None:
-            compared = "targets"
-        else:
-            change = float(_changes(reference_row, other_row).max())
-            max_difference = max(max_difference, change)
-            if change > tolerance:
+            runs = []
+            for run, value in enumerate(values):
+                text = np.concatenate([prefix, [value], rng.integers(0, vocab_size, lookahead)])
+                runs.append(score(text, want_row=run < 2))
+                bar.update()
+            if tolerance is None:
+                on_accelerator = any(accelerated for *_, accelerated in runs)
+                tolerance = ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
+            difference, row = _compare_runs(runs, point=point, start=start, tolerance=tolerance, name=name)
+            max_difference = max(max_difference, difference)
+            compared = compared if row is not None else "targets"
+            candidate_log_probs = np.array([run_targets[before] for run_targets, *_ in runs])  # [candidates]
+            mass = float(np.exp(candidate_log_probs).sum())
+            max_candidate_mass = max(max_candidate_mass, mass)
+            if mass > 1 + AUDIT_TOLERANCE:
                 raise PluginError(
-                    f"{name}: causality audit failed at token {point}: the distribution at token "
-                    f"{point} changes (by {change:.3g}) when token {point} or a later token changes"
+                    f"{name}: causality audit failed at token {point}: the probabilities it gives "
+                    f"{len(values)} different values of token {point}, each in its own run, sum to "
+                    f"{mass:.4g} > 1: {_excess_mass_reason(point, values, candidate_log_probs, row)}"
                 )
-        mass = float(np.exp(targets[:, before]).sum())
-        max_candidate_mass = max(max_candidate_mass, mass)
-        if mass > 1 + AUDIT_TOLERANCE:
-            raise PluginError(
-                f"{name}: causality audit failed at token {point}: the probabilities it gives "
-                f"{len(values)} different values of token {point}, each in its own run, sum to "
-                f"{mass:.4g} > 1: it reads the token it predicts"
-            )
     return CausalityAudit(
         len(chosen),
         candidates,
@@ -498,6 +535,79 @@ def causality_audit(
         tolerance or 0.0,
         time.perf_counter() - began,
     )
+
+
+def _compare_runs(
+    runs: list[tuple[np.ndarray, np.ndarray | None, bool]],
+    *,
+    point: int,
+    start: int,
+    tolerance: float,
+    name: str,
+) -> tuple[float, np.ndarray | None]:
+    """The first two checks of :func:`causality_audit` on the runs of one point (each from
+    :func:`_score_stretch`, the point at index ``point - start`` of its stretch): the target
+    log-probabilities before the point, and the distribution at it in runs 0 and 1, are the same
+    within ``tolerance``. Returns the largest change seen and the distribution at the point
+    (float64 ``[V]``; None when the model gives none); raises :class:`PluginError` otherwise."""
+    before = point - start
+    targets = np.stack([run_targets for run_targets, *_ in runs])  # [candidates, S]
+    changes = _changes(targets[:1, :before], targets[1:, :before]).max(axis=0, initial=0.0)
+    if (changes > tolerance).any():
+        where = start + int(np.argmax(changes > tolerance))
+        raise PluginError(
+            f"{name}: causality audit failed at token {point}: the log-probability of its "
+            f"target at token {where} changes (by {changes.max():.3g}) when token {point} "
+            "or a later token changes"
+        )
+    reference_row = runs[0][1]
+    other_row = runs[1][1] if len(runs) > 1 else None
+    if reference_row is None or other_row is None:
+        return float(changes.max(initial=0.0)), None
+    change = float(_changes(reference_row, other_row).max())
+    if change > tolerance:
+        raise PluginError(
+            f"{name}: causality audit failed at token {point}: the distribution at token "
+            f"{point} changes (by {change:.3g}) when token {point} or a later token changes"
+        )
+    return max(float(changes.max(initial=0.0)), change), reference_row
+
+
+def _excess_mass_reason(
+    point: int, values: np.ndarray, candidate_log_probs: np.ndarray, row: np.ndarray | None
+) -> str:
+    """What it means, from what was seen, that the probabilities a model gave the candidate
+    targets ``values`` (int ``[C]``) at token ``point``, each in its own run
+    (``candidate_log_probs``, float64 ``[C]``), sum to more than 1: it reads the token it
+    predicts, or its scores are not normalised, or both. ``row`` is its distribution at the
+    point (float64 ``[V]``, the same in the runs that asked for it; None when it gives none),
+    which tells them apart: its total mass, and whether it agrees with the candidates' scores."""
+    if row is None:
+        return (
+            "it reads the token it predicts, or its scores are not normalised (it gives no full "
+            "distributions, so the audit cannot tell which)"
+        )
+    row_mass = float(np.exp(_log_sum_exp(row[None, :]))[0])
+    unnormalised = abs(row_mass - 1) > AUDIT_TOLERANCE
+    reads_target = float(_changes(row[values], candidate_log_probs).max()) > AUDIT_TOLERANCE
+    if unnormalised and not reads_target:
+        return (
+            f"its scores are not normalised: its distribution at token {point} sums to "
+            f"{row_mass:.4g}, not 1, and gives each value the score it got in its own run (so "
+            "it does not read the token it predicts)"
+        )
+    if reads_target and not unnormalised:
+        return (
+            f"it reads the token it predicts: the values' scores differ from its distribution at "
+            f"token {point}, which sums to 1 and is the same whatever follows"
+        )
+    if reads_target:
+        return (
+            f"it reads the token it predicts (the values' scores differ from its distribution at "
+            f"token {point}), and its scores are not normalised (that distribution sums to "
+            f"{row_mass:.4g}, not 1)"
+        )
+    return "it reads the token it predicts, or its scores are not normalised (the audit cannot tell which)"
 
 
 def _score_stretch(
@@ -521,7 +631,8 @@ def _score_stretch(
     wanted = np.zeros((1, length), dtype=bool)
     wanted[0, point_index] = want_row
     log_probs, row, on_accelerator = np.empty(length), None, False
-    model.reset(1)
+    with _naming_the_plugin(name, f"reset(1) in the causality audit, for token {start + point_index}"):
+        model.reset(1)
     for begin in range(0, length, bptt):
         end = min(begin + bptt, length)
         chunk_wanted = wanted[:, begin:end]
@@ -531,7 +642,9 @@ def _score_stretch(
             np.ones((1, end - begin), dtype=bool),
             chunk_wanted.copy() if chunk_wanted.any() else None,
         )
-        scores = model.score(chunk)
+        place = f"tokens {start + begin}..{start + end - 1} of a made-up stretch"
+        with _naming_the_plugin(name, f"score() in the causality audit, on {place}"):
+            scores = model.score(chunk)
         if not isinstance(scores, ChunkScores):
             raise PluginError(f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores")
         device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's

@@ -16,15 +16,30 @@ the plugin contract and with it numpy, but never torch: the builder uses it that
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import os
+import re
 import secrets
-from collections.abc import Callable, Mapping
+import shutil
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 #: Name of the checksum file beside a dataset's split files.
 CHECKSUM_FILE = "SHA256SUMS"
+
+#: The name :func:`write_atomically` gives its temporary file: ``.NAME.PID-RANDOM.tmp``.
+_TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)-[0-9a-f]+\.tmp")
+
+#: Name of the lock file that :func:`exclusive_directory` holds in a directory.
+LOCK_FILE = ".lock"
+
+
+class DirectoryBusy(Exception):
+    """Another process is writing the directory; the message is one line naming it."""
 
 
 class DatasetError(Exception):
@@ -41,9 +56,20 @@ def file_sha256(path: Path) -> str:
 
 
 def parse_checksum_file(path: Path) -> dict[str, str]:
-    """``sha256  relative/path`` lines (the ``sha256sum`` format) -> {relative path: sha256}."""
+    """``sha256  relative/path`` lines (the ``sha256sum`` format) -> {relative path: sha256}.
+
+    Raises:
+        DatasetError: one line naming the file, when it cannot be read, is not UTF-8 text (a
+            binary file) or holds a line of another format.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise DatasetError(f"{path}: not a checksum file (not UTF-8 text, at byte {error.start})") from None
+    except OSError as error:
+        raise DatasetError(f"{path}: cannot read the checksum file: {error.strerror}") from None
     sums = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split(maxsplit=1)
@@ -84,3 +110,83 @@ def write_atomically(path: str | os.PathLike, content: str | bytes | Callable[[B
         temporary.unlink(missing_ok=True)
         raise
     return path
+
+
+def _process_is_alive(pid: int) -> bool:
+    """Whether a process with this id exists (another user's counts too)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: Path) -> list[Path]:
+    """Remove the temporaries that killed processes left in ``directory``; returns their paths.
+
+    A ``kill -9`` (or a power cut) between creating ``.NAME.PID-RANDOM.tmp`` and renaming it
+    (:func:`write_atomically`) leaves it behind; so does one inside a scratch directory named the
+    same way (the token cache's). Those whose ``PID`` is no longer a live process are removed,
+    scratch directories with their contents; a live process's are never touched (a reused PID
+    only delays the sweep to a later run). Other files are left alone, and a directory that is
+    missing or cannot be written is no error.
+    """
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in sorted(Path(directory).iterdir()):
+            match = _TEMPORARY_NAME.fullmatch(path.name)
+            if match is None or _process_is_alive(int(match["pid"])):
+                continue
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def exclusive_directory(directory: str | os.PathLike, what: str) -> Iterator[Path]:
+    """Hold ``DIRECTORY/.lock`` (an ``flock``) while the body writes ``directory``; yields it.
+
+    A second writer, in this process or another, fails at once with :class:`DirectoryBusy`
+    (``what`` names the directory's role in the message, e.g. ``"--output-dir"``) instead of
+    interleaving its files with the first one's. The kernel releases the lock when the holder
+    exits, ``kill -9`` included, so a stale lock file never blocks the next run. The directory is
+    created if missing.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    handle = _lock_file(directory, what)
+    try:
+        yield directory
+    finally:
+        handle.close()
+
+
+def _lock_file(directory: Path, what: str) -> BinaryIO:
+    """Open and ``flock`` ``DIRECTORY/.lock``; retried when the file was unlinked (by a run that
+    cleaned up a directory it had created) between the open and the lock, so that two holders
+    can never hold two different files."""
+    path = directory / LOCK_FILE
+    while True:
+        handle = open(path, "a+b")  # noqa: SIM115 (the caller closes it)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            handle.close()
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            raise DirectoryBusy(
+                f"{what} {directory}: another process is writing it (it holds {path}); "
+                "wait for it to finish or choose another directory"
+            ) from None
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        handle.close()

@@ -23,10 +23,13 @@ import dataclasses
 import importlib
 import importlib.metadata
 import inspect
+import traceback
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+from harness.files import DatasetError
 
 PLUGIN_GROUP = "harness.models"
 FACTORY_NAME = "load_model"
@@ -100,6 +103,17 @@ def plugin_metadata(model: LanguageModel, name: str) -> dict[str, Any] | None:
     return metadata
 
 
+def _describe(error: BaseException) -> str:
+    """An exception raised in a plugin's code, in one line: its type, its message and where it
+    was raised (the innermost frame; a :class:`SyntaxError`'s message names its line itself)."""
+    message = " ".join(str(error).split())
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    frames = traceback.extract_tb(error.__traceback__)
+    if frames and not isinstance(error, SyntaxError):
+        text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
+    return text
+
+
 def discover_plugins() -> dict[str, str]:
     """Plugins registered in the ``harness.models`` entry-point group: name -> target."""
     return {entry.name: entry.value for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
@@ -115,16 +129,23 @@ def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
     entries = {entry.name: entry for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
     target = entries[name].value if name in entries else name
     module_name, _, attribute = (part.strip() for part in target.partition(":"))
+    known = ", ".join(sorted(entries)) or "none"
+    if not module_name:
+        raise PluginError(
+            f"plugin {name!r} names no module: give a module path (my_pkg.my_model), "
+            f"module:attribute or a registered plugin (registered: {known})"
+        )
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name == module_name or module_name.startswith(f"{error.name}."):
-            known = ", ".join(sorted(entries)) or "none"
             raise PluginError(
                 f"no plugin {name!r}: not an importable module nor a registered plugin (registered: {known})"
             ) from None
         hint = " (pip install 'wikitext-toolkit[torch]')" if error.name == "torch" else ""
         raise PluginError(f"plugin {name!r} failed to import: {error}{hint}") from None
+    except Exception as error:  # a syntax error, a failing import, a raise at import
+        raise PluginError(f"plugin {name!r} failed to import: {_describe(error)}") from None
     factory: Any = module
     for part in (attribute or FACTORY_NAME).split("."):
         factory = getattr(factory, part, None)
@@ -189,12 +210,26 @@ def create_model(
     checkpoint: str | None,
     model_args: dict[str, Any],
 ) -> LanguageModel:
-    """Call ``factory``, checking the arguments against its signature and the result's type."""
+    """Call ``factory``, checking the arguments against its signature and the result's type.
+
+    Raises:
+        PluginError: the factory rejects the arguments, returns no model, or raises (anything but
+            the one-line errors it may raise itself: :class:`ModelUnavailable`,
+            :class:`PluginError`, :class:`harness.files.DatasetError`): one line naming the
+            plugin, the exception and where it was raised.
+    """
     try:
         inspect.signature(factory).bind(dataset, device=device, checkpoint=checkpoint, **model_args)
     except TypeError as error:
         raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
-    model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
+    try:
+        model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
+    except (ModelUnavailable, PluginError, DatasetError):
+        raise
+    except Exception as error:
+        raise PluginError(
+            f"plugin {plugin!r} cannot be loaded: its factory raised {_describe(error)}"
+        ) from None
     if not isinstance(model, LanguageModel):
         raise PluginError(
             f"plugin {plugin!r}: {FACTORY_NAME} returned {type(model).__name__}, "

@@ -1,14 +1,26 @@
 """The result-file schema: what ``harness eval --output/--output-dir`` writes and ``leaderboard``
 reads. This module owns it: the keys and their types (:data:`REQUIRED_KEYS`,
 :data:`KEYS_ADDED_IN_2`), the version (:data:`SCHEMA_VERSION`), the name of the per-token
-log-probability file beside a result (:func:`token_log_probs_name`) and the rule that says which
+log-probability file beside a result (:func:`token_log_probs_name`), how a result names the
+files it used (:func:`portable_path`, :func:`resolve_recorded_path`) and the rule that says which
 audits a result needs (:func:`unaudited_reasons`, with the subword exemption).
+
+**Paths in a result** name no machine: ``dataset_path`` and ``checkpoint`` are written relative to
+the root they lie in, marked by its name: ``<repo>/...`` (the toolkit's source tree, the folder
+holding the ``harness`` package: the packaged data and checkpoints), ``<data>/...`` (the data root
+the dataset was found in, ``--data-dir`` or ``$HARNESS_DATA_DIR``) or ``<cache>/...`` (the user
+cache, ``$HARNESS_CACHE_DIR``: downloads and training runs); a path in none of them is written
+relative to the directory the command ran in, and a name that is no existing path (a hub model
+name) as given. ``token_log_probs_file`` is relative to the result file's folder. A reader
+resolves them against its own roots (:func:`resolve_recorded_path`); results written before
+(absolute paths) still resolve as they are.
 """
 
 from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import os
 import platform
 import subprocess
 import sys
@@ -17,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.datasets import Dataset
+from harness.datasets import Dataset, search_roots, user_cache_dir
 from harness.evaluate import Evaluation
 
 #: 2: ``causality_audit``, ``audited``, ``unaudited_reasons``, ``audit.passed`` and
@@ -62,6 +74,50 @@ def token_log_probs_name(result_name: str) -> str:
     """The name of the per-token file beside the result file ``result_name``: ``STEM.json`` ->
     ``STEM.logprobs.npy``."""
     return Path(result_name).stem + TOKEN_LOG_PROBS_SUFFIX
+
+
+#: The toolkit's source tree: the folder holding the ``harness`` package.
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
+#: The data roots among :func:`harness.datasets.search_roots` (``<data>`` in a recorded path).
+_DATA_ROOT_LABELS = ("--data-dir", "HARNESS_DATA_DIR")
+
+
+def _roots(data_dir: str | os.PathLike | None) -> list[tuple[str, Path]]:
+    """The roots a recorded path may be relative to, as ``(marker, directory)``; the data roots
+    in search order."""
+    roots = [("<repo>", SOURCE_ROOT), ("<cache>", user_cache_dir())]
+    roots += [("<data>", root) for label, root in search_roots(data_dir) if label in _DATA_ROOT_LABELS]
+    return roots
+
+
+def portable_path(path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> str:
+    """``path`` as a result records it (see the module docstring): relative to the deepest root
+    holding it (``<repo>/...``, ``<data>/...``, ``<cache>/...``), else to the working directory;
+    unchanged when it is no existing path (a hub model name)."""
+    if not Path(path).exists():
+        return str(path)
+    resolved = Path(path).resolve()
+    holding = [
+        (len(root.resolve().parts), marker, resolved.relative_to(root.resolve()))
+        for marker, root in _roots(data_dir)
+        if resolved.is_relative_to(root.resolve())
+    ]
+    if not holding:
+        return os.path.relpath(resolved)
+    _, marker, relative = max(holding, key=lambda entry: entry[0])
+    return marker if relative == Path() else f"{marker}/{relative.as_posix()}"
+
+
+def resolve_recorded_path(text: str, data_dir: str | os.PathLike | None = None) -> Path | None:
+    """Where a path recorded by :func:`portable_path` (or an absolute one, as older results
+    have) is on this machine: ``<repo>`` and ``<cache>`` are this toolkit's, ``<data>`` the first
+    data root (``data_dir``, then ``$HARNESS_DATA_DIR``) where it exists (None when no data root
+    is set); any other path is taken as it is (relative: to the working directory)."""
+    marker, _, rest = text.partition("/")
+    if marker not in ("<repo>", "<cache>", "<data>"):
+        return Path(text)
+    candidates = [root / rest for root_marker, root in _roots(data_dir) if root_marker == marker]
+    return next((path for path in candidates if path.exists()), candidates[0] if candidates else None)
 
 
 def git_commit() -> str | None:
@@ -155,9 +211,13 @@ def result_record(
     device: str,
     token_log_probs_file: str | None,
     plugin_metadata: dict[str, Any] | None = None,
+    data_dir: str | os.PathLike | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready record of one evaluation; ``scoring`` is the plugin metadata's
-    ``scoring`` (see :data:`SCORINGS`), ``word`` when it gives none."""
+    ``scoring`` (see :data:`SCORINGS`), ``word`` when it gives none. ``checkpoint`` and the
+    dataset's directory are recorded by :func:`portable_path` (``data_dir``: the ``--data-dir``
+    the dataset was looked for in); ``token_log_probs_file`` as given (relative to the result
+    file's folder)."""
     stream = dataset.tokens(split)
     scoring = (plugin_metadata or {}).get("scoring", "word")
     if scoring not in SCORINGS:
@@ -173,9 +233,9 @@ def result_record(
         "schema_version": SCHEMA_VERSION,
         "model": plugin,
         "model_args": model_args,
-        "checkpoint": checkpoint,
+        "checkpoint": None if checkpoint is None else portable_path(checkpoint, data_dir),
         "dataset": dataset.name,
-        "dataset_path": str(dataset.directory.resolve()),
+        "dataset_path": portable_path(dataset.directory, data_dir),
         "split": split,
         "dataset_sha256": stream.sha256,
         "train_sha256": dataset.verify("train"),

@@ -13,22 +13,29 @@ file can never meet a stale entry. Layout, under ``$HARNESS_CACHE_DIR/tokens/v1/
 
 Every read checks an entry against its JSON (sizes, checksums); an entry that fails is reported
 on stderr, deleted and rebuilt, never used. Files are written under temporary names and renamed
-into place, the JSON last, so an interrupted write leaves no entry at all.
+into place, the JSON last, so an interrupted write leaves no entry at all; the temporaries of a
+killed run, and the scratch directories of its encoding worker (``tokens/.encode.PID-RANDOM.tmp``),
+are removed by the next run (:func:`remove_leftovers`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import secrets
+import shutil
 import sys
+import tempfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.files import write_atomically
+from harness.files import remove_stale_temporaries, write_atomically
 
 #: Layout version: entries of another version are never read.
 VERSION = 1
@@ -42,6 +49,36 @@ class CacheCorrupt(Exception):
 
 def _entry(cache_root: Path, train_sha256: str) -> Path:
     return cache_root / "tokens" / f"v{VERSION}" / train_sha256
+
+
+def remove_leftovers(cache_root: Path) -> None:
+    """Remove what runs killed while writing the cache left in it: the temporary files of its
+    entries and the scratch directories of :func:`scratch_directory`, those of processes that
+    are gone (a live run's are left alone; see :func:`harness.files.remove_stale_temporaries`)."""
+    tokens = cache_root / "tokens"
+    remove_stale_temporaries(tokens)
+    with contextlib.suppress(OSError):  # no cache yet, or one that cannot be read
+        for entry in sorted((tokens / f"v{VERSION}").iterdir()):
+            remove_stale_temporaries(entry)
+
+
+@contextlib.contextmanager
+def scratch_directory(cache_root: Path) -> Iterator[Path]:
+    """A new, empty directory for temporary files, removed on exit: ``tokens/.encode.PID-RANDOM.tmp``
+    in the cache, named as a temporary of this process so that a later run's
+    :func:`remove_leftovers` removes it if this one is killed; in the system's temporary folder
+    when the cache cannot be written."""
+    scratch = cache_root / "tokens" / f".encode.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
+        scratch.mkdir(parents=True)
+    except OSError:
+        with tempfile.TemporaryDirectory(prefix="harness-encode-") as fallback:
+            yield Path(fallback)
+        return
+    try:
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:

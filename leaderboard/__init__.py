@@ -4,7 +4,9 @@
   table per dataset (``ptb``, ``wikitext-2``, ``wikitext-103`` and every builder corpus with
   results), our runs (``kind = reproduced``) merged with the published figures of
   :data:`table.REPORTED_CSV` (``kind = reported``), ranked by test perplexity. Malformed or
-  incompatible files are named on stderr and skipped.
+  incompatible files are named on stderr and skipped. Contamination reports among the files
+  (``harness contamination --result``) add the clean-subset perplexity of the results they fit
+  (:mod:`leaderboard.contamination`).
 - ``python -m leaderboard regenerate``: the project's committed tables from ``results/``.
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
   difference over the saved per-token log-probabilities.

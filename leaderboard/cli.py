@@ -6,7 +6,7 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.cli_common import (
     ArgumentParser,
@@ -48,6 +48,12 @@ def _describe(result: Result) -> str:
     return text
 
 
+def _reports_shown(collection: Collection) -> str:
+    """``, N contamination report(s) shown`` when any is (nothing otherwise)."""
+    count = len(collection.contamination)
+    return f", {count} contamination report(s) shown" if count else ""
+
+
 def _report(collection: Collection, warnings: list[str]) -> None:
     for line in collection.rejected:
         print(f"rejected: {line}", file=sys.stderr)
@@ -87,7 +93,7 @@ def _build(
 
 
 def command_build(args: argparse.Namespace) -> int:
-    from leaderboard.table import write_tables
+    from leaderboard.table import KINDS, write_tables
 
     out = check_output_dir(args.output_dir, "--output-dir")
     formats = list(dict.fromkeys(args.format))
@@ -95,15 +101,13 @@ def command_build(args: argparse.Namespace) -> int:
     tables, collection = _build(args.results, reported, args.include_unaudited)
     for dataset, frame in tables.items():
         kinds = frame["kind"].value_counts()
-        counts = ", ".join(
-            f"{kinds.get(kind, 0)} {kind}"
-            for kind in ("reproduced", "reported") + (("unaudited",) if args.include_unaudited else ())
-        )
+        counts = ", ".join(f"{kinds[kind]} {kind}" for kind in KINDS if kind in kinds)
         print(f"{dataset}: {len(frame)} rows ({counts})", flush=True)
     written = write_tables(tables, out, formats)
     print(
         f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
         f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out"
+        f"{_reports_shown(collection)}"
     )
     return 1 if args.strict and collection.rejected else 0
 
@@ -148,7 +152,8 @@ def command_regenerate(args: argparse.Namespace) -> int:
     state = f"{len(changed)} changed" if changed else "all unchanged"
     print(
         f"{out}: {len(written)} file(s), {state}, from {len(collection.results)} result file(s) "
-        f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out)"
+        f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out"
+        f"{_reports_shown(collection)})"
     )
     if args.readme is not None:
         updated, unchanged = _update_readme(args.readme, tables)
@@ -259,7 +264,7 @@ def _figure_file(text: str) -> str:
 
 def command_plot_bars(args: argparse.Namespace) -> int:
     from leaderboard.plots import plot_bars
-    from leaderboard.table import PAPER_DATASETS, build_tables, read_table
+    from leaderboard.table import PAPER_DATASETS, REPORTED, build_tables, read_table
 
     source = Path(args.source)
     check_output_file(args.output, "--output", inputs=[source])
@@ -280,9 +285,7 @@ def command_plot_bars(args: argparse.Namespace) -> int:
         )
         _report(collection, warnings)
         if args.dataset is None:
-            found = [
-                d for d in tables if d not in PAPER_DATASETS or (tables[d]["kind"] == "reproduced").any()
-            ]
+            found = [d for d in tables if d not in PAPER_DATASETS or (tables[d]["kind"] != REPORTED).any()]
             if len(found) != 1:
                 raise UsageError(
                     f"{source} holds results for {', '.join(found) or 'no dataset'}: pick one with --dataset"
@@ -305,6 +308,7 @@ def _load_dataset_for(result: Result, override: str | None, data_dir: str | None
     """The dataset ``result`` was scored on (``override``: a benchmark name or directory), with
     the vocabulary the result was scored with."""
     from harness.datasets import BENCHMARKS, load_dataset
+    from harness.results import resolve_recorded_path
 
     name = override or result["dataset"]
     try:
@@ -314,9 +318,10 @@ def _load_dataset_for(result: Result, override: str | None, data_dir: str | None
             dataset = load_dataset(name, data_dir)
         else:
             recorded = result.get("dataset_path")
-            if not recorded or not Path(recorded).is_dir():
+            directory = resolve_recorded_path(recorded, data_dir) if recorded else None
+            if directory is None or not directory.is_dir():
                 raise UsageError(f"{result.path}: dataset {name!r} not found; pass --dataset DIR")
-            dataset = load_dataset(recorded, data_dir)
+            dataset = load_dataset(str(directory), data_dir)
         vocab_sha = dataset.vocab.sha256()
     except DatasetError as error:
         hint = "pass --dataset DIR" if data_dir else "pass --data-dir DIR or --dataset DIR"
@@ -387,7 +392,7 @@ def command_plot_gates(args: argparse.Namespace) -> int:
                 ]
                 if parts:
                     title = "pointer sentinel gate: " + " ".join(parts)
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):  # no usable metadata: the default title
                 pass
     path = plot_gates(gates, title, args.output, bins=args.bins)
     print(f"wrote {path}")
@@ -444,29 +449,44 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 # ---- parser --------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = ArgumentParser(
-        prog="python -m leaderboard",
-        description="Leaderboards, significance tests and plots from harness result files.",
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+DATA_DIR_HELP = (
+    "directory holding ptb/, wikitext-2/, ..., looked in first (default: $HARNESS_DATA_DIR, then "
+    "the packaged copies, then the download cache)"
+)
+TITLE_HELP = "the figure's title (default: {default})"
 
+
+def _add_table_parsers(commands: Any) -> None:
     build = commands.add_parser(
         "build",
         help="one table per dataset from result files",
         description="Read every harness result JSON under RESULTS and write "
         "one ranked table per dataset, published figures beside them.",
     )
-    build.add_argument("results", nargs="+", metavar="RESULTS", help="result directories or files")
-    build.add_argument("--output-dir", required=True, metavar="DIR")
-    build.add_argument("--format", nargs="+", choices=["csv", "markdown", "html"], default=["csv"])
+    build.add_argument(
+        "results",
+        nargs="+",
+        metavar="RESULTS",
+        help="result directories or files; contamination reports among them (harness contamination "
+        "--result) add their results' clean perplexity",
+    )
+    build.add_argument("--output-dir", required=True, metavar="DIR", help="where the tables go")
+    build.add_argument(
+        "--format",
+        nargs="+",
+        choices=["csv", "markdown", "html"],
+        default=["csv"],
+        help="the files written per dataset (default: csv)",
+    )
     build.add_argument(
         "--reported",
         type=existing_file,
         metavar="CSV",
         help="published figures (default: the packaged reported.csv)",
     )
-    build.add_argument("--no-reported", action="store_true", help="only reproduced rows")
+    build.add_argument(
+        "--no-reported", action="store_true", help="only the rows measured here, no published figures"
+    )
     build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
     build.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     build.set_defaults(handler=command_build)
@@ -477,81 +497,113 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rebuild the committed leaderboard (csv and markdown) "
         f"from {DEFAULT_RESULTS}/; exit 1 when a file was rejected.",
     )
-    regen.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR")
-    regen.add_argument("--output-dir", default=str(DEFAULT_TABLES), metavar="DIR")
+    regen.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS),
+        metavar="DIR",
+        help=f"the result files (default: {DEFAULT_RESULTS})",
+    )
+    regen.add_argument(
+        "--output-dir",
+        default=str(DEFAULT_TABLES),
+        metavar="DIR",
+        help=f"where the tables go (default: {DEFAULT_TABLES})",
+    )
     regen.add_argument(
         "--readme",
         type=existing_file,
         metavar="README.md",
-        help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers",
+        help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers "
+        "(default: no README)",
     )
     regen.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     regen.set_defaults(handler=command_regenerate)
 
+
+def _add_compare_parser(commands: Any) -> None:
     compare = commands.add_parser(
         "compare",
         help="paired bootstrap of two results' perplexities",
         description="Paired bootstrap over the per-token log-probabilities "
         "of two results on the same dataset split.",
     )
-    compare.add_argument("a", metavar="A.json")
-    compare.add_argument("b", metavar="B.json")
+    compare.add_argument("a", metavar="A.json", help="a result file")
+    compare.add_argument("b", metavar="B.json", help="a result file of the same dataset split")
     compare.add_argument(
         "--samples",
         type=positive_int,
         default=10_000,
-        help="bootstrap resamples (default 10,000; at least 10 / (1 - confidence))",
+        help="bootstrap resamples, at least 10 / (1 - confidence) (default: 10,000)",
     )
-    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling (default: 0)")
     compare.add_argument(
         "--block-length",
         type=_block_length,
         default="auto",
         metavar="N|auto",
-        help="tokens per resampled block (default auto: ceil(sqrt(N)); 1: i.i.d. tokens)",
+        help="tokens per resampled block; 1: i.i.d. tokens (default: auto, ceil(sqrt(N)))",
     )
     compare.add_argument(
-        "--confidence", type=_confidence, default=0.95, help="level of the intervals (default 0.95)"
+        "--confidence", type=_confidence, default=0.95, help="level of the intervals (default: 0.95)"
     )
     compare.set_defaults(handler=command_compare)
 
-    plot = commands.add_parser("plot", help="figures (PNG)")
-    plots = plot.add_subparsers(dest="figure", required=True)
 
+def _add_bars_and_frequency_parsers(plots: Any) -> None:
     bars = plots.add_parser("bars", help="a leaderboard as a bar chart")
-    bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv")
-    bars.add_argument("--dataset", help="which dataset's table (for a results directory)")
-    bars.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
-    bars.add_argument("--no-reported", action="store_true")
+    bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv", help="result files or a table build wrote")
+    bars.add_argument(
+        "--dataset",
+        help="which dataset's table, for a results directory (default: the one dataset with results)",
+    )
+    bars.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    bars.add_argument(
+        "--no-reported", action="store_true", help="only the rows measured here, no published figures"
+    )
     bars.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
     scale = bars.add_mutually_exclusive_group()
-    scale.add_argument("--log", dest="log", action="store_true", default=None)
-    scale.add_argument("--linear", dest="log", action="store_false")
-    bars.add_argument("--title")
+    scale_default = "(default: log when the largest figure is over 5 times the smallest)"
+    scale.add_argument(
+        "--log", dest="log", action="store_true", default=None, help=f"log perplexity axis {scale_default}"
+    )
+    scale.add_argument(
+        "--linear", dest="log", action="store_false", help=f"linear perplexity axis {scale_default}"
+    )
+    bars.add_argument("--title", help=TITLE_HELP.format(default="DATASET leaderboard"))
     bars.set_defaults(handler=command_plot_bars)
 
     frequency = plots.add_parser("frequency", help="the paper's Figure 4: difference by word frequency")
     frequency.add_argument("a", metavar="A.json", help="the reference model (e.g. the LSTM)")
     frequency.add_argument("b", metavar="B.json", help="the model compared with it; > 0 means B is better")
-    frequency.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
-    frequency.add_argument("--buckets", type=positive_int, default=10)
+    frequency.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    frequency.add_argument("--buckets", type=positive_int, default=10, help="frequency buckets (default: 10)")
     frequency.add_argument(
         "--bucketing",
         choices=["types", "tokens", "heldout"],
         default="types",
-        help="what each bucket holds the same amount of: distinct words (default, "
-        "our reading of the paper), train tokens, or evaluated tokens",
+        help="what each bucket holds the same amount of: distinct words (types, our reading of "
+        "the paper), train tokens, or evaluated tokens (heldout) (default: types)",
     )
-    frequency.add_argument("--data-dir", type=existing_dir, metavar="DIR")
-    frequency.add_argument("--dataset", metavar="NAME|DIR", help="where the corpus is, if not the result's")
-    frequency.add_argument("--title")
+    frequency.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    frequency.add_argument(
+        "--dataset", metavar="NAME|DIR", help="where the corpus is (default: the result's dataset)"
+    )
+    frequency.add_argument("--title", help=TITLE_HELP.format(default="the dataset split and what is shown"))
     frequency.set_defaults(handler=command_plot_frequency)
 
+
+def _add_other_plot_parsers(plots: Any) -> None:
     gates = plots.add_parser("gates", help="histogram of pointer-sentinel gate values")
     gates.add_argument("gates", metavar="GATES.npy", help="[N] floats in [0, 1], the softmax share g")
-    gates.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
-    gates.add_argument("--bins", type=positive_int, default=50)
-    gates.add_argument("--title")
+    gates.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    gates.add_argument("--bins", type=positive_int, default=50, help="histogram bins (default: 50)")
+    gates.add_argument(
+        "--title",
+        help=TITLE_HELP.format(
+            default="'pointer sentinel gate:' and the model, dataset and split of the GATES.json "
+            "beside the gates, else their file's name"
+        ),
+    )
     gates.set_defaults(handler=command_plot_gates)
 
     curves = plots.add_parser("curves", help="learning curves from `baselines train` logs")
@@ -559,22 +611,35 @@ def build_parser() -> argparse.ArgumentParser:
         "logs",
         nargs="+",
         metavar="LOG.jsonl[=LABEL]",
-        help="training logs (log.jsonl of a run directory), each with a label",
+        help="training logs (log.jsonl of a run directory), each with a label (default: its folder's name)",
     )
-    curves.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
-    curves.add_argument("--title")
+    curves.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    curves.add_argument("--title", help=TITLE_HELP.format(default="validation perplexity during training"))
     curves.set_defaults(handler=command_plot_curves)
 
     zipf = plots.add_parser("zipf", help="rank-frequency plot of corpora")
     zipf.add_argument(
         "corpora", nargs="+", metavar="NAME|DIR", help="ptb, wikitext-2, ... or a builder output directory"
     )
-    zipf.add_argument("--output", required=True, type=_figure_file, metavar="PNG")
-    zipf.add_argument("--split", default="train", choices=SPLITS)
-    zipf.add_argument("--data-dir", type=existing_dir, metavar="DIR")
+    zipf.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    zipf.add_argument("--split", default="train", choices=SPLITS, help="the split counted (default: train)")
+    zipf.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
     zipf.add_argument("--include-eos", action="store_true", help="count <eos> as a word")
-    zipf.add_argument("--title")
+    zipf.add_argument("--title", help=TITLE_HELP.format(default="Zipf plot of the SPLIT split"))
     zipf.set_defaults(handler=command_plot_zipf)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(
+        prog="python -m leaderboard",
+        description="Leaderboards, significance tests and plots from harness result files.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_table_parsers(commands)
+    _add_compare_parser(commands)
+    plots = commands.add_parser("plot", help="figures (PNG)").add_subparsers(dest="figure", required=True)
+    _add_bars_and_frequency_parsers(plots)
+    _add_other_plot_parsers(plots)
     return parser
 
 

@@ -1,7 +1,7 @@
 """The leaderboard's figures (matplotlib, Agg backend, PNG).
 
 - :func:`plot_bars`: a leaderboard as horizontal bars of test perplexity (valid where a row has
-  no test figure), reported and reproduced rows in different colours.
+  no test figure), reported rows and the rows measured here in different colours.
 - :func:`plot_frequency`: the seed paper's Figure 4: the mean per-token difference in log
   perplexity (NLL, nats) between two models, in 10 buckets of target words by train frequency.
 - :func:`plot_gates`: histogram of a pointer-sentinel model's per-token gate ``g`` (the share of
@@ -103,7 +103,7 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     from matplotlib.patches import Patch
 
     handles = [
-        Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="reproduced (this repo)"),
+        Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="measured here (baselines, user models)"),
         Patch(facecolor=REPORTED_COLOUR, edgecolor="black", label="reported (published)"),
     ]
     if (rows["which"] == "valid").any():
@@ -326,7 +326,12 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
                     "partial": record["partial"],
                 }
             )
-        except (ValueError, KeyError, TypeError) as error:
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            RecursionError,
+        ) as error:  # RecursionError: nested too deeply
             raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
         if not record["partial"]:
             finished_seconds = record["total_seconds"]

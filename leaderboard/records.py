@@ -27,9 +27,14 @@ from harness.results import (
     token_log_probs_name,
     unaudited_reasons,
 )
+from leaderboard.contamination import CleanFigures, attach_reports, is_report
 
 #: Relative tolerance between a result's nll and the mean of its per-token log-probabilities.
 TOKEN_LOG_PROBS_RTOL = 1e-9
+
+#: How deeply a result's JSON may nest: a harness result nests a few levels, and one nested about
+#: a thousand deep exhausts Python's recursion when the leaderboard reads or compares it.
+MAX_NESTING = 32
 
 #: Splits that go on a leaderboard; results for other splits (train) are skipped with a note.
 TABLE_SPLITS = ("valid", "test")
@@ -92,10 +97,32 @@ def run_key(result: Result) -> tuple[str, ...]:
     )
 
 
+def _nesting(value: Any) -> int:
+    """How many levels of JSON arrays and objects ``value`` nests (0 for a number or a string),
+    counted without recursion."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            pending.extend(
+                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
+def _too_deep(path: Path) -> str:
+    return f"{path}: not a harness result (JSON nested more than {MAX_NESTING} levels deep)"
+
+
 def validate(data: Any, path: Path) -> Result:
     """``data`` as a :class:`Result`, or :class:`ResultError` saying what is wrong with it."""
     if not isinstance(data, dict):
         raise ResultError(f"{path}: not a harness result (a JSON {type(data).__name__}, not an object)")
+    if _nesting(data) > MAX_NESTING:  # deeper would exhaust the recursion of json.dumps later
+        raise ResultError(_too_deep(path))
+    if is_report(data):
+        raise ResultError(f"{path}: a contamination report (harness contamination), not a harness result")
     if "schema_version" not in data and "perplexity" not in data:
         raise NotAResult(f"{path}: not a harness result file (no schema_version or perplexity)")
     missing = [key for key in REQUIRED_KEYS if key not in data]
@@ -144,9 +171,9 @@ def validate(data: Any, path: Path) -> Result:
     return Result(path, data)
 
 
-def load_result(path: str | Path) -> Result:
-    """Read and validate one result file."""
-    path = Path(path)
+def read_json(path: Path) -> Any:
+    """The parsed JSON of a file, or :class:`ResultError` naming it when it cannot be read or
+    parsed."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -157,7 +184,15 @@ def load_result(path: str | Path) -> Result:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         raise ResultError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
-    return validate(data, path)
+    except RecursionError:  # the decoder recurses once per level of nesting
+        raise ResultError(_too_deep(path)) from None
+    return data
+
+
+def load_result(path: str | Path) -> Result:
+    """Read and validate one result file."""
+    path = Path(path)
+    return validate(read_json(path), path)
 
 
 @dataclasses.dataclass
@@ -172,6 +207,8 @@ class Collection:
     rejected: list[str]  # one-line messages, each naming the file
     notes: list[str]  # files skipped for a benign reason (e.g. a train-split result)
     unaudited: list[str] = dataclasses.field(default_factory=list)  # kept out, one line each
+    #: The contamination reports that fit a result in ``results``, by the result's path.
+    contamination: dict[Path, CleanFigures] = dataclasses.field(default_factory=dict)
 
 
 def _release_mismatch(result: Result) -> str | None:
@@ -258,7 +295,9 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
       within one dataset split, a ``dataset_sha256`` that differs likewise.
 
     Results that do not show both audits passed are kept out (named in ``unaudited``) unless
-    ``include_unaudited``.
+    ``include_unaudited``. Contamination reports among the files are matched to the results they
+    name (:func:`leaderboard.contamination.attach_reports`): those that fit go to
+    ``contamination``, the others are rejected or noted by name.
     """
     files: list[Path] = []
     for path in map(Path, paths):
@@ -267,9 +306,14 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
         else:
             files.append(path)
     results, rejected, notes, unaudited = [], [], [], []
+    reports: list[tuple[Path, dict[str, Any]]] = []
     for file in files:
         try:
-            result = load_result(file)
+            data = read_json(file)
+            if is_report(data):
+                reports.append((file, data))
+                continue
+            result = validate(data, file)
             if result.split in TABLE_SPLITS:
                 check_token_log_probs(result)
         except NotAResult as error:  # e.g. a gate-analysis JSON beside the results: named, skipped
@@ -295,7 +339,10 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
     results = _reject_minorities(results, "dataset", "vocab_sha256", rejected)
     results = _reject_minorities(results, "dataset/split", "dataset_sha256", rejected)
     results.sort(key=lambda r: str(r.path))
-    return Collection(results, rejected, notes, unaudited)
+    attached = attach_reports(reports, results)
+    return Collection(
+        results, rejected + attached.rejected, notes + attached.notes, unaudited, attached.figures
+    )
 
 
 def find_token_log_probs(result: Result) -> Path | None:

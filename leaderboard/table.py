@@ -1,14 +1,24 @@
-"""Leaderboard tables: reproduced runs merged with the published figures, ranked by test perplexity.
+"""Leaderboard tables: the results measured here beside the published figures, ranked by test
+perplexity.
 
 Columns (every format): ``rank, model, params_millions, valid_ppl, test_ppl, kind, source,
-hardware, date, commit, notes``. ``kind`` is ``reproduced`` (one of our result files) or
-``reported`` (a published figure from ``reported.csv``), ``subword`` (one of our result files for a
-subword model scored through its attribution to the word-level tokens, e.g. the ``hf`` plugin:
-same tokens and protocol, but the probability audit does not apply), or ``unaudited`` (one of our
+hardware, date, commit, notes``. ``kind`` says whose figure a row is: ``reported`` (a published
+figure, from ``reported.csv``), ``reproduced baseline`` (one of our result files for one of this
+toolkit's own models: the ``baselines`` plugins and the reference unigram), ``user model`` (one
+of our result files for any other plugin), ``subword`` (one of our result files for a subword
+model scored through its attribution to the word-level tokens, e.g. the ``hf`` plugin: same
+tokens and protocol, but the probability audit does not apply), or ``unaudited`` (one of our
 result files that does not show the audits that apply to it passed, shown only when asked for).
 Word-level rows are ranked by test perplexity (ties share a rank); subword rows come after them,
 ranked among themselves; rows without a test figure come after their section, unranked, ordered
 by valid perplexity; unaudited rows come last, never ranked.
+
+A table gains two columns per split after ``test_ppl`` when one of its rows carries a
+contamination report of that split (:mod:`leaderboard.contamination`): ``clean_test_ppl``, the
+perplexity on the split's units that the model's training corpus does not contain, and
+``test_contaminated_pct``, the percentage of the split's tokens in the units it does (likewise
+``clean_valid_ppl``, ``valid_contaminated_pct``); rows without a report show ``-`` there. A
+table with no report has exactly the columns above.
 """
 
 from __future__ import annotations
@@ -24,7 +34,8 @@ from pathlib import Path
 import pandas as pd
 
 from harness.files import write_atomically
-from leaderboard.records import Collection, Result, run_key
+from leaderboard.contamination import CleanFigures
+from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
 
 COLUMNS = [
     "rank",
@@ -39,6 +50,16 @@ COLUMNS = [
     "commit",
     "notes",
 ]
+
+#: Per split, the columns of a contamination report: the clean perplexity and the percentage of
+#: the split's tokens that are contaminated (in a table only when a row has such a report).
+CLEAN_COLUMNS = {split: (f"clean_{split}_ppl", f"{split}_contaminated_pct") for split in TABLE_SPLITS}
+#: Every contamination column, in table order.
+ALL_CLEAN_COLUMNS = [column for pair in CLEAN_COLUMNS.values() for column in pair]
+#: Columns written as numbers (at most two decimals).
+NUMBER_COLUMNS = ("params_millions", "valid_ppl", "test_ppl", *ALL_CLEAN_COLUMNS)
+#: What a contamination column shows for a row without a report.
+NO_REPORT = "-"
 
 REPORTED_CSV = Path(__file__).with_name("reported.csv")
 REPORTED_COLUMNS = [
@@ -57,13 +78,28 @@ REPORTED_COLUMNS = [
     "verified_by",
 ]
 
-#: The paper benchmarks: each gets a table even with no reproduced run (the reported rows).
+#: The paper benchmarks: each gets a table even with no result of ours (the reported rows).
 PAPER_DATASETS = ("ptb", "wikitext-2", "wikitext-103")
 
-#: ``kind`` of a reproduced row whose results do not show both audits passed.
+#: ``kind`` of a published figure.
+REPORTED = "reported"
+#: ``kind`` of a result of one of this toolkit's own models (:func:`is_baseline`).
+BASELINE = "reproduced baseline"
+#: ``kind`` of a result of any other model.
+USER_MODEL = "user model"
+#: ``kind`` of a result that does not show both audits passed, whoever's model it is.
 UNAUDITED = "unaudited"
-#: ``kind`` of a reproduced row of a subword model (its own section, ranked separately).
+#: ``kind`` of a result of a subword model (its own section, ranked separately).
 SUBWORD = "subword"
+#: Every ``kind``, in the order ``build`` counts them.
+KINDS = (BASELINE, USER_MODEL, SUBWORD, REPORTED, UNAUDITED)
+
+
+def is_baseline(model: str) -> bool:
+    """Whether a result's ``model`` (``module`` or ``module:attribute``) is one of this toolkit's
+    own models: a module of the ``baselines`` package, or the harness's reference unigram."""
+    module = model.partition(":")[0]
+    return module.startswith("baselines.") or module == "harness.plugins.unigram"
 
 
 def load_reported(path: str | Path = REPORTED_CSV) -> pd.DataFrame:
@@ -94,7 +130,7 @@ def _reported_rows(reported: pd.DataFrame, dataset: str) -> list[dict]:
                 "params_millions": record["params_millions"],
                 "valid_ppl": record["valid_ppl"],
                 "test_ppl": record["test_ppl"],
-                "kind": "reported",
+                "kind": REPORTED,
                 "source": f"{record['source']}{where} {record['url']}".strip(),
                 "hardware": "",
                 "date": record["date"],
@@ -200,7 +236,24 @@ def _relative(path: Path, roots: list[Path]) -> str:
     return str(path)
 
 
-def _run_row(run: Run, roots: list[Path]) -> dict:
+def _clean_cells(
+    run: Run, roots: list[Path], contamination: dict[Path, CleanFigures]
+) -> tuple[dict[str, float], list[str]]:
+    """The contamination columns of a run's row (those of the splits whose result has a report)
+    and the notes naming the reports."""
+    cells, notes = {}, []
+    for result in run.results:
+        figures = contamination.get(result.path)
+        if figures is None:
+            continue
+        clean, share = CLEAN_COLUMNS[result.split]
+        cells[clean] = math.nan if figures.perplexity_clean is None else round(figures.perplexity_clean, 2)
+        cells[share] = round(100 * figures.contaminated_share, 2)
+        notes.append(figures.note(result.split, _relative(figures.report, roots)))
+    return cells, notes
+
+
+def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures]) -> dict:
     first = run.test or run.valid
     assert first is not None
     params = first.get("num_parameters")
@@ -222,24 +275,36 @@ def _run_row(run: Run, roots: list[Path]) -> dict:
         notes.append("dataset files unverified (no known checksum)")
     if run.note:
         notes.append(run.note)
+    clean_cells, clean_notes = _clean_cells(run, roots, contamination)
+    notes += clean_notes
     dates = sorted((r.get("created") or "")[:10] for r in run.results)
     return {
         "model": _display_name(first),
         "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
         "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
         "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
-        "kind": UNAUDITED if gaps else SUBWORD if first.get("scoring") == "subword" else "reproduced",
+        "kind": _kind(first, gaps),
         "source": " + ".join(_relative(r.path, roots) for r in run.results),
         "hardware": first.get("device") or "",
         "date": dates[-1] if dates else "",
         "commit": commit,
         "notes": "; ".join(notes),
+        **clean_cells,
         "_run": run,
     }
 
 
+def _kind(result: Result, gaps: list[str]) -> str:
+    """The ``kind`` of a result's row (see the module docstring); ``gaps``: its unaudited reasons."""
+    if gaps:
+        return UNAUDITED
+    if result.get("scoring") == "subword":
+        return SUBWORD
+    return BASELINE if is_baseline(result["model"]) else USER_MODEL
+
+
 def _disambiguate(rows: list[dict]) -> None:
-    """Two reproduced rows with the same model name get told apart in the name itself, by
+    """Two measured rows with the same model name get told apart in the name itself, by
     whatever differs between them: checkpoint, protocol, date and commit; a run number when
     nothing recorded does."""
 
@@ -253,7 +318,7 @@ def _disambiguate(rows: list[dict]) -> None:
 
     names: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
-        if row["kind"] != "reported":
+        if row["kind"] != REPORTED:
             names[row["model"]].append(row)
     for clash in names.values():
         if len(clash) < 2:
@@ -306,7 +371,7 @@ def build_tables(
     by_dataset: dict[str, list[dict]] = defaultdict(list)
     for run in runs:
         first = run.results[0]  # group_runs never yields a run without results
-        by_dataset[first["dataset"]].append(_run_row(run, roots))
+        by_dataset[first["dataset"]].append(_run_row(run, roots, collection.contamination))
     datasets = list(PAPER_DATASETS) if reported is not None else []
     datasets += sorted(name for name in by_dataset if name not in datasets)
     tables = {}
@@ -318,9 +383,22 @@ def build_tables(
             rows += _reported_rows(reported, dataset)
         if not rows:
             continue
-        frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "rank"])
-        tables[dataset] = rank(frame)[COLUMNS]
+        frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "rank"] + ALL_CLEAN_COLUMNS)
+        tables[dataset] = rank(frame)[table_columns(frame)]
     return tables
+
+
+def table_columns(frame: pd.DataFrame) -> list[str]:
+    """:data:`COLUMNS`, with each split's :data:`CLEAN_COLUMNS` after ``test_ppl`` when a row of
+    ``frame`` has a contamination report of that split."""
+    clean = [
+        column
+        for pair in CLEAN_COLUMNS.values()
+        if pair[1] in frame.columns and frame[pair[1]].notna().any()
+        for column in pair
+    ]
+    at = COLUMNS.index("test_ppl") + 1
+    return COLUMNS[:at] + clean + COLUMNS[at:]
 
 
 # ---- rendering -------------------------------------------------------------------------------
@@ -336,14 +414,20 @@ def format_number(value) -> str:
     return text + "0" if text.endswith(".") else text
 
 
+def _number_cell(column: str, value) -> str:
+    """A number column's text; ``-`` in a contamination column of a row without a report."""
+    text = format_number(value)
+    return (text or NO_REPORT) if column in ALL_CLEAN_COLUMNS else text
+
+
 def _cells(frame: pd.DataFrame) -> list[list[str]]:
     rows = []
     for record in frame.to_dict("records"):
         cells = []
-        for column in COLUMNS:
+        for column in frame.columns:
             value = record[column]
-            if column in ("params_millions", "valid_ppl", "test_ppl"):
-                cells.append(format_number(value))
+            if column in NUMBER_COLUMNS:
+                cells.append(_number_cell(column, value))
             elif column == "rank":
                 cells.append("" if value is pd.NA or pd.isna(value) else str(int(value)))
             else:
@@ -358,22 +442,20 @@ def to_markdown(frame: pd.DataFrame) -> str:
     def escape(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
+    columns = list(frame.columns)
     lines = [
-        "| " + " | ".join(COLUMNS) + " |",
-        "|"
-        + "|".join(
-            "---:" if c in ("rank", "params_millions", "valid_ppl", "test_ppl") else "---" for c in COLUMNS
-        )
-        + "|",
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if c == "rank" or c in NUMBER_COLUMNS else "---" for c in columns) + "|",
     ]
     lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in _cells(frame)]
     return "\n".join(lines) + "\n"
 
 
 def to_html(frame: pd.DataFrame, title: str) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    columns = list(frame.columns)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "\n".join(
-        f'<tr class="{html.escape(row[COLUMNS.index("kind")])}">'
+        f'<tr class="{html.escape(row[columns.index("kind")].replace(" ", "-"))}">'
         + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
         + "</tr>"
         for row in _cells(frame)
@@ -381,7 +463,8 @@ def to_html(frame: pd.DataFrame, title: str) -> str:
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
         "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced{background:#eef6ff}"
+        "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced-baseline{background:#eef6ff}"
+        "tr.user-model{background:#effaef}"
         "tr.unaudited{background:#fff3e0;font-style:italic}</style>"
         f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
         f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n"
@@ -390,8 +473,9 @@ def to_html(frame: pd.DataFrame, title: str) -> str:
 
 def to_csv(frame: pd.DataFrame) -> str:
     out = frame.copy()
-    for column in ("params_millions", "valid_ppl", "test_ppl"):
-        out[column] = out[column].map(format_number)
+    for column in out.columns:
+        if column in NUMBER_COLUMNS:
+            out[column] = [_number_cell(column, value) for value in out[column]]
     return out.to_csv(index=False, lineterminator="\n")
 
 
@@ -436,7 +520,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: not a leaderboard CSV (missing {', '.join(missing)})")
-    for column in ("params_millions", "valid_ppl", "test_ppl"):
-        frame[column] = pd.to_numeric(frame[column].replace("", None))
+    for column in frame.columns:
+        if column in NUMBER_COLUMNS:
+            frame[column] = pd.to_numeric(frame[column].where(~frame[column].isin(["", NO_REPORT])))
     frame["rank"] = pd.to_numeric(frame["rank"].replace("", None)).astype("Int64")
-    return frame[COLUMNS]
+    return frame[table_columns(frame)]

@@ -126,6 +126,28 @@ def test_the_schedule_is_a_function_of_the_validation_history():
     assert learning_rate_schedule([6, 5, 4, 3, 2, 1], options).finished
 
 
+def test_fixed_annealing_decays_every_epoch_from_its_epoch_on():
+    options = TrainOptions(
+        kind="zoneout_lstm", model_config={}, learning_rate=20, decay=0.5, patience=2, anneal_from=3
+    )
+    rates = [learning_rate_schedule([9, 8, 7, 6, 5][:n], options).learning_rate for n in range(6)]
+    assert rates == [20, 20, 20, 10, 5, 2.5]  # decayed after epochs 3, 4 and 5, all new bests
+    # one decay per epoch when an annealed epoch is also not a new best
+    assert learning_rate_schedule([9, 8, 8], options) == Schedule(10, 8, 1, False)
+
+
+def test_a_checkpoint_from_before_an_option_existed_resumes(toy, tmp_path, capsys):
+    """A run written by code without ``anneal_from`` resumes: a missing option takes its default,
+    which reproduces that code's behaviour."""
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    path = tmp_path / "run" / "checkpoint.pt"
+    payload = checkpoints.load(path)
+    del payload["training"]["identity"]["options"]["anneal_from"]
+    checkpoints.save(path, payload)
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    assert "resuming epoch 1 step 2" in capsys.readouterr().err
+
+
 def test_mean_loss_is_the_summed_loss_scaled_by_the_chunk_length(toy, tmp_path):
     """``--loss mean`` at learning rate ``T * lr`` takes the step ``--loss sum`` takes at ``lr``."""
     assert (
@@ -167,16 +189,16 @@ def test_resuming_with_other_settings_is_refused(toy, tmp_path, capsys):
     assert "different settings (learning_rate)" in capsys.readouterr().err
 
 
-def test_plugins_load_the_default_checkpoint_or_say_how_to_train(toy, capsys):
+def test_plugins_say_how_to_train_and_score_the_run_it_names(toy, capsys):
     assert harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy)]) == 2
     message = capsys.readouterr().err
-    assert "python -m baselines train pointer_sentinel --dataset toy" in message
-    # no --output-dir: the default run directory
+    assert f"python -m baselines train pointer_sentinel --dataset {toy}" in message
+    # no --output-dir: the default run directory, scored when named
     assert train(toy, None, "--max-steps", "3", kind="pointer_sentinel") == 0
+    best = checkpoints.default_run_dir("pointer_sentinel", "toy") / checkpoints.BEST
     capsys.readouterr()
-    assert (
-        harness_main(["eval", "baselines.pointer_sentinel", "--dataset", str(toy), "--split", "valid"]) == 0
-    )
+    command = ["eval", "baselines.pointer_sentinel", "--dataset", str(toy), "--split", "valid"]
+    assert harness_main([*command, "--checkpoint", str(best)]) == 0
     assert "perplexity" in capsys.readouterr().out
 
 

@@ -110,14 +110,29 @@ def test_unreachable_api_gives_one_line_error_after_bounded_attempts() -> None:
     assert len(wiki.log) == 3
 
 
-def test_connection_refused_is_retried_then_reported() -> None:
+def test_connection_refused_after_the_api_answered_is_retried_then_reported() -> None:
+    sleeps: list[float] = []
+    with FakeMediaWikiServer(FakeWiki.with_articles(2)) as server:
+        client = make_client(server.url, sleeps, max_attempts=2)
+        listed(client, "Good articles")
+    with pytest.raises(ApiUnreachable, match=r"unreachable after 2 attempts: ConnectionError") as caught:
+        client.query({"list": "categorymembers"})
+    assert "\n" not in str(caught.value) and sleeps == [0.01]
+
+
+def test_connection_refused_before_any_answer_is_not_retried_and_names_local_sources() -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}/w/api.php"
     sleeps: list[float] = []
-    with pytest.raises(ApiUnreachable, match=r"unreachable after 2 attempts: ConnectionError") as caught:
-        make_client(url, sleeps, max_attempts=2).query({"list": "categorymembers"})
-    assert "\n" not in str(caught.value) and sleeps == [0.01]
+    with pytest.raises(ApiUnreachable) as caught:
+        make_client(url, sleeps).query({"list": "categorymembers"})  # 8 attempts by default
+    assert sleeps == []
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach the MediaWiki API at {url} (ConnectionError: [Errno ")
+    assert "\n" not in message
+    for option in ("--folder DIR", "--jsonl FILE", "--dump FILE", "--sample"):
+        assert option in message
 
 
 def test_api_errors_other_than_maxlag_are_not_retried() -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
+import threading
 from pathlib import Path
 
 import pytest
-from builder_fixtures.fake_mediawiki import article_text, write_folder
+from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text, write_folder
 from conftest import assert_one_line_error
 
+from harness.files import LOCK_FILE
 from wikitext_builder.cli import main
 from wikitext_builder.corpus import MAX_ARTICLE_BYTES, OUTPUT_FILES
 from wikitext_builder.sources import MediaWikiClient, Skipped, iter_jsonl
@@ -363,50 +364,42 @@ def test_article_over_the_size_limit_is_skipped_before_parsing(tmp_path: Path, c
 # --- 8. retries are announced at the first failure --------------------------------------------------
 
 
-def closed_port_url() -> str:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}/w/api.php"
-
-
 def test_first_failure_says_how_long_retries_will_go_on(tmp_path: Path, capsys) -> None:
-    url = closed_port_url()
-    assert (
-        main(
-            [
-                "--api-url",
-                url,
-                "--output-dir",
-                str(tmp_path / "out"),
-                "--quiet",
-                "--max-attempts",
-                "4",
-                "--retry-backoff",
-                "0.01",
-            ]
-        )
-        == 2
-    )
+    """The API answers the listing, then goes away: the batch's connection is dropped, and every
+    retry is refused (a connection failure before the API ever answered is not retried)."""
+    wiki = FakeWiki.with_articles(4, block_at_batch=1)
+    with FakeMediaWikiServer(wiki) as server:
+        url = server.url
+
+        def go_away() -> None:
+            wiki.blocked.wait(60)
+            server.server.shutdown()
+            server.server.server_close()
+            wiki.release.set()  # the blocked request's connection closes without an answer
+
+        threading.Thread(target=go_away, daemon=True).start()
+        retries = ["--max-attempts", "4", "--retry-backoff", "0.01"]
+        assert main(["--api-url", url, "--output-dir", str(tmp_path / "out"), *retries, *SMALL]) == 2
     retrying, error = capsys.readouterr().err.splitlines()
-    assert retrying.startswith(f"retrying: MediaWiki API at {url}: ConnectionError: [Errno ")
-    assert retrying.endswith(
-        "] Connection refused; up to 3 more attempts over about 0.07 s (--max-attempts, --retry-backoff)"
-    )
+    assert retrying.startswith(f"retrying: MediaWiki API at {url}: ConnectionError: ")
+    assert retrying.endswith("; up to 3 more attempts over about 0.07 s (--max-attempts, --retry-backoff)")
     assert error.startswith(f"error: MediaWiki API at {url} unreachable after 4 attempts: ConnectionError")
     assert error.endswith("] Connection refused")  # the reason, not the request's URL
 
 
 def test_retry_notice_once_per_failing_request() -> None:
     notices: list[str] = []
-    client = MediaWikiClient(
-        closed_port_url(),
-        max_attempts=3,
-        backoff_base=5,
-        backoff_cap=8,
-        sleep=lambda seconds: None,
-        notify=notices.append,
-    )
-    for _ in range(2):
+    with FakeMediaWikiServer(FakeWiki.with_articles(2)) as server:
+        client = MediaWikiClient(
+            server.url,
+            max_attempts=3,
+            backoff_base=5,
+            backoff_cap=8,
+            sleep=lambda seconds: None,
+            notify=notices.append,
+        )
+        client.query({"list": "categorymembers", "cmtitle": "Category:Good articles"})
+    for _ in range(2):  # the API answered once, then went away: its failures are retried
         with pytest.raises(Exception, match="unreachable after 3 attempts"):
             client.query({"list": "categorymembers"})
     assert len(notices) == 2 and all(
@@ -428,5 +421,5 @@ def test_failed_write_leaves_no_temporary_files(tmp_path: Path, monkeypatch) -> 
 
     monkeypatch.setattr(os, "replace", failing_replace)
     assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), *SMALL]) == 2
-    left = sorted(path.name for path in (tmp_path / "out").iterdir() if path.name.startswith("."))
-    assert left == []
+    hidden = (path.name for path in (tmp_path / "out").iterdir() if path.name.startswith("."))
+    assert [name for name in hidden if name != LOCK_FILE] == []  # the lock of a build is no temporary

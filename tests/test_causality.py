@@ -196,7 +196,8 @@ def test_tolerance_admits_small_nondeterminism_only(corpus: Path) -> None:
 
 
 class FakeGpuTensor:
-    """Just enough of a torch tensor on a GPU for the harness: ``device`` and ``detach() ...``."""
+    """Just enough of a torch tensor on a GPU for the harness: ``device``, ``is_complex()`` and
+    ``detach() ...``."""
 
     device = types.SimpleNamespace(type="cuda")
 
@@ -205,6 +206,9 @@ class FakeGpuTensor:
 
     def detach(self) -> FakeGpuTensor:
         return self
+
+    def is_complex(self) -> bool:
+        return False
 
     def to(self, device: str) -> FakeGpuTensor:
         return self

@@ -4,6 +4,7 @@ the previous file as it was and no temporary file behind."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -15,7 +16,7 @@ from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
 from harness import files
-from harness.files import write_atomically
+from harness.files import LOCK_FILE, DirectoryBusy, exclusive_directory, write_atomically
 from leaderboard import plots
 from leaderboard.cli import main as leaderboard_main
 
@@ -123,3 +124,34 @@ def test_a_figure_that_fails_mid_write_keeps_the_previous_figure(
         plots.plot_gates(np.linspace(0, 1, 100), "gates", out)
     assert out.read_bytes() == b"previous"
     assert leftovers(tmp_path) == []
+
+
+def test_a_second_writer_of_a_directory_is_refused_until_the_first_is_done(tmp_path):
+    with exclusive_directory(tmp_path / "out", "--output-dir"):
+        with pytest.raises(DirectoryBusy, match=r"^--output-dir .*out: another process is writing it"):
+            with exclusive_directory(tmp_path / "out", "--output-dir"):
+                pass
+    with exclusive_directory(tmp_path / "out", "--output-dir"):  # released
+        pass
+
+
+def test_a_lock_file_unlinked_under_a_waiting_writer_is_not_a_second_lock(tmp_path, monkeypatch):
+    """A writer that opened ``.lock`` just before its holder removed it must not lock the removed
+    file while the next writer locks the new one."""
+    directory = tmp_path / "out"
+    directory.mkdir()
+    real_flock, unlinked = fcntl.flock, []
+
+    def flock_after_unlink(fd, operation):
+        if not unlinked:  # the first open's file disappears before it is locked
+            (directory / LOCK_FILE).unlink()
+            unlinked.append(fd)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_unlink)
+    with exclusive_directory(directory, "--output-dir"):
+        assert (directory / LOCK_FILE).exists()
+        monkeypatch.setattr(fcntl, "flock", real_flock)
+        with pytest.raises(DirectoryBusy):  # the file on disk is the one held
+            with exclusive_directory(directory, "--output-dir"):
+                pass

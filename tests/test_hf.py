@@ -28,6 +28,7 @@ from harness.detokenize import detokenize, detokenize_line  # noqa: E402
 from harness.evaluate import evaluate, stream_bounds  # noqa: E402
 from harness.plugin import PluginError  # noqa: E402
 from harness.plugins import hf, hf_tiny  # noqa: E402
+from harness.results import resolve_recorded_path  # noqa: E402
 
 MAX_POSITIONS = 1024
 
@@ -212,7 +213,7 @@ def test_passes_the_causality_audit_and_writes_its_figures(dataset, gpt2_dir, tm
     assert code == 0, capsys.readouterr().err
     record = json.loads(output.read_text())
     assert record["causality_audit"]["passed"] and record["causality_audit"]["points"] > 0
-    assert record["checkpoint"] == str(gpt2_dir)
+    assert resolve_recorded_path(record["checkpoint"]) == Path(os.path.relpath(gpt2_dir))
     metadata = record["plugin_metadata"]
     assert metadata["scoring"] == record["scoring"] == "subword"
     assert record["audited"] and record["unaudited_reasons"] == []

@@ -116,7 +116,7 @@ def test_rows_are_ranked_by_test_perplexity_with_valid_only_rows_last(tmp_path: 
     assert list(frame.columns) == COLUMNS
     assert list(frame["model"]) == ["model.a", "model.b", "model.e", "model.c", "model.d"]
     assert list(frame["rank"].astype("object").where(frame["rank"].notna(), None)) == [1, 2, 2, 4, None]
-    assert set(frame["kind"]) == {"reproduced"}
+    assert set(frame["kind"]) == {"user model"}
 
 
 def test_valid_and_test_of_the_same_run_share_one_row(tmp_path: Path) -> None:
@@ -258,16 +258,18 @@ def test_conflicting_vocabulary_for_one_dataset_is_rejected(tmp_path: Path) -> N
 
 
 def test_reported_rows_merge_with_reproduced_ones(tmp_path: Path) -> None:
-    make_result(tmp_path / "results", "kn.test", model="kneser_ney", ppl=141.19)
-    make_result(tmp_path / "results", "corpus.test", model="kneser_ney", ppl=300.0, dataset="my-wiki")
+    make_result(tmp_path / "results", "kn.test", model="baselines.kneser_ney", ppl=141.19)
+    make_result(
+        tmp_path / "results", "corpus.test", model="baselines.kneser_ney", ppl=300.0, dataset="my-wiki"
+    )
     tables, _, _ = table(tmp_path, reported=True)
     assert set(tables) == {"ptb", "wikitext-2", "wikitext-103", "my-wiki"}
     ptb = tables["ptb"]
-    assert (ptb["kind"] == "reported").sum() == 21 and (ptb["kind"] == "reproduced").sum() == 1
+    assert (ptb["kind"] == "reported").sum() == 21 and (ptb["kind"] == "reproduced baseline").sum() == 1
     assert list(ptb["test_ppl"]) == sorted(ptb["test_ppl"])
     kn = ptb.set_index("model").loc["KN-5 (Mikolov & Zweig 2012)"]
     assert kn["test_ppl"] == 141.2 and "1609.07843" in kn["source"]
-    assert list(tables["my-wiki"]["kind"]) == ["reproduced"]
+    assert list(tables["my-wiki"]["kind"]) == ["reproduced baseline"]
 
 
 def test_reported_table_is_complete_and_cited() -> None:
@@ -319,7 +321,7 @@ def test_cli_build_writes_every_format_and_names_rejects(
     assert rows[0] == COLUMNS
     assert "100.0" in [r[4] for r in rows[1:]]
     markdown = (out / "ptb.md").read_text()
-    assert markdown.startswith("| rank | model |") and "| 100.0 | reproduced |" in markdown
+    assert markdown.startswith("| rank | model |") and "| 100.0 | user model |" in markdown
     assert "<table>" in (out / "ptb.html").read_text()
     assert main(["build", str(tmp_path / "results"), "--output-dir", str(out), "--strict"]) == 1
 
@@ -394,8 +396,8 @@ def test_subword_results_are_ranked_in_their_own_section(tmp_path: Path) -> None
     )
     table = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"]
     assert table[["model", "kind", "rank"]].values.tolist() == [
-        ["my.lstm", "reproduced", 1],
-        ["my.kn", "reproduced", 2],
+        ["my.lstm", "user model", 1],
+        ["my.kn", "user model", 2],
         ["harness.plugins.hf", "subword", 1],
         ["harness.plugins.hf:small", "subword", 2],
     ]

@@ -14,6 +14,7 @@ import torch
 from baselines import checkpoint as checkpoints
 from harness.cli import main as harness_main
 from harness.datasets import BENCHMARKS, PACKAGED_DATA, DatasetError, load_dataset
+from harness.results import SOURCE_ROOT, resolve_recorded_path
 
 TABLE_1_TOKENS = {
     "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
@@ -135,5 +136,6 @@ def test_plugins_fall_back_to_the_packaged_checkpoint_and_name_it(
     )
     assert "using the packaged ptb checkpoint" in capsys.readouterr().err
     record = json.loads(output.read_text(encoding="utf-8"))
-    assert record["checkpoint"] == str(packaged)
+    assert record["checkpoint"] == f"<repo>/{packaged.relative_to(SOURCE_ROOT).as_posix()}"
+    assert resolve_recorded_path(record["checkpoint"]) == packaged
     assert record["perplexity"] < 1000

@@ -217,7 +217,7 @@ def test_unaudited_results_are_flagged_and_kept_out_of_the_ranking_unless_asked(
     assert captured.err.count("kept out of the ranking") == 2 and reason in captured.err
     assert "2 unaudited kept out" in captured.out
     markdown = (tables / "toy.md").read_text()
-    assert markdown.count("| reproduced |") == 1 and "unaudited" not in markdown
+    assert markdown.count("| user model |") == 1 and "unaudited" not in markdown
 
     assert (
         leaderboard_main(

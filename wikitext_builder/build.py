@@ -13,12 +13,17 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from wikitext_builder.cache import FETCHED, MISSING, PENDING, Cache, CacheError, Entry
 from wikitext_builder.corpus import BuildReport, article_order, merged_articles, shard_of, write_corpus
+from wikitext_builder.overlap import DEFAULT_THRESHOLD, load_check
 from wikitext_builder.sources import ARTICLE_KINDS, BATCH_SIZE, Article, MediaWikiClient, Skipped
+
+if TYPE_CHECKING:
+    from wikitext_builder.overlap import OverlapCheck
 
 PRESETS = {"wikitext-2": (600, 60, 60), "wikitext-103": (28_475, 60, 60)}
 COMMIT_EVERY = 50  # streamed articles per committed transaction
@@ -26,7 +31,13 @@ COMMIT_EVERY = 50  # streamed articles per committed transaction
 
 @dataclass(frozen=True)
 class Plan:
-    """How the article set is chosen and split; recorded in a cache so merges reuse it."""
+    """How the article set is chosen and split; recorded in a cache so merges reuse it.
+
+    ``exclude_overlap`` (``NAME:SPLIT,...`` strings, :func:`~wikitext_builder.overlap.parse_specs`)
+    and ``exclude_threshold`` are the ``--exclude-overlap`` check; ``excluded`` the manifest
+    records (JSON text) of the articles an earlier build's check dropped, for a rebuild from its
+    manifest.
+    """
 
     seed: int = 0
     limit: int | None = None
@@ -34,6 +45,9 @@ class Plan:
     test_articles: int = 60
     min_count: int = 3
     manifest: tuple[tuple[str, int, str], ...] | None = None  # (title, revision id, split)
+    exclude_overlap: tuple[str, ...] = ()
+    exclude_threshold: float = DEFAULT_THRESHOLD
+    excluded: tuple[str, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -42,6 +56,8 @@ class Plan:
     def from_json(cls, text: str) -> Plan:
         fields = json.loads(text)
         manifest = fields.pop("manifest")
+        for key in ("exclude_overlap", "excluded"):  # absent from a plan recorded before them
+            fields[key] = tuple(fields.get(key, ()))
         return cls(**fields, manifest=tuple(map(tuple, manifest)) if manifest is not None else None)
 
     def listed_order(self, titles: Iterable[str]) -> list[str]:
@@ -191,9 +207,18 @@ def check_shards(caches: Sequence[Cache]) -> None:
 
 
 def build_corpus(
-    out_dir: Path, caches: Sequence[Cache], plan: Plan, workers: int, progress: bool = True
+    out_dir: Path,
+    caches: Sequence[Cache],
+    plan: Plan,
+    workers: int,
+    progress: bool = True,
+    overlap_check: OverlapCheck | None = None,
 ) -> BuildReport:
-    """Write the corpus of the planned articles held by ``caches`` (one cache, or N shards)."""
+    """Write the corpus of the planned articles held by ``caches`` (one cache, or N shards),
+    without those that overlap the benchmark articles of the plan's ``exclude_overlap``
+    (``overlap_check``: that check, when the caller has loaded it already)."""
+    if overlap_check is None and plan.exclude_overlap:
+        overlap_check = load_check(plan.exclude_overlap, plan.exclude_threshold)
     owners: dict[str, Entry] = {}
     for cache in caches:
         shard = _cache_shard(cache)
@@ -235,5 +260,7 @@ def build_corpus(
             "test_articles": plan.test_articles,
             "from_manifest": plan.manifest is not None,
         },
+        overlap_check=overlap_check,
+        excluded=[json.loads(record) for record in plan.excluded],
         progress=progress,
     )

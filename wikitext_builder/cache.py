@@ -145,6 +145,15 @@ class Cache:
         rows = self.connection.execute("SELECT title, status, stored_as, reason FROM articles")
         return {title: Entry(status, stored_as, reason) for title, status, stored_as, reason in rows}
 
+    def holds_fetched(self) -> bool:
+        """Whether the cache holds anything a rerun would otherwise fetch again: an article's
+        content, or a committed response of the API's article listing."""
+        query = (
+            "SELECT EXISTS (SELECT 1 FROM revisions) "
+            "OR EXISTS (SELECT 1 FROM meta WHERE key LIKE 'listing:%')"
+        )
+        return bool(self.connection.execute(query).fetchone()[0])
+
     def pinned_revisions(self) -> dict[str, int]:
         rows = self.connection.execute(
             "SELECT title, pinned_revision_id FROM articles WHERE pinned_revision_id IS NOT NULL"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from harness.cli_common import (
     ArgumentParser,
@@ -18,7 +20,9 @@ from harness.cli_common import (
     positive_float,
     positive_int,
     run,
+    share,
 )
+from harness.files import LOCK_FILE, DirectoryBusy, exclusive_directory, remove_stale_temporaries
 from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (
@@ -32,9 +36,11 @@ from wikitext_builder.corpus import (
     parse_shard,
     read_manifest,
 )
+from wikitext_builder.overlap import DEFAULT_THRESHOLD, EXCLUDED_SPLIT, load_check, parse_specs
 from wikitext_builder.sources import (
     BATCH_SIZE,
     DEFAULT_API_URL,
+    SAMPLE_DIR,
     USER_AGENT,
     Article,
     MediaWikiClient,
@@ -51,7 +57,10 @@ from wikitext_builder.sources import (
 COMMANDS = ("build", "render", "validate", "stats", "merge")
 
 #: The error types of the builder whose message is a one-line user error.
-USER_ERRORS = (SourceError, CacheError, CorpusError)
+USER_ERRORS = (SourceError, CacheError, CorpusError, DirectoryBusy)
+#: Articles per split when the split sizes are not given: in general, and with --sample (whose
+#: six articles leave four for train).
+DEFAULT_SPLIT_ARTICLES, SAMPLE_SPLIT_ARTICLES = 60, 1
 
 
 def _plan_from_args(args: argparse.Namespace) -> Plan:
@@ -61,7 +70,8 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
         valid = valid if valid is not None else valid_p
         test = test if test is not None else test_p
         limit = limit if limit is not None else train_p + valid + test
-    manifest = None
+    manifest: tuple[tuple[str, int, str], ...] | None = None
+    excluded: tuple[str, ...] = ()
     if args.from_manifest is not None:
         if limit is not None or args.preset is not None:
             raise UsageError("--from-manifest fixes the articles and their split; drop --limit/--preset")
@@ -69,36 +79,68 @@ def _plan_from_args(args: argparse.Namespace) -> Plan:
             records = read_manifest(Path(args.from_manifest))
         except ValueError as error:
             raise UsageError(str(error)) from None
-        manifest = tuple((r["title"], int(r["revision_id"]), r["split"]) for r in records)
+        kept = [r for r in records if r["split"] != EXCLUDED_SPLIT]
+        manifest = tuple((r["title"], int(r["revision_id"]), r["split"]) for r in kept)
+        excluded = tuple(json.dumps(r, ensure_ascii=False) for r in records if r["split"] == EXCLUDED_SPLIT)
+    default_split = SAMPLE_SPLIT_ARTICLES if args.sample else DEFAULT_SPLIT_ARTICLES
     plan = Plan(
         seed=args.seed,
         limit=limit,
-        valid_articles=60 if valid is None else valid,
-        test_articles=60 if test is None else test,
+        valid_articles=default_split if valid is None else valid,
+        test_articles=default_split if test is None else test,
         min_count=args.min_count,
         manifest=manifest,
+        **_exclusion_from_args(args),
+        excluded=excluded,
     )
     if limit is not None:  # refused before any fetch, not once the cache is full
         check_train(f"--limit {limit:,}", limit, plan.valid_articles, plan.test_articles)
     return plan
 
 
+def _exclusion_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The plan's ``exclude_overlap`` and ``exclude_threshold`` (``--exclude-overlap``, checked
+    for its syntax and that each benchmark name or directory exists)."""
+    if not args.exclude_overlap:
+        if args.exclude_threshold is not None:
+            raise UsageError("--exclude-threshold goes with --exclude-overlap")
+        return {}
+    try:
+        specs = parse_specs(args.exclude_overlap)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    threshold = DEFAULT_THRESHOLD if args.exclude_threshold is None else args.exclude_threshold
+    return {"exclude_overlap": specs, "exclude_threshold": threshold}
+
+
+def _local_source(args: argparse.Namespace) -> tuple[str, Path] | None:
+    """The local source a build reads, as its kind (``"dump"``, ``"folder"``, ``"jsonl"``) and
+    path (``--sample``: the folder of packaged articles); None for the API."""
+    if args.sample:
+        return "folder", SAMPLE_DIR
+    return next(
+        ((kind, Path(getattr(args, kind))) for kind in ("dump", "folder", "jsonl") if getattr(args, kind)),
+        None,
+    )
+
+
 def _source_signature(
-    args: argparse.Namespace, kinds: tuple[str, ...], shard: tuple[int, int] | None
+    args: argparse.Namespace,
+    source: tuple[str, Path] | None,
+    kinds: tuple[str, ...],
+    shard: tuple[int, int] | None,
 ) -> dict[str, object]:
     """What fills the cache: a build with another signature must not reuse it. A local source's
     signature holds the sha256 of its content (read here), so an edited source is read again."""
     shard_field = list(shard) if shard else None
-    if args.dump or args.folder or args.jsonl:
-        kind, path = next(
-            (k, p) for k, p in (("dump", args.dump), ("folder", args.folder), ("jsonl", args.jsonl)) if p
-        )
+    if source is not None:
+        kind, path = source
         return {
             "kind": kind,
-            "path": str(Path(path).resolve()),
+            "path": str(path.resolve()),
             "articles": list(kinds),
             "shard": shard_field,
-            CONTENT_KEY: folder_sha256(Path(path)) if kind == "folder" else file_sha256(Path(path)),
+            CONTENT_KEY: folder_sha256(path) if kind == "folder" else file_sha256(path),
         }
     signature: dict[str, object] = {
         "kind": "api",
@@ -111,12 +153,108 @@ def _source_signature(
     return signature
 
 
-def _stream(args: argparse.Namespace, kinds: tuple[str, ...]) -> Iterator[Article | Skipped]:
-    if args.dump:
-        return iter_dump(Path(args.dump), kinds)
-    if args.folder:
-        return iter_folder(Path(args.folder))
-    return iter_jsonl(Path(args.jsonl), kinds)
+def _stream(source: tuple[str, Path], kinds: tuple[str, ...]) -> Iterator[Article | Skipped]:
+    kind, path = source
+    if kind == "dump":
+        return iter_dump(path, kinds)
+    if kind == "folder":
+        return iter_folder(path)
+    return iter_jsonl(path, kinds)
+
+
+def _fill(
+    cache: Cache,
+    args: argparse.Namespace,
+    source: tuple[str, Path] | None,
+    kinds: tuple[str, ...],
+    plan: Plan,
+    shard: tuple[int, int] | None,
+) -> None:
+    """Fill the cache from the local source, or from the API."""
+    if source is not None:
+        fill_from_stream(cache, _stream(source, kinds), shard, progress=not args.quiet)
+        return
+    client = MediaWikiClient(
+        args.api_url,
+        max_attempts=args.max_attempts,
+        backoff_base=args.retry_backoff,
+        timeout=args.timeout,
+        user_agent=args.user_agent,
+    )
+    try:
+        fill_from_api(cache, client, kinds, plan, shard, batch_size=args.batch_size, progress=not args.quiet)
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def _writing(out_dir: Path, cache_path: Path | None = None) -> Iterator[None]:
+    """Hold ``out_dir``, and the directory of a cache that lies elsewhere, against a second build
+    for the whole body (a second one gets :class:`DirectoryBusy`), after removing the temporary
+    files that a killed build left in ``out_dir``.
+
+    When the body fails, what this run created and left without content is removed (a new cache
+    that holds nothing fetched, new directories left empty), so that a failed first build, such
+    as one without the network, leaves the working directory as it was.
+    """
+    directories = [out_dir]
+    if cache_path is not None and cache_path.parent.resolve() != out_dir.resolve():
+        directories.append(cache_path.parent)
+    created = {directory: _missing_directories(directory) for directory in directories}
+    new_cache = cache_path if cache_path is not None and not cache_path.exists() else None
+    with contextlib.ExitStack() as held:
+        held.enter_context(exclusive_directory(out_dir, "--output-dir"))
+        locked = [out_dir]
+        try:
+            for directory in directories[1:]:
+                held.enter_context(exclusive_directory(directory, "the directory of --cache"))
+                locked.append(directory)
+            remove_stale_temporaries(out_dir)
+            yield
+        except BaseException:
+            if new_cache is not None and len(locked) == len(directories):  # not another build's
+                _remove_unfilled_cache(new_cache)
+            for directory in reversed(locked):
+                _remove_created(created[directory])
+            raise
+
+
+def _missing_directories(directory: Path) -> list[Path]:
+    """``directory`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    for path in (directory, *directory.parents):
+        if path.exists():
+            break
+        missing.append(path)
+    return missing
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Remove the directories this run created (:func:`_missing_directories`, deepest first) that
+    hold nothing but the lock file; stop at the first that holds more."""
+    for directory in created:
+        try:
+            if any(path.name != LOCK_FILE for path in directory.iterdir()):
+                return
+            (directory / LOCK_FILE).unlink(missing_ok=True)
+            directory.rmdir()
+        except OSError:
+            return
+
+
+def _remove_unfilled_cache(path: Path) -> None:
+    """Remove a cache this run created, with SQLite's side files, unless it holds something
+    fetched (a rerun resumes from it)."""
+    if not path.exists():
+        return
+    try:
+        with Cache(path) as cache:
+            if cache.holds_fetched():
+                return
+    except CacheError:
+        return
+    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
+        path.with_name(name).unlink(missing_ok=True)
 
 
 def _print_report(out_dir: Path, report: BuildReport) -> None:
@@ -147,50 +285,42 @@ def _print_report(out_dir: Path, report: BuildReport) -> None:
 
 def command_build(args: argparse.Namespace) -> int:
     kinds = parse_kinds(args.articles)
-    offline = args.dump or args.folder or args.jsonl
-    if offline and args.api_url != DEFAULT_API_URL:  # (argparse keeps --from-manifest out)
-        raise UsageError("--api-url fetches from the API; it does not go with --dump, --folder or --jsonl")
+    source = _local_source(args)
+    if source is not None and args.api_url != DEFAULT_API_URL:  # (argparse keeps --from-manifest out)
+        raise UsageError(
+            "--api-url fetches from the API; it does not go with --dump, --folder, --jsonl or --sample"
+        )
     plan = _plan_from_args(args)
     try:
         shard = parse_shard(args.shard) if args.shard else None
     except ValueError as error:
         raise UsageError(str(error)) from None
-    inputs = [Path(path) for path in (args.dump, args.folder, args.jsonl, args.from_manifest) if path]
+    overlap_check = load_check(plan.exclude_overlap, plan.exclude_threshold) if plan.exclude_overlap else None
+    inputs = [source[1]] if source is not None else []
+    if args.from_manifest:
+        inputs.append(Path(args.from_manifest))
+    if overlap_check is not None:
+        inputs += overlap_check.files
     out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=inputs, writes=WRITTEN_FILES)
     default_cache = f"cache.shard-{shard[0]}-of-{shard[1]}.sqlite" if shard else "cache.sqlite"
     cache_path = Path(args.cache) if args.cache else out_dir / default_cache
     check_output_file(cache_path, "--cache", inputs=inputs)
-    signature = _source_signature(args, kinds, shard)
-    with Cache(cache_path) as cache:
+    signature = _source_signature(args, source, kinds, shard)
+    with _writing(out_dir, cache_path), Cache(cache_path) as cache:
         if cache.bind_source(signature):
             print(
                 f"note: {signature['path']} changed since {cache_path} was filled from it; reading it again",
                 file=sys.stderr,
             )
         cache.set_meta("plan", plan.to_json())
-        if offline:
-            fill_from_stream(cache, _stream(args, kinds), shard, progress=not args.quiet)
-        else:
-            client = MediaWikiClient(
-                args.api_url,
-                max_attempts=args.max_attempts,
-                backoff_base=args.retry_backoff,
-                timeout=args.timeout,
-                user_agent=args.user_agent,
-            )
-            try:
-                fill_from_api(
-                    cache, client, kinds, plan, shard, batch_size=args.batch_size, progress=not args.quiet
-                )
-            finally:
-                client.close()
+        _fill(cache, args, source, kinds, plan, shard)
         if shard is not None:
             print(
                 f"shard {shard[0]}/{shard[1]}: cache {cache_path} complete; build the corpus with "
                 f"`python -m wikitext_builder merge --output-dir DIR` and the {shard[1]} shard caches"
             )
             return 0
-        report = build_corpus(out_dir, [cache], plan, args.workers, progress=not args.quiet)
+        report = build_corpus(out_dir, [cache], plan, args.workers, not args.quiet, overlap_check)
     _print_report(out_dir, report)
     return 0
 
@@ -198,20 +328,21 @@ def command_build(args: argparse.Namespace) -> int:
 def command_merge(args: argparse.Namespace) -> int:
     out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=args.caches, writes=WRITTEN_FILES)
     caches = []
-    try:
-        for path in args.caches:
-            if not Path(path).is_file():
-                raise CacheError(f"{path}: no such cache file")
-            caches.append(Cache(Path(path)))
-        check_shards(caches)
-        recorded = caches[0].get_meta("plan")
-        if recorded is None:
-            raise CacheError(f"{caches[0].path}: no build has used this cache")
-        plan = Plan.from_json(recorded)
-        report = build_corpus(out_dir, caches, plan, args.workers, progress=not args.quiet)
-    finally:
-        for cache in caches:
-            cache.close()
+    with _writing(out_dir):
+        try:
+            for path in args.caches:
+                if not Path(path).is_file():
+                    raise CacheError(f"{path}: no such cache file")
+                caches.append(Cache(Path(path)))
+            check_shards(caches)
+            recorded = caches[0].get_meta("plan")
+            if recorded is None:
+                raise CacheError(f"{caches[0].path}: no build has used this cache")
+            plan = Plan.from_json(recorded)
+            report = build_corpus(out_dir, caches, plan, args.workers, progress=not args.quiet)
+        finally:
+            for cache in caches:
+                cache.close()
     _print_report(out_dir, report)
     return 0
 
@@ -281,6 +412,136 @@ def _batch_size(text: str) -> int:
     return value
 
 
+def _add_source_options(build: argparse.ArgumentParser) -> None:
+    """The build command's options that say where the articles come from."""
+    build.add_argument(
+        "--articles",
+        default="good,featured",
+        metavar="KINDS",
+        help="good, featured or good,featured (default: %(default)s)",
+    )
+    source = build.add_mutually_exclusive_group()
+    source.add_argument(
+        "--dump",
+        metavar="FILE.xml[.bz2]",
+        help="read a MediaWiki XML dump (default source: the API at --api-url)",
+    )
+    source.add_argument(
+        "--folder",
+        metavar="DIR",
+        help="read DIR/*.wikitext, title from the file name (default source: the API)",
+    )
+    source.add_argument(
+        "--jsonl",
+        metavar="FILE.jsonl[.gz]",
+        help="read a JSON-lines pool: title_guess/title, class GA/FA, wikitext (default source: the API)",
+    )
+    source.add_argument(
+        "--from-manifest",
+        metavar="FILE",
+        help="refetch the exact revisions of a manifest.jsonl, with its split "
+        "(default: the latest revisions of the listed articles)",
+    )
+    source.add_argument(
+        "--sample",
+        action="store_true",
+        help="read the few Good/Featured articles packaged with the builder (wikitext_builder/sample): "
+        "a small corpus in seconds, offline",
+    )
+    build.add_argument(
+        "--api-url", default=DEFAULT_API_URL, metavar="URL", help="MediaWiki API (default: %(default)s)"
+    )
+    build.add_argument(
+        "--cache",
+        metavar="FILE.sqlite",
+        help="cache file (default: DIR/cache.sqlite, DIR/cache.shard-K-of-N.sqlite); "
+        "a build holds the cache's directory (its .lock) while it runs",
+    )
+
+
+def _add_selection_options(build: argparse.ArgumentParser) -> None:
+    """The build command's options that choose the articles and their split."""
+    build.add_argument(
+        "--limit", type=positive_int, metavar="N", help="use N articles, a seeded sample (default: all)"
+    )
+    build.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes (default: none)",
+    )
+    build.add_argument("--seed", type=int, default=0, help="article sample and split seed (default 0)")
+    split_default = f"default {DEFAULT_SPLIT_ARTICLES}; {SAMPLE_SPLIT_ARTICLES} with --sample"
+    build.add_argument("--valid-articles", type=non_negative_int, metavar="N", help=split_default)
+    build.add_argument("--test-articles", type=non_negative_int, metavar="N", help=split_default)
+    build.add_argument(
+        "--min-count",
+        type=positive_int,
+        default=3,
+        metavar="N",
+        help="train count a type needs to stay out of <unk> (default 3)",
+    )
+    build.add_argument(
+        "--exclude-overlap",
+        action="append",
+        metavar="NAME[:SPLITS]",
+        help="drop the articles that overlap the articles of a benchmark (wikitext-2, wikitext-103, "
+        "or a corpus directory) in SPLITS (default valid,test); repeatable, or comma-separated. "
+        "Checked after rendering and before the split assignment, so valid and test keep the "
+        "sizes asked for; each dropped article is named in stats.json and manifest.jsonl "
+        "(default: no check)",
+    )
+    build.add_argument(
+        "--exclude-threshold",
+        type=share,
+        metavar="SHARE",
+        help="with --exclude-overlap: drop an article that holds at least this share of the "
+        f"13-grams of one benchmark article (0 < SHARE <= 1, default {DEFAULT_THRESHOLD})",
+    )
+    build.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="fetch only shard K of N into its cache, see merge (default: no shards)",
+    )
+
+
+def _add_api_options(build: argparse.ArgumentParser) -> None:
+    """The build command's options for the MediaWiki API."""
+    build.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=BATCH_SIZE,
+        metavar="N",
+        help=f"titles per content request (1..{BATCH_SIZE}, default {BATCH_SIZE})",
+    )
+    build.add_argument(
+        "--max-attempts",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="attempts per API request (default 8; a connection failure before the API has "
+        "answered at all is not retried)",
+    )
+    build.add_argument(
+        "--retry-backoff",
+        type=non_negative_float,
+        default=1.0,
+        metavar="SECONDS",
+        help="first retry wait, doubled per attempt up to 60 s (default 1)",
+    )
+    build.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="API request timeout (default 60)",
+    )
+    build.add_argument(
+        "--user-agent",
+        default=USER_AGENT,
+        help="User-Agent with your contact address (default: %(default)s)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m wikitext_builder",
@@ -311,79 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="build a corpus (default command)",
         description="Fetch (or read) Good/Featured articles and build a corpus.",
     )
-    build.add_argument(
-        "--articles",
-        default="good,featured",
-        metavar="KINDS",
-        help="good, featured or good,featured (default: %(default)s)",
-    )
-    source = build.add_mutually_exclusive_group()
-    source.add_argument(
-        "--dump", metavar="FILE.xml[.bz2]", help="read a MediaWiki XML dump instead of the API"
-    )
-    source.add_argument("--folder", metavar="DIR", help="read DIR/*.wikitext (title from the file name)")
-    source.add_argument(
-        "--jsonl",
-        metavar="FILE.jsonl[.gz]",
-        help="read a JSON-lines pool (title_guess/title, class GA/FA, wikitext)",
-    )
-    source.add_argument(
-        "--from-manifest",
-        metavar="FILE",
-        help="refetch the exact revisions of a manifest.jsonl, with its split",
-    )
-    build.add_argument("--api-url", default=DEFAULT_API_URL, metavar="URL", help="default: %(default)s")
-    build.add_argument(
-        "--cache",
-        metavar="FILE.sqlite",
-        help="cache file (default: DIR/cache.sqlite, DIR/cache.shard-K-of-N.sqlite)",
-    )
-    build.add_argument("--limit", type=positive_int, metavar="N", help="use N articles (a seeded sample)")
-    build.add_argument(
-        "--preset",
-        choices=sorted(PRESETS),
-        help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes",
-    )
-    build.add_argument("--seed", type=int, default=0, help="article sample and split seed (default 0)")
-    build.add_argument("--valid-articles", type=non_negative_int, metavar="N", help="default 60")
-    build.add_argument("--test-articles", type=non_negative_int, metavar="N", help="default 60")
-    build.add_argument(
-        "--min-count",
-        type=positive_int,
-        default=3,
-        metavar="N",
-        help="train count a type needs to stay out of <unk> (default 3)",
-    )
-    build.add_argument("--shard", metavar="K/N", help="fetch only shard K of N into its cache (see merge)")
-    build.add_argument(
-        "--batch-size",
-        type=_batch_size,
-        default=BATCH_SIZE,
-        metavar="N",
-        help=f"titles per content request (1..{BATCH_SIZE}, default {BATCH_SIZE})",
-    )
-    build.add_argument(
-        "--max-attempts",
-        type=positive_int,
-        default=8,
-        metavar="N",
-        help="attempts per API request (default 8)",
-    )
-    build.add_argument(
-        "--retry-backoff",
-        type=non_negative_float,
-        default=1.0,
-        metavar="SECONDS",
-        help="first retry wait, doubled per attempt up to 60 s (default 1)",
-    )
-    build.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=60.0,
-        metavar="SECONDS",
-        help="API request timeout (default 60)",
-    )
-    build.add_argument("--user-agent", default=USER_AGENT, help="User-Agent with your contact address")
+    _add_source_options(build)
+    _add_selection_options(build)
+    _add_api_options(build)
     build.set_defaults(handler=command_build)
 
     merge = commands.add_parser(

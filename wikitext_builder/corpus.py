@@ -22,13 +22,17 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from tqdm import tqdm
 
 from harness.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
 from harness.format import EOS, SPLITS, UNK
+from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_from_record
 from wikitext_builder.sources import Article, Skipped
+
+if TYPE_CHECKING:
+    from wikitext_builder.overlap import OverlapCheck
 
 TEXT_FILES = tuple(f"wiki.{split}.{kind}" for split in SPLITS for kind in ("tokens", "raw"))
 STATS_FILE, MANIFEST_FILE = "stats.json", "manifest.jsonl"
@@ -179,6 +183,8 @@ def write_corpus(
     skipped: Iterable[Skipped] = (),
     fixed_splits: dict[str, str] | None = None,
     settings: dict[str, object] | None = None,
+    overlap_check: OverlapCheck | None = None,
+    excluded: Sequence[dict[str, Any]] = (),
     progress: bool = True,
 ) -> BuildReport:
     """Render ``articles`` (title order) and write the corpus in ``out_dir``.
@@ -194,6 +200,10 @@ def write_corpus(
         skipped: the articles left out before rendering (no title, duplicate, missing page);
             reported in ``stats.json`` with those left out here (too large, malformed markup).
         settings: how the articles were chosen (seed, limit, ...), recorded in ``stats.json``.
+        overlap_check: ``--exclude-overlap``: the rendered articles that overlap its benchmark
+            articles are dropped before the split assignment (:mod:`wikitext_builder.overlap`).
+        excluded: the manifest records of articles dropped by an earlier build's check (a
+            rebuild from its manifest), reported again.
     """
     skipped = list(skipped)
     if fixed_splits is None:
@@ -211,10 +221,11 @@ def write_corpus(
             records, rendering_skipped = _render_to_spool(articles, spool, workers, len(order), progress)
             render_seconds = time.perf_counter() - started
             ordered = [records[title] for title in order if title in records]
+            ordered, exclusions = _exclude_overlapping(spool, ordered, overlap_check, excluded, progress)
+            rendering_skipped += [skipped_from_record(record) for record in exclusions]
             if fixed_splits is None:
-                counted = _counted(
-                    f"{len(ordered):,} articles rendered", len(ordered), [*skipped, *rendering_skipped]
-                )
+                rendered = f"{len(ordered):,} articles rendered" + (" and kept" if exclusions else "")
+                counted = _counted(rendered, len(ordered), [*skipped, *rendering_skipped])
                 check_train(counted, len(ordered), valid_articles, test_articles)
             _assign_splits(ordered, valid_articles, test_articles, fixed_splits)
             if fixed_splits is not None and not any(record.split == "train" for record in ordered):
@@ -223,49 +234,94 @@ def write_corpus(
             for split in SPLITS:
                 _write_split(out_dir, split, spool, [r for r in ordered if r.split == split], vocabulary)
         left_out = sorted([*skipped, *rendering_skipped], key=_skip_order)
-        counts = collections.Counter(record.split for record in ordered)
-        articles_per_split = {split: counts[split] for split in SPLITS}
-        statistics: dict[str, Any] = {**corpus_statistics(out_dir), "articles": articles_per_split}
         recorded_settings: dict[str, object] = {
             **(settings or {}),
+            **(overlap_check.settings if overlap_check is not None else {}),
             "min_count": min_count,
             "max_article_bytes": MAX_ARTICLE_BYTES,
         }
-        statistics["builder"] = {
-            "settings": recorded_settings,
-            "skipped": [skip.to_json() for skip in left_out],
-            "skipped_counts": dict(sorted(collections.Counter(skip.reason for skip in left_out).items())),
-        }
-        write_atomically(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
-        write_atomically(
-            out_dir / MANIFEST_FILE,
-            "".join(
-                json.dumps(
-                    {
-                        "title": r.title,
-                        "page_id": r.page_id,
-                        "revision_id": r.revision_id,
-                        "timestamp": r.timestamp,
-                        "split": r.split,
-                        "sha256": r.sha256,
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-                for split in SPLITS
-                for r in ordered
-                if r.split == split
-            ),
-        )
-        sums = {name: file_sha256(out_dir / name) for name in TEXT_FILES}
-        write_checksum_file(out_dir / CHECKSUM_FILE, sums)
+        statistics = _write_records(out_dir, ordered, exclusions, left_out, recorded_settings)
     except OSError as error:
         raise CorpusError(
             f"{error.filename or out_dir}: cannot write the corpus ({error.strerror})"
         ) from None
     finally:
         spool_path.unlink(missing_ok=True)
-    return BuildReport(articles_per_split, left_out, statistics, len(order), render_seconds)
+    return BuildReport(statistics["articles"], left_out, statistics, len(order), render_seconds)
+
+
+def _exclude_overlapping(
+    spool: IO[bytes],
+    ordered: list[ArticleRecord],
+    check: OverlapCheck | None,
+    excluded: Sequence[dict[str, Any]],
+    progress: bool,
+) -> tuple[list[ArticleRecord], list[dict[str, Any]]]:
+    """The articles of ``ordered`` that ``check`` keeps, and the manifest records of the dropped
+    ones: those of ``excluded`` (dropped by an earlier build), then those dropped here."""
+    exclusions = list(excluded)
+    if check is None:
+        return ordered, exclusions
+    texts = ((record.title, _article_text(spool, record)) for record in ordered)
+    bar = tqdm(texts, total=len(ordered), unit="article", desc="check", disable=not progress or None)
+    overlapping = check.overlapping(bar)
+    exclusions += [
+        exclusion_record(_manifest_fields(record), overlapping[record.title], check.threshold)
+        for record in ordered
+        if record.title in overlapping
+    ]
+    return [record for record in ordered if record.title not in overlapping], exclusions
+
+
+def _write_records(
+    out_dir: Path,
+    ordered: list[ArticleRecord],
+    exclusions: list[dict[str, Any]],
+    left_out: list[Skipped],
+    settings: dict[str, object],
+) -> dict[str, Any]:
+    """Write ``stats.json``, ``manifest.jsonl`` and, last, ``SHA256SUMS`` of the text files
+    written; returns the statistics."""
+    statistics = _build_statistics(out_dir, ordered, left_out, settings)
+    write_atomically(out_dir / STATS_FILE, json.dumps(statistics, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(out_dir / MANIFEST_FILE, _manifest_text(ordered, exclusions))
+    write_checksum_file(out_dir / CHECKSUM_FILE, {name: file_sha256(out_dir / name) for name in TEXT_FILES})
+    return statistics
+
+
+def _build_statistics(
+    out_dir: Path, ordered: list[ArticleRecord], left_out: list[Skipped], settings: dict[str, object]
+) -> dict[str, Any]:
+    """``stats.json``: Table 1 of the written corpus, its articles per split, and the builder's
+    settings and left-out articles (each named, and counted by reason)."""
+    counts = collections.Counter(record.split for record in ordered)
+    statistics: dict[str, Any] = {
+        **corpus_statistics(out_dir),
+        "articles": {split: counts[split] for split in SPLITS},
+    }
+    statistics["builder"] = {
+        "settings": settings,
+        "skipped": [skip.to_json() for skip in left_out],
+        "skipped_counts": dict(sorted(collections.Counter(skip.reason for skip in left_out).items())),
+    }
+    return statistics
+
+
+def _manifest_fields(record: ArticleRecord) -> dict[str, Any]:
+    return {
+        "title": record.title,
+        "page_id": record.page_id,
+        "revision_id": record.revision_id,
+        "timestamp": record.timestamp,
+        "split": record.split,
+        "sha256": record.sha256,
+    }
+
+
+def _manifest_text(ordered: list[ArticleRecord], exclusions: list[dict[str, Any]]) -> str:
+    """``manifest.jsonl``: the corpus's articles, split by split, then the excluded ones."""
+    lines = [_manifest_fields(record) for split in SPLITS for record in ordered if record.split == split]
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in [*lines, *exclusions])
 
 
 def _counted(counted: str, count: int, skipped: Sequence[Skipped]) -> str:
@@ -478,7 +534,9 @@ WRITTEN_FILES = (SPOOL_FILE, *OUTPUT_FILES)
 
 
 def read_manifest(path: Path) -> list[dict[str, Any]]:
-    """The records of a ``manifest.jsonl`` (each with title, revision_id, split)."""
+    """The records of a ``manifest.jsonl`` (each with title, revision_id, split: ``train``,
+    ``valid``, ``test``, or ``excluded`` for an article dropped by ``--exclude-overlap``, which
+    also has its ``overlaps`` and ``threshold``)."""
     records = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -489,10 +547,12 @@ def read_manifest(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-            if not isinstance(record["title"], str) or record["split"] not in SPLITS:
+            if not isinstance(record["title"], str) or record["split"] not in (*SPLITS, EXCLUDED_SPLIT):
                 raise ValueError("bad title or split")
             int(record["revision_id"])
-        except (ValueError, KeyError, TypeError) as error:
+            if record["split"] == EXCLUDED_SPLIT:
+                skipped_from_record(record)  # its overlaps and threshold are readable
+        except (ValueError, KeyError, TypeError, IndexError) as error:
             raise ValueError(f"{path}:{number}: not a manifest record ({error})") from None
         records.append(record)
     if not records:

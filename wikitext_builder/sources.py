@@ -1,7 +1,8 @@
 """Where articles come from: the MediaWiki API, an XML dump, a folder, or a JSON-lines pool.
 
-Every source yields :class:`Article` records (a JSON-lines pool also a :class:`Skipped` for each
-record without a title, so that none is dropped silently). The API is a *listed* source: the
+Every source yields :class:`Article` records, and a :class:`Skipped` for each record it cannot
+use (a pool record or dump page without a title, or with a field of the wrong type), so that
+none is dropped silently and none is coerced. The API is a *listed* source: the
 article list comes first (category members) and the content is then fetched in batches of titles
 or revision ids, so that a build can commit batch after batch and resume. The offline sources are
 *streamed*: they are read once, in order, and never held whole in memory; :func:`file_sha256` and
@@ -22,7 +23,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
@@ -49,6 +50,14 @@ _OS_REASON = re.compile(r"\[Errno -?\d+\] [^'\")]+")
 # what reading a damaged file raises: a truncated .gz/.bz2 (EOFError), a corrupt one (OSError,
 # zlib.error), an unreadable one (OSError)
 _READ_ERRORS = (EOFError, OSError, zlib.error)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads makes one of an unpaired \uD800 escape
+#: The builder's packaged sample: a few real Good/Featured articles (``--sample``; see its README).
+SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+#: What an unreachable API's error suggests instead.
+LOCAL_SOURCES = (
+    "without the network, build from local articles with --folder DIR, --jsonl FILE or --dump FILE, "
+    "or from the packaged sample with --sample"
+)
 
 
 class SourceError(Exception):
@@ -60,7 +69,8 @@ class ApiError(SourceError):
 
 
 class ApiUnreachable(SourceError):
-    """The API kept failing (network, 429, 5xx, maxlag) for every allowed attempt."""
+    """The API kept failing (network, 429, 5xx, maxlag) for every allowed attempt, or could not
+    be connected to before it had ever answered."""
 
 
 @dataclass(frozen=True)
@@ -75,19 +85,43 @@ class Article:
 
 
 @dataclass(frozen=True)
+class Overlap:
+    """How much of one benchmark article an article of the corpus holds: the share ``overlap``
+    of the checked n-grams of ``article`` (its title as in the benchmark's ``split``) that it
+    contains (``--exclude-overlap``, :mod:`wikitext_builder.overlap`)."""
+
+    benchmark: str
+    split: str
+    article: str
+    overlap: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Skipped:
     """An article left out of the corpus, named by its ``title`` or, for a source record without
-    one, by ``record`` (``FILE:LINE``); ``reason`` is one of a few fixed phrases (``"no title"``,
-    ``"duplicate title"``, ``"missing page"``, ``"too large"``, ``"malformed markup"``, ...), by
-    which ``stats.json`` counts them, and ``detail`` says more where there is more to say."""
+    one, by ``record`` (``FILE:LINE``, or ``FILE:page N`` in a dump); ``reason`` is one of a few
+    fixed phrases (``"no title"``, ``"duplicate title"``, ``"malformed record"``, ``"malformed
+    page"``, ``"missing page"``, ``"too large"``, ``"malformed markup"``, ``"benchmark
+    overlap"``, ...), by which ``stats.json`` counts them, ``detail`` says more where there is
+    more to say, and ``overlaps`` names the benchmark articles an excluded article overlaps."""
 
     reason: str
     title: str | None = None
     record: str | None = None
     detail: str = ""
+    overlaps: tuple[Overlap, ...] = ()
 
-    def to_json(self) -> dict[str, str]:
-        fields = {"title": self.title, "record": self.record, "reason": self.reason, "detail": self.detail}
+    def to_json(self) -> dict[str, Any]:
+        fields = {
+            "title": self.title,
+            "record": self.record,
+            "reason": self.reason,
+            "detail": self.detail,
+            "overlaps": [overlap.to_json() for overlap in self.overlaps],
+        }
         return {key: value for key, value in fields.items() if value}
 
 
@@ -116,6 +150,10 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 
 class MediaWikiClient:
     """A polite MediaWiki Action API client: one request at a time, bounded retries.
+
+    A connection failure before the API has answered this client at all (no network, a wrong
+    ``api_url``) is not retried: :class:`ApiUnreachable` says at once what to use instead. Once
+    the API has answered, every failure is retried up to ``max_attempts``.
 
     Args:
         api_url: the ``api.php`` endpoint.
@@ -148,6 +186,7 @@ class MediaWikiClient:
         self.timeout = timeout
         self.sleep = sleep
         self.notify = notify
+        self.answered = False  # whether any request got an HTTP response
         self.session = requests.Session()
         self.session.headers.update({"User-Agent": user_agent, "Accept-Encoding": "gzip"})
 
@@ -166,6 +205,7 @@ class MediaWikiClient:
             wait = self._backoff(attempt)
             try:
                 response = self.session.get(self.api_url, params=full, timeout=self.timeout)
+                self.answered = True
                 if response.status_code in _RETRYABLE_STATUS:
                     reason = f"HTTP {response.status_code}"
                     wait = _retry_after(response, wait)
@@ -188,6 +228,10 @@ class MediaWikiClient:
                 ValueError,
             ) as error:
                 reason = f"{type(error).__name__}: {_network_reason(error)}"
+                if isinstance(error, requests.ConnectionError) and not self.answered:
+                    raise ApiUnreachable(
+                        f"cannot reach the MediaWiki API at {self.api_url} ({reason}); {LOCAL_SOURCES}"
+                    ) from None
             if attempt < self.max_attempts:
                 if attempt == 1:
                     self._announce_retries(reason)
@@ -360,13 +404,16 @@ def has_marker(wikitext: str, kinds: Iterable[str]) -> bool:
     return any(match.group(1).lower() in wanted for match in _MARKER.finditer(wikitext))
 
 
-def iter_dump(path: Path, kinds: Iterable[str]) -> Iterator[Article]:
-    """Namespace-0, non-redirect pages of a MediaWiki XML dump that carry a wanted marker.
+def iter_dump(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
+    """Namespace-0, non-redirect pages of a MediaWiki XML dump that carry a wanted marker, and a
+    :class:`Skipped` for each such page without a title or with an ``<ns>`` or ``<id>`` that is
+    not a number (named ``FILE:page N``, the Nth ``<page>`` of the file).
 
     The dump is parsed incrementally (``iterparse``), each page cleared once read, so memory does
     not grow with the dump. A file that is a bare run of ``<page>`` elements is read too.
     """
     kinds = tuple(kinds)
+    pages = 0
     try:
         with open_text(path) as raw:
             stream = _single_rooted(raw)
@@ -376,10 +423,11 @@ def iter_dump(path: Path, kinds: Iterable[str]) -> Iterator[Article]:
                     root = element
                 if event != "end" or _local(element.tag) != "page":
                     continue
-                article = _dump_page(element)
+                pages += 1
+                found = _dump_page(element, kinds, f"{path.name}:page {pages}")
                 root.clear()
-                if article is not None and has_marker(article.wikitext, kinds):
-                    yield article
+                if found is not None:
+                    yield found
     except (ElementTree.ParseError, *_READ_ERRORS) as error:
         raise SourceError(f"{path}: not a readable MediaWiki XML dump ({_first_line(error)})") from None
 
@@ -388,26 +436,44 @@ def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _dump_page(page: ElementTree.Element) -> Article | None:
-    """The page's article, or None for another namespace, a redirect or a page without text."""
+def _dump_page(page: ElementTree.Element, kinds: tuple[str, ...], record: str) -> Article | Skipped | None:
+    """The page's article; None for a page not selected (another namespace, a redirect, no text,
+    no wanted marker); a :class:`Skipped` named ``record`` for a selected page that is malformed
+    (an ``<ns>`` or ``<id>`` that is not a number) or has an empty or missing title."""
     fields = {_local(child.tag): child for child in page}
-    if "redirect" in fields or int(_text(fields.get("ns")) or 0) != 0:
-        return None
+    namespace = _text(fields.get("ns")) or "0"
     revision = fields.get("revision")
-    if revision is None:
+    if "redirect" in fields or revision is None or _integer(namespace) not in (0, None):
         return None
     revision_fields = {_local(child.tag): child for child in revision}
     text = _text(revision_fields.get("text"))
-    if not text or _REDIRECT.match(text):
+    if not text or _REDIRECT.match(text) or not has_marker(text, kinds):
         return None
+    title = _text(fields.get("title"))
     page_id, revision_id = _text(fields.get("id")), _text(revision_fields.get("id"))
+    for tag, value in (("<ns>", namespace), ("<id>", page_id), ("revision <id>", revision_id)):
+        if value and _integer(value) is None:
+            detail = f"{tag} is {value.strip()[:40]!r}, not a number"
+            return Skipped(
+                "malformed page", title=title if title.strip() else None, record=record, detail=detail
+            )
+    if not title.strip():
+        return Skipped("no title", record=record, detail=f"page id {page_id}" if page_id else "")
     return Article(
-        title=_text(fields.get("title")),
+        title=title,
         wikitext=text,
-        page_id=int(page_id) if page_id else None,
-        revision_id=int(revision_id) if revision_id else None,
+        page_id=_integer(page_id),
+        revision_id=_integer(revision_id),
         timestamp=_text(revision_fields.get("timestamp")) or None,
     )
+
+
+def _integer(text: str) -> int | None:
+    """The integer a dump field spells (``" 12 "``), or None when it is empty or not one."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _text(element: ElementTree.Element | None) -> str:
@@ -475,27 +541,41 @@ def iter_folder(directory: Path) -> Iterator[Article]:
 
 def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
     """Articles of a JSON-lines pool (``title_guess`` or ``title``, ``class`` GA/FA, ``wikitext``),
-    optionally gzip- or bz2-compressed, and a :class:`Skipped` for each record without a title
-    (named ``FILE:LINE``, with its ``source_index`` when it has one). Records of other classes are
-    not selected; a title's first letter is capitalized as MediaWiki does."""
+    optionally gzip- or bz2-compressed. Records of other classes are not selected; a title's
+    first letter is capitalized as MediaWiki does.
+
+    A line that is not a JSON object with a ``wikitext`` field is not a pool: a one-line
+    :class:`SourceError`. A record that is one but cannot be used is a :class:`Skipped` named
+    ``FILE:LINE``: ``"no title"`` (with its ``source_index`` when it has one), or ``"malformed
+    record"`` for a field of the wrong type (a ``wikitext`` that is null, a number or a list, a
+    ``class`` that is not a string, ids that are not integers) or text holding a lone surrogate.
+    """
     classes = {POOL_CLASSES[kind] for kind in kinds}
     for number, line in _numbered_lines(path):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-            title = (record.get("title") or record.get("title_guess") or "").strip()
+            title = record.get("title") or record.get("title_guess") or ""
             wikitext = record["wikitext"]
         except (ValueError, KeyError, AttributeError) as error:
             raise SourceError(f"{path}:{number}: not a pool record ({_first_line(error)})") from None
-        if record.get("class", "") not in classes | {""}:
+        pool_class = record.get("class", "")
+        if isinstance(pool_class, str) and pool_class not in classes | {""}:
             continue
+        name = f"{path.name}:{number}"
+        problem = _pool_record_problem(record, title, wikitext)
+        if problem:
+            clean_title = isinstance(title, str) and title.strip() and not _SURROGATE.search(title)
+            yield Skipped(
+                "malformed record", title=title.strip() if clean_title else None, record=name, detail=problem
+            )
+            continue
+        title = title.strip()
         if not title:
             index = record.get("source_index")
             yield Skipped(
-                "no title",
-                record=f"{path.name}:{number}",
-                detail=f"source_index {index}" if index is not None else "",
+                "no title", record=name, detail=f"source_index {index}" if index is not None else ""
             )
             continue
         yield Article(
@@ -505,6 +585,35 @@ def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
             revision_id=record.get("revision_id"),
             timestamp=record.get("timestamp"),
         )
+
+
+def _pool_record_problem(record: dict[str, Any], title: object, wikitext: object) -> str:
+    """What makes a pool record unusable (``"wikitext is null, not text"``), or ``""``."""
+    text, integer = ((str,), "text"), ((int, type(None)), "an integer or null")
+    fields: list[tuple[str, object, tuple[tuple[type, ...], str]]] = [
+        ("class", record.get("class", ""), text),
+        ("title", title, text),
+        ("wikitext", wikitext, text),
+        ("page_id", record.get("page_id"), integer),
+        ("revision_id", record.get("revision_id"), integer),
+        ("timestamp", record.get("timestamp"), ((str, type(None)), "text or null")),
+    ]
+    for field_name, value, (types, wanted) in fields:
+        if not isinstance(value, types) or isinstance(value, bool):
+            return f"{field_name} is {_json_kind(value)}, not {wanted}"
+        if isinstance(value, str) and (surrogate := _SURROGATE.search(value)):
+            return (
+                f"{field_name} holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
+                f"at character {surrogate.start()}"
+            )
+    return ""
+
+
+def _json_kind(value: object) -> str:
+    """How a JSON value reads in a message: ``null``, ``42``, ``a list``, ``an object``, ..."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return json.dumps(value)
+    return "a string" if isinstance(value, str) else "a list" if isinstance(value, list) else "an object"
 
 
 def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.cli_common import ArgumentParser, UsageError, existing_file, positive_int, run
 from harness.detokenize import STYLES, detokenize_line
 
 if TYPE_CHECKING:
@@ -115,38 +116,72 @@ def build(
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.plugins.hf_tiny", description=__doc__)
-    parser.add_argument("out", type=Path, help="directory to write the model and tokenizer to")
-    parser.add_argument(
-        "--train",
-        type=Path,
-        required=True,
-        help="a word-level benchmark file (wiki.train.tokens, ptb.train.txt)",
-    )
-    parser.add_argument("--style", choices=STYLES, default="wikitext", help="its detokenizer")
-    parser.add_argument("--lines", type=int, default=5000, help="lines to train on (default 5000)")
-    parser.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
-    parser.add_argument("--vocab-size", type=int, default=1000)
-    parser.add_argument("--width", type=int, default=64)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--positions", type=int, default=1024)
-    args = parser.parse_args(argv)
-    lines = args.train.read_text(encoding="utf-8").split("\n")[: args.lines]
-    out = build(
-        args.out,
-        [detokenize_line(line, args.style) + "\n" for line in lines],
-        arch=args.arch,
-        vocab_size=args.vocab_size,
-        width=args.width,
-        layers=args.layers,
-        positions=args.positions,
-    )
+def _read_lines(path: Path, count: int) -> list[str]:
+    """The first ``count`` lines of the text file ``path``; a one-line error when it cannot be
+    read as UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8").split("\n")[:count]
+    except UnicodeDecodeError as error:
+        raise UsageError(f"--train {path}: not UTF-8 text (at byte {error.start})") from None
+    except OSError as error:
+        raise UsageError(f"--train {path}: cannot read it: {error.strerror}") from None
+
+
+def command_build(args: argparse.Namespace) -> int:
+    lines = _read_lines(args.train, args.lines)
+    try:
+        out = build(
+            args.out,
+            [detokenize_line(line, args.style) + "\n" for line in lines],
+            arch=args.arch,
+            vocab_size=args.vocab_size,
+            width=args.width,
+            layers=args.layers,
+            positions=args.positions,
+        )
+    except ModuleNotFoundError as error:
+        if error.name not in ("torch", "transformers", "tokenizers"):
+            raise
+        raise UsageError(f"{error.name} is not installed (pip install 'wikitext-toolkit[hf]')") from None
     print(
         f"wrote a random-weight {args.arch} ({args.layers} x {args.width}) and its "
         f"{args.vocab_size}-type BPE tokenizer to {out}"
     )
     return 0
+
+
+def build_parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="python -m harness.plugins.hf_tiny", description=__doc__)
+    parser.add_argument("out", type=Path, help="directory to write the model and tokenizer to")
+    parser.add_argument(
+        "--train",
+        type=existing_file,
+        required=True,
+        help="a word-level benchmark file (wiki.train.tokens, ptb.train.txt; required)",
+    )
+    parser.add_argument(
+        "--style", choices=STYLES, default="wikitext", help="its detokenizer (default wikitext)"
+    )
+    parser.add_argument("--lines", type=positive_int, default=5000, help="lines to train on (default 5000)")
+    parser.add_argument(
+        "--arch", choices=("gpt2", "llama"), default="gpt2", help="architecture (default gpt2)"
+    )
+    parser.add_argument(
+        "--vocab-size", type=positive_int, default=1000, help="BPE vocabulary size (default 1000)"
+    )
+    parser.add_argument("--width", type=positive_int, default=64, help="hidden size (default 64)")
+    parser.add_argument("--layers", type=positive_int, default=2, help="layers (default 2)")
+    parser.add_argument(
+        "--positions", type=positive_int, default=1024, help="context positions (default 1024)"
+    )
+    parser.set_defaults(handler=command_build)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.plugins.hf_tiny``; returns the exit status (2 and one line for a user
+    error, such as a missing ``--train`` file)."""
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":

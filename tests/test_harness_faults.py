@@ -1,0 +1,630 @@
+"""The harness under faults and bad inputs (issue 27): files replaced while read, leftovers of
+killed runs, checksum files that are not the dataset's, plugins that cannot be loaded, input
+quirks, and what the causality audit says and shows."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, TEST, TRAIN, assert_one_line_error, write_corpus
+
+from harness import datasets
+from harness.cli import main as harness_main
+from harness.datasets import DatasetError, load_dataset
+from harness.evaluate import causality_audit
+from harness.plugin import Chunk, ChunkScores, PluginError
+
+UTF8_BOM = b"\xef\xbb\xbf"
+#: Text of a train file that replaces the real one in the middle of a run.
+OTHER_TRAIN = " zebra yak zebra \n yak gnu \n"
+
+
+def _vocabulary_without_cache(directory: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple:
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "reference-cache"))
+    tokens = load_dataset(str(directory)).vocab.tokens
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
+    return tokens
+
+
+def _replacing_after_first_open(monkeypatch: pytest.MonkeyPatch, target: Path, text: str) -> None:
+    """The first time ``target`` is opened for reading, replace it (write a new file, rename it
+    over ``target``, as the builder writes) right after the open: the reader holds the old file."""
+    original = datasets._open_split
+    replaced = False
+
+    def opening(path: Path):
+        nonlocal replaced
+        handle = original(path)
+        if path == target and not replaced:
+            replaced = True
+            staged = target.with_name(".staged")
+            staged.write_text(text, encoding="utf-8")
+            os.replace(staged, target)
+        return handle
+
+    monkeypatch.setattr(datasets, "_open_split", opening)
+
+
+def test_a_train_file_replaced_during_the_checksum_pass_never_poisons_the_cache(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    train = corpus / "wiki.train.tokens"
+    expected = _vocabulary_without_cache(corpus, tmp_path, monkeypatch)
+    _replacing_after_first_open(monkeypatch, train, OTHER_TRAIN)
+    try:
+        racing = load_dataset(str(corpus))
+        stream = racing.tokens("train")
+    except DatasetError as error:
+        assert "changed while being read; run again" in str(error)
+    else:  # whatever was scored is named by the checksum of what was scored
+        scored = [racing.vocab.tokens[i] for i in stream.ids]
+        assert scored == train.read_text().replace("\n", " <eos> ").split()  # the new file...
+        digest = hashlib.sha256(train.read_bytes()).hexdigest()
+        assert stream.sha256 == racing.verify("train") == digest  # ...and its checksum
+    monkeypatch.undo()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
+    train.write_text(TRAIN, encoding="utf-8")  # restored: a later (warm) run is right
+    assert load_dataset(str(corpus)).vocab.tokens == expected
+
+
+def test_a_split_replaced_during_the_checksum_pass_is_refused_not_cached(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    test = corpus / "wiki.test.tokens"
+    load_dataset(str(corpus)).vocab  # the train entry is warm; the test split is not
+    _replacing_after_first_open(monkeypatch, test, " the dog \n")
+    with pytest.raises(DatasetError, match=r"wiki\.test\.tokens: changed while being read; run again"):
+        load_dataset(str(corpus)).tokens("test")
+    monkeypatch.undo()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
+    test.write_text(TEST, encoding="utf-8")
+    dataset = load_dataset(str(corpus))
+    words = [dataset.vocab.tokens[i] for i in dataset.tokens("test").ids]
+    assert words == " ".join(TEST.replace("\n", " <eos> ").split()).split()
+
+
+def test_the_result_records_the_checksum_of_the_file_it_scored(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    train = corpus / "wiki.train.tokens"
+    original = train.read_bytes()
+    _replacing_after_first_open(monkeypatch, train, OTHER_TRAIN)
+    output = tmp_path / "result.json"
+    arguments = ["eval", "unigram", "--dataset", str(corpus), "--split", "test", "--output", str(output)]
+    code = harness_main(arguments)
+    if code == 0:  # then it scored one file throughout, and says which
+        record = json.loads(output.read_text())
+        assert record["train_sha256"] == hashlib.sha256(train.read_bytes()).hexdigest()
+    else:
+        assert_one_line_error(capsys, "changed while being read; run again")
+    monkeypatch.undo()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
+    train.write_bytes(original)
+    assert harness_main(arguments) == 0
+    record = json.loads(output.read_text())
+    assert record["train_sha256"] == hashlib.sha256(original).hexdigest()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    assert harness_main(arguments) == 0
+    assert json.loads(output.read_text())["perplexity"] == record["perplexity"]
+
+
+def test_a_two_process_encoding_reads_the_file_it_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker reads the parent's open file, not whatever the path names by then (here a
+    file of the same size and modification time, which no stamp check tells apart)."""
+    directory = write_corpus(tmp_path / "c")
+    train = directory / "wiki.train.tokens"
+    train.write_text(TRAIN * 60, encoding="utf-8")
+    expected = _vocabulary_without_cache(directory, tmp_path, monkeypatch)
+    monkeypatch.setattr(datasets, "LARGE_FILE_BYTES", 0)
+    monkeypatch.setattr(datasets, "WORKER_PIECE_BYTES", 1000)
+    monkeypatch.setattr(datasets, "_cpus", lambda: 2)
+    other = (TRAIN * 60).replace("cat", "cow").replace("dog", "pig")
+    real_popen = subprocess.Popen
+
+    def replacing_then_starting(*args, **kwargs):  # the parent has the file open by now
+        staged = train.with_name(".staged")
+        staged.write_text(other, encoding="utf-8")
+        status = train.stat()
+        os.utime(staged, ns=(status.st_atime_ns, status.st_mtime_ns))
+        os.replace(staged, train)
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(datasets.subprocess, "Popen", replacing_then_starting)
+    dataset = load_dataset(str(directory))
+    assert dataset.vocab.tokens == expected  # the file it opened and checksummed, whole
+    assert "cow" not in dataset.vocab
+    monkeypatch.undo()
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
+    train.write_text(TRAIN * 60, encoding="utf-8")
+    assert load_dataset(str(directory)).vocab.tokens == expected
+
+
+# ---- checksum files ------------------------------------------------------------------------------
+
+
+def test_a_checksum_file_in_the_parent_directory_is_not_the_datasets(tmp_path: Path) -> None:
+    directory = write_corpus(tmp_path / "root" / "corpus")
+    # An unrelated BSD-style file (not the sha256sum format) beside the corpus directory.
+    (tmp_path / "root" / "SHA256SUMS").write_text("SHA256 (corpus/wiki.test.tokens) = 00\n")
+    dataset = load_dataset(str(directory))
+    assert len(dataset.tokens("test").ids) > 0
+    assert not dataset.is_verified("test")
+    # Not even one in the sha256sum format naming the corpus's files is read.
+    (tmp_path / "root" / "SHA256SUMS").write_text(f"{'0' * 64}  corpus/wiki.test.tokens\n")
+    assert load_dataset(str(directory)).tokens("test").sha256 != "0" * 64
+
+
+@pytest.mark.parametrize("where", ["dataset", "parent"])
+def test_a_binary_checksum_file_is_one_line(
+    tmp_path: Path, where: str, capsys: pytest.CaptureFixture
+) -> None:
+    directory = write_corpus(tmp_path / "root" / "corpus")
+    checksums = (directory if where == "dataset" else directory.parent) / "SHA256SUMS"
+    checksums.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    code = harness_main(["eval", "unigram", "--dataset", str(directory), "--causality-audit", "0"])
+    if where == "dataset":
+        assert code == 2
+        assert_one_line_error(capsys, str(checksums), "not a checksum file")
+    else:
+        assert code == 0, capsys.readouterr().err
+
+
+# ---- input quirks ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("block_bytes", [1, 2, 1 << 23])
+def test_a_byte_order_mark_is_not_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int
+) -> None:
+    plain = write_corpus(tmp_path / "plain")
+    marked = write_corpus(tmp_path / "marked")
+    for split in ("train", "test"):
+        file = marked / f"wiki.{split}.tokens"
+        file.write_bytes(UTF8_BOM + file.read_bytes().lstrip())
+        (plain / f"wiki.{split}.tokens").write_bytes(file.read_bytes()[3:])
+    monkeypatch.setattr(datasets, "READ_BLOCK_BYTES", block_bytes)
+    with_mark, without = load_dataset(str(marked)), load_dataset(str(plain))
+    assert with_mark.vocab.tokens == without.vocab.tokens
+    assert not any("\ufeff" in token for token in with_mark.vocab.tokens)
+    np.testing.assert_array_equal(with_mark.tokens("test").ids, without.tokens("test").ids)
+    assert with_mark.tokens("test").oov_tokens == 0
+    # The checksum stays that of the file's bytes, mark included.
+    marked_test = (marked / "wiki.test.tokens").read_bytes()
+    assert with_mark.tokens("test").sha256 == hashlib.sha256(marked_test).hexdigest()
+
+
+def test_a_byte_order_mark_in_a_two_process_encoding_is_not_a_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = write_corpus(tmp_path / "c")
+    (directory / "wiki.train.tokens").write_bytes(UTF8_BOM + (TRAIN * 40).encode())
+    monkeypatch.setattr(datasets, "LARGE_FILE_BYTES", 0)
+    monkeypatch.setattr(datasets, "WORKER_PIECE_BYTES", 1000)
+    monkeypatch.setattr(datasets, "_cpus", lambda: 2)
+    assert not any("\ufeff" in token for token in load_dataset(str(directory)).vocab.tokens)
+
+
+# ---- leftovers of killed runs ----------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (and been reaped)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_remove_stale_temporaries_removes_only_dead_writers(tmp_path: Path) -> None:
+    from harness.files import remove_stale_temporaries
+
+    dead, alive = _dead_pid(), os.getpid()
+    stale = tmp_path / f".result.json.{dead}-0a1b2c3d.tmp"
+    live = tmp_path / f".result.json.{alive}-0a1b2c3d.tmp"
+    scratch = tmp_path / f".encode.{dead}-99aa00ff.tmp"
+    others = [tmp_path / "result.json", tmp_path / f"result.json.{dead}-0a1b2c3d.tmp", tmp_path / ".lock"]
+    for path in (stale, live, *others):
+        path.write_text("x")
+    scratch.mkdir()
+    (scratch / "0.npy").write_text("x")
+    assert remove_stale_temporaries(tmp_path) == sorted([scratch, stale])
+    assert sorted(tmp_path.iterdir()) == sorted([live, *others])
+    assert remove_stale_temporaries(tmp_path / "missing") == []
+
+
+def test_the_next_run_removes_what_a_killed_run_left_in_the_token_cache(
+    corpus: Path, isolated_cache: Path
+) -> None:
+    load_dataset(str(corpus)).tokens("test")
+    (entry,) = (isolated_cache / "tokens" / "v1").iterdir()
+    dead = _dead_pid()
+    stale = [
+        entry / f".{'a' * 64}.npy.{dead}-0123abcd.tmp",
+        isolated_cache / "tokens" / f".encode.{dead}-0a0b0c0d.tmp",
+    ]
+    live = entry / f".{'b' * 64}.npy.{os.getpid()}-0123abcd.tmp"  # a writer still at work
+    stale[0].write_bytes(b"\x93NUMPY half")
+    stale[1].mkdir()
+    (stale[1] / "0.npy").write_bytes(b"piece")
+    live.write_bytes(b"\x93NUMPY half")
+    load_dataset(str(corpus)).tokens("test")
+    assert not any(path.exists() for path in stale)
+    assert live.exists()
+
+
+#: A harness run killed (SIGKILL) right after it started its encoding worker.
+KILLED_RUN = """
+import os, signal, subprocess, sys
+from harness import datasets
+real = subprocess.Popen
+def spawn(*args, **kwargs):
+    worker = real(*args, **kwargs)
+    print(worker.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+subprocess.Popen = spawn
+datasets.LARGE_FILE_BYTES = 0
+datasets._cpus = lambda: 2
+datasets.load_dataset(sys.argv[1]).vocab
+"""
+
+
+def _is_running(pid: int) -> bool:
+    """Whether ``pid`` is a process that has not exited (a zombie has)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_killed_run_leaves_no_working_worker_and_no_scratch(
+    tmp_path: Path, isolated_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = write_corpus(tmp_path / "c")
+    (directory / "wiki.train.tokens").write_text(TRAIN * 2000, encoding="utf-8")
+    system_temp = tmp_path / "system-temp"
+    system_temp.mkdir()
+    environment = {**os.environ, "TMPDIR": str(system_temp), "PYTHONPATH": str(REPO)}
+    run = subprocess.run(
+        [sys.executable, "-c", KILLED_RUN, str(directory)], env=environment, capture_output=True, text=True
+    )
+    assert run.returncode == -9, run.stderr
+    worker = int(run.stdout)
+    deadline = time.monotonic() + 60
+    while _is_running(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _is_running(worker), "the encoding worker outlived its parent"
+    pieces = [*system_temp.rglob("*.npy"), *isolated_cache.rglob("*.npy")]
+    assert pieces == [], "the worker went on encoding after its parent was killed"
+    assert list(system_temp.iterdir()) == []  # nothing in the system's temporary folder
+    monkeypatch.setenv("TMPDIR", str(system_temp))
+    load_dataset(str(directory)).vocab  # the next run clears the scratch directory
+    assert [path.name for path in (isolated_cache / "tokens").iterdir()] == ["v1"]
+
+
+# ---- plugins that cannot be loaded, or that fail ----------------------------------------------------
+
+#: A plugin whose factory or model fails where its source says (``FAIL`` is replaced).
+PLUGIN_SOURCE = """
+import numpy as np
+from harness import ChunkScores
+
+class Model:
+    def reset(self, batch_size):
+        FAIL_RESET
+
+    def score(self, chunk):
+        FAIL_SCORE
+        return ChunkScores(np.full(chunk.targets.shape, -1.0, dtype=SCORE_DTYPE))
+
+def load_model(dataset, *, device, checkpoint):
+    FAIL_LOAD
+    return Model()
+"""
+
+
+def _plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, **parts: str) -> str:
+    """Write plugin module ``name`` from :data:`PLUGIN_SOURCE` with ``parts`` (FAIL_LOAD=...,
+    ...; unset ones do nothing) and make it importable; returns its name."""
+    source = PLUGIN_SOURCE
+    for part in ("FAIL_RESET", "FAIL_SCORE", "FAIL_LOAD", "SCORE_DTYPE"):
+        source = source.replace(part, parts.get(part, "np.float64" if part == "SCORE_DTYPE" else "pass"))
+    (tmp_path / "plugins").mkdir(exist_ok=True)
+    (tmp_path / "plugins" / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    return name
+
+
+@pytest.mark.parametrize(
+    "name, source, expected",
+    [
+        ("", None, "plugin '' names no module"),
+        (":load_model", None, "plugin ':load_model' names no module"),
+        ("broken_syntax", "def load_model(:\n", "failed to import: SyntaxError"),
+        ("broken_import", "from os import no_such_name\n", "failed to import: ImportError"),
+        ("raises_at_import", "raise RuntimeError('no GPU here')\n", "RuntimeError: no GPU here (at "),
+    ],
+)
+def test_a_plugin_that_cannot_be_imported_is_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    corpus: Path,
+    name: str,
+    source: str | None,
+    expected: str,
+) -> None:
+    if source is not None:
+        (tmp_path / "plugins").mkdir()
+        (tmp_path / "plugins" / f"{name}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    assert harness_main(["eval", name, "--dataset", str(corpus)]) == 2
+    assert_one_line_error(capsys, f"error: plugin {name!r}", expected)
+
+
+def test_a_factory_that_raises_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, corpus: Path
+) -> None:
+    name = _plugin(tmp_path, monkeypatch, "raising_factory", FAIL_LOAD="raise ValueError('bad\\nweights')")
+    assert harness_main(["eval", name, "--dataset", str(corpus)]) == 2
+    assert_one_line_error(
+        capsys,
+        "error: plugin 'raising_factory' cannot be loaded",
+        "ValueError: bad weights",
+        "raising_factory.py:",
+    )
+
+
+@pytest.mark.parametrize(
+    "fail, code, place",
+    [
+        (
+            "FAIL_SCORE",
+            "if getattr(self, 'scored', False): raise KeyError(7)\n        self.scored = True",
+            r"^raising_score c/test: score\(\) on tokens 100\.\.199 raised an exception \(traceback below\)$",
+        ),
+        ("FAIL_RESET", "raise KeyError(7)", r"^raising_reset c/test: reset\(1\) raised an exception"),
+    ],
+)
+def test_a_model_that_raises_is_named_with_the_position_before_its_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    fail: str,
+    code: str,
+    place: str,
+) -> None:
+    directory = write_corpus(tmp_path / "c", test=TEST * 30)
+    name = _plugin(tmp_path, monkeypatch, f"raising_{fail[5:].lower()}", **{fail: code})
+    with pytest.raises(KeyError):  # a bug in the plugin keeps its traceback
+        harness_main(["eval", name, "--dataset", str(directory), "--audit", "0", "--causality-audit", "0"])
+    assert re.search(place, capsys.readouterr().err, re.MULTILINE)
+
+
+def test_a_model_that_raises_in_the_causality_audit_is_named_with_the_position(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, corpus: Path
+) -> None:
+    name = _plugin(tmp_path, monkeypatch, "raising_in_audit", FAIL_SCORE="raise KeyError(7)")
+    with pytest.raises(KeyError):
+        harness_main(["eval", name, "--dataset", str(corpus)])
+    error = capsys.readouterr().err
+    assert "raising_in_audit" in error and "score() in the causality audit, on tokens " in error
+
+
+@pytest.mark.parametrize("dtype", ["np.complex128", "np.complex64"])
+def test_complex_scores_are_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, corpus: Path, dtype: str
+) -> None:
+    name = _plugin(tmp_path, monkeypatch, f"complex_{dtype[3:]}", SCORE_DTYPE=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        code = harness_main(["eval", name, "--dataset", str(corpus), "--audit", "0"])
+    assert code == 2
+    assert_one_line_error(capsys, "target_log_probs is a complex array", "not real log-probabilities")
+
+
+def test_complex_torch_scores_are_refused_in_one_line() -> None:
+    torch = pytest.importorskip("torch")
+    from harness.evaluate import _as_float64
+
+    with pytest.raises(PluginError, match=r"^m: target_log_probs is a complex tensor \(torch.complex64\)"):
+        _as_float64(torch.zeros(2, 3, dtype=torch.complex64), "m: target_log_probs")
+
+
+# ---- the causality audit: progress and diagnosis ------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+class _ConstantScores:
+    """Scores every target -1 (a probability of 0.37 for each word: unnormalised, not leaking);
+    its full distributions, when it gives them, say the same."""
+
+    def __init__(self, vocab_size: int, give_distributions: bool) -> None:
+        self.vocab_size, self.give_distributions = vocab_size, give_distributions
+        self.stderr_at_first_call: str | None = None
+
+    def reset(self, batch_size: int) -> None:
+        pass
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        if self.stderr_at_first_call is None:
+            self.stderr_at_first_call = sys.stderr.getvalue() if isinstance(sys.stderr, io.StringIO) else ""
+        wanted = chunk.distribution_mask
+        rows = None
+        if self.give_distributions and wanted is not None:
+            rows = np.full((int(wanted.sum()), self.vocab_size), -1.0)
+        return ChunkScores(np.full(chunk.targets.shape, -1.0), rows)
+
+
+class _ReadsTargetsOnly(_ConstantScores):
+    """Normalised, target-independent distributions (uniform), but target scores that read the
+    target: log 0.9 for whatever it is given."""
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        wanted = chunk.distribution_mask
+        rows = (
+            None
+            if wanted is None
+            else np.full((int(wanted.sum()), self.vocab_size), -np.log(self.vocab_size))
+        )
+        return ChunkScores(np.full(chunk.targets.shape, np.log(0.9)), rows)
+
+
+def _causality_audit(model, corpus: Path, **options):
+    dataset = load_dataset(str(corpus))
+    return causality_audit(
+        model,
+        dataset.tokens("test").ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        bptt=100,
+        points=4,
+        name="m",
+        **options,
+    )
+
+
+def test_the_causality_audit_shows_progress_from_its_first_call(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    model = _ConstantScores(len(load_dataset(str(corpus)).vocab), give_distributions=False)
+    with pytest.raises(PluginError):
+        _causality_audit(model, corpus)
+    assert "m causality audit" in (model.stderr_at_first_call or ""), model.stderr_at_first_call
+    assert "0/16" in (model.stderr_at_first_call or "")
+
+
+@pytest.mark.parametrize(
+    "model, reason",
+    [
+        (
+            lambda v: _ConstantScores(v, give_distributions=False),
+            r"> 1: it reads the token it predicts, or its scores are not normalised \(it gives no full "
+            r"distributions, so the audit cannot tell which\)$",
+        ),
+        (
+            lambda v: _ConstantScores(v, give_distributions=True),
+            r"> 1: its scores are not normalised: its distribution at token \d+ sums to [\d.]+, not 1, "
+            r"and gives each value the score it got in its own run \(so it does not read the token it "
+            r"predicts\)$",
+        ),
+        (
+            lambda v: _ReadsTargetsOnly(v, give_distributions=True),
+            r"> 1: it reads the token it predicts: the values' scores differ from its distribution at "
+            r"token \d+, which sums to 1",
+        ),
+    ],
+)
+def test_the_causality_audit_tells_leakage_from_a_lack_of_normalisation(
+    corpus: Path, model, reason: str
+) -> None:
+    with pytest.raises(PluginError, match=r"^m: causality audit failed at token \d+: .*" + reason) as error:
+        _causality_audit(model(len(load_dataset(str(corpus)).vocab)), corpus)
+    assert "\n" not in str(error.value)
+
+
+# ---- first contact ------------------------------------------------------------------------------------
+
+
+def _subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
+    from harness.cli import build_parser
+
+    (commands,) = (
+        action for action in build_parser()._actions if action.choices and action.dest == "command"
+    )
+    return dict(commands.choices)
+
+
+@pytest.mark.parametrize("command", ["eval", "list", "download", "contamination"])
+def test_every_option_of_the_harness_shows_its_default(command: str) -> None:
+    parser = _subcommand_parsers()[command]
+    for action in parser._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help and re.search(r"\bdefault\b|required", action.help), (command, action.dest)
+
+
+def test_every_option_of_hf_tiny_shows_its_default() -> None:
+    from harness.plugins import hf_tiny
+
+    for action in hf_tiny.build_parser()._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.help and re.search(r"\bdefault\b|required", action.help), action.dest
+
+
+def test_hf_tiny_names_a_missing_train_file_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from harness.plugins import hf_tiny
+
+    missing = tmp_path / "no-such.tokens"
+    assert hf_tiny.main([str(tmp_path / "out"), "--train", str(missing)]) == 2
+    assert_one_line_error(capsys, "--train", str(missing), "no such file")
+    assert not (tmp_path / "out").exists()
+
+
+def test_eval_without_a_dataset_prints_the_table_of_what_it_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A plugin that serves only PTB: one evaluation, still the table the README promises."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "ptb_only.py").write_text(
+        "from harness import ModelUnavailable\n"
+        "from harness.plugins import unigram\n"
+        "def load_model(dataset, *, device, checkpoint):\n"
+        "    if dataset.name != 'ptb':\n"
+        "        raise ModelUnavailable('no checkpoint for it: train one')\n"
+        "    return unigram.load_model(dataset, device=device, checkpoint=checkpoint)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    assert harness_main(["eval", "ptb_only", "--causality-audit", "1", "--audit", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "wikitext-2: no checkpoint for it: train one" in captured.err
+    assert "wikitext-103: not found locally" in captured.err
+    lines = captured.out.splitlines()
+    header = next(index for index, line in enumerate(lines) if line.startswith("dataset "))
+    assert lines[header - 1] == "model: ptb_only"
+    assert re.match(r"ptb +test +82,430 +639\.\d\d ", lines[header + 1])
+
+
+def test_results_record_no_absolute_machine_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, real_data_dir: Path
+) -> None:
+    from harness.results import resolve_recorded_path
+
+    write_corpus(tmp_path / "work" / "corpus")
+    monkeypatch.chdir(tmp_path / "work")
+    outputs = tmp_path / "work" / "out"
+    for dataset, extra in (("ptb", ["--data-dir", str(real_data_dir)]), ("corpus", []), ("wikitext-2", [])):
+        arguments = ["eval", "unigram", "--dataset", dataset, "--output-dir", str(outputs), *extra]
+        assert harness_main([*arguments, "--causality-audit", "1", "--audit", "1"]) == 0
+    records = {path.name.split(".")[-3]: json.loads(path.read_text()) for path in outputs.glob("*.json")}
+    expected = {"ptb": "<data>/ptb", "corpus": "corpus", "wikitext-2": "<repo>/harness/data/wikitext-2"}
+    assert {name: record["dataset_path"] for name, record in records.items()} == expected
+    for name, record in records.items():
+        for key in ("dataset_path", "checkpoint", "token_log_probs_file"):
+            assert not Path(record[key] or "").is_absolute(), (name, key, record[key])
+        assert (outputs / record["token_log_probs_file"]).is_file()  # beside the JSON
+    assert resolve_recorded_path("<data>/ptb", real_data_dir) == real_data_dir / "ptb"
+    assert resolve_recorded_path("<repo>/harness/data/wikitext-2") == datasets.PACKAGED_DATA / "wikitext-2"
+    assert resolve_recorded_path("corpus") == Path("corpus")
+    assert resolve_recorded_path("/old/absolute/ptb") == Path("/old/absolute/ptb")  # older results
