@@ -8,7 +8,7 @@ epochs. The Pointer Sentinel-LSTM's own parameters (query projection and sentine
 times the learning rate: at full rate its sentinel gate saturates at 1 within 25 steps and the
 pointer never recovers (``benchmarks/pointer_gate.py``). ``--loss sum`` (summed over positions,
 averaged over streams, as in Zaremba et al.'s code) with learning rate 1 and clipping at 1 keeps
-the gate alive too, but trains the network far more slowly (``results/ptb/training/README.md``).
+the gate alive too, but trains the network far more slowly (``docs/measurements.md``, "The training recipe").
 
 Resumption is exact: every random mask of step ``k`` of epoch ``e`` comes from a generator
 seeded with ``(seed, e, k, rank)``, and a checkpoint holds the weights, the optimizer, the
@@ -192,7 +192,7 @@ def parameter_groups(model: nn.Module, pointer_lr_scale: float) -> list[dict[str
 
     With steps of up to 5 (learning rate 20, clipping at 0.25) on the pointer's parameters the
     sentinel gate saturates at 1 within 25 steps and the pointer never recovers; at 0.05x it stays
-    input-dependent (``results/ptb/training/recipe.md``).
+    input-dependent (``docs/measurements.md``, "The training recipe").
     """
     own = model.pointer_parameters() if isinstance(model, PointerSentinelLSTM) else []
     own_ids = {id(parameter) for parameter in own}

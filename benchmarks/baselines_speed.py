@@ -248,6 +248,8 @@ def profile_section(args: argparse.Namespace, config: CoreConfig, train_ids: tor
     from torch.profiler import ProfilerActivity, profile, record_function
 
     model = ZoneoutLSTM(config).to(args.device).train()
+    if args.compile:
+        model.core.compile_step()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     streams = train_ids[: args.batch_size * (args.bptt + 1) * 2].view(args.batch_size, -1).to(args.device)
     inputs, targets = streams[:, : args.bptt], streams[:, 1 : args.bptt + 1]

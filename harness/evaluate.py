@@ -22,7 +22,7 @@ import functools
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -254,6 +254,79 @@ def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
     return (peak + np.log(np.exp(rows - peak).sum(axis=1, keepdims=True)))[:, 0]
 
 
+def _progress_bar(total: int, *, unit: str, desc: str, progress: bool, unit_scale: bool = False) -> tqdm:
+    """A progress bar on stderr, shown when it is a terminal and ``progress``; gone when done."""
+    return tqdm(
+        total=total,
+        unit=unit,
+        unit_scale=unit_scale,
+        desc=desc,
+        leave=False,
+        disable=None if progress else True,
+    )
+
+
+def _validated_scores(
+    scores: object,
+    mask: np.ndarray,
+    distribution_mask: np.ndarray | None,
+    *,
+    vocab_size: int,
+    starts: np.ndarray,
+    begin: int,
+    name: str,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """What a plugin's ``score()`` returned for a chunk, checked: a :class:`ChunkScores` whose
+    target log-probabilities are real numbers, shaped like the chunk's ``mask`` (bool ``[B, T]``)
+    and finite and not positive where it is true; and whose distributions, when asked for (at the
+    ``K`` positions of ``distribution_mask``, bool ``[B, T]``; None: none asked for) and given,
+    are real numbers shaped ``[K, V]`` with no NaN or +inf.
+
+    Returns the target log-probabilities (float64 ``[B, T]``) and the distributions (float64
+    ``[K, V]``; None when none were asked for or given). ``starts`` (int64 ``[B]``, each stream's
+    first token in the split) and ``begin`` (the chunk's first column) place it for messages.
+
+    Raises:
+        PluginError: one line naming the plugin and what is wrong.
+    """
+    if not isinstance(scores, ChunkScores):
+        raise PluginError(f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores")
+    log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
+    if log_probs.shape != mask.shape:
+        raise PluginError(
+            f"{name}: target_log_probs has shape {log_probs.shape}, expected {mask.shape} (batch, positions)"
+        )
+    _check_log_probs(log_probs, mask, starts, begin, name)
+    if distribution_mask is None or scores.distributions is None:
+        return log_probs, None
+    rows = _as_float64(scores.distributions, f"{name}: distributions")
+    expected_shape = (int(distribution_mask.sum()), vocab_size)
+    if rows.shape != expected_shape:
+        raise PluginError(
+            f"{name}: distributions has shape {rows.shape}, expected "
+            f"{expected_shape} (requested positions, vocabulary)"
+        )
+    if np.isnan(rows).any() or np.isposinf(rows).any():
+        raise PluginError(f"{name}: a full distribution contains NaN or +inf")
+    return log_probs, rows
+
+
+def _check_log_probs(
+    log_probs: np.ndarray, mask: np.ndarray, starts: np.ndarray, begin: int, name: str
+) -> None:
+    """Raise :class:`PluginError` at the first real position (``mask``, bool ``[B, T]``) whose
+    log-probability (``log_probs``, float64 ``[B, T]``) is NaN, infinite or positive."""
+    bad = mask & ~(np.isfinite(log_probs) & (log_probs <= MAX_LOG_PROB))
+    if bad.any():
+        stream, offset = (int(i) for i in np.argwhere(bad)[0])
+        value = log_probs[stream, offset]
+        token = int(starts[stream]) + begin + offset
+        what = "a positive log-probability" if value > 0 else "an invalid log-probability"
+        raise PluginError(
+            f"{name}: {what} ({value}) for token {token} (stream {stream}, position {begin + offset})"
+        )
+
+
 def evaluate(
     model: LanguageModel,
     ids: np.ndarray,
@@ -293,9 +366,8 @@ def evaluate(
     """
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
-    num_tokens = len(ids)
     causality = CAUSALITY_OFF
-    if causality_points > 0 and num_tokens > 0:
+    if causality_points > 0 and len(ids) > 0:
         causality = causality_audit(
             model,
             ids,
@@ -308,113 +380,113 @@ def evaluate(
             progress=progress,
         )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
-    starts, mask = grid.starts, grid.mask
-
-    audit_mask = np.zeros_like(mask)
-    if audit_positions > 0:
-        chosen = np.random.default_rng(0).choice(num_tokens, min(audit_positions, num_tokens), replace=False)
-        stream = np.searchsorted(starts, chosen, side="right") - 1
-        audit_mask[stream, chosen - starts[stream]] = True
-
-    log_prob_grid = np.zeros(mask.shape) if keep_token_log_probs else None
-    total = 0.0
-    counted = 0
-    requested = checked = 0
-    max_sum_error = max_target_error = 0.0
+    tally = _Tally(np.zeros(grid.mask.shape) if keep_token_log_probs else None)
+    audit_mask = _audit_mask(grid, audit_positions)
     with _naming_the_plugin(name, f"reset({batch_size})"):
         model.reset(batch_size)
     began = time.perf_counter()
-    with tqdm(
-        total=num_tokens,
-        unit="tok",
-        unit_scale=True,
-        desc=name,
-        leave=False,
-        disable=None if progress else True,
-    ) as bar:
+    with _progress_bar(len(ids), unit="tok", desc=name, progress=progress, unit_scale=True) as bar:
         for begin, view in grid.chunks(bptt):
-            end = begin + view.mask.shape[1]
-            chunk_mask = view.mask
-            wanted = audit_mask[:, begin:end]
-            # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
-            chunk = Chunk(
-                view.inputs.copy(),
-                view.targets.copy(),
-                chunk_mask.copy(),
-                wanted.copy() if wanted.any() else None,
-            )
-            with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}"):
-                scores = model.score(chunk)
-            if not isinstance(scores, ChunkScores):
-                raise PluginError(
-                    f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores"
-                )
-            log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
-            if log_probs.shape != chunk_mask.shape:
-                raise PluginError(
-                    f"{name}: target_log_probs has shape {log_probs.shape}, "
-                    f"expected {chunk_mask.shape} (batch, positions)"
-                )
-            _check_log_probs(log_probs, chunk_mask, starts, begin, name)
-            total += float(log_probs[chunk_mask].sum())
-            counted += int(chunk_mask.sum())
-            if log_prob_grid is not None:
-                log_prob_grid[:, begin:end] = log_probs
-            if chunk.distribution_mask is not None:
-                requested += int(wanted.sum())
-                if scores.distributions is None:
-                    audit_mask[:] = False  # the model gives no distributions: stop asking
-                else:
-                    sum_error, target_error = _audit(
-                        scores.distributions, wanted, log_probs, view.targets, vocab_size, name
-                    )
-                    checked += int(wanted.sum())
-                    max_sum_error = max(max_sum_error, sum_error)
-                    max_target_error = max(max_target_error, target_error)
-            bar.update(int(chunk_mask.sum()))
+            _score_chunk(model, view, begin, grid.starts, audit_mask, tally, vocab_size=vocab_size, name=name)
+            bar.update(int(view.mask.sum()))
     seconds = time.perf_counter() - began
-    assert counted == num_tokens, (counted, num_tokens)
+    assert tally.tokens == len(ids), (tally.tokens, len(ids))
     return Evaluation(
-        tokens=counted,
-        total_log_prob=total,
+        tokens=tally.tokens,
+        total_log_prob=tally.total_log_prob,
         seconds=seconds,
-        audit=Audit(requested, checked, max_sum_error, max_target_error),
+        audit=Audit(tally.requested, tally.checked, tally.max_sum_error, tally.max_target_error),
         causality=causality,
-        token_log_probs=log_prob_grid[mask] if log_prob_grid is not None else None,
+        token_log_probs=tally.log_prob_grid[grid.mask] if tally.log_prob_grid is not None else None,
     )
 
 
-def _check_log_probs(
-    log_probs: np.ndarray, mask: np.ndarray, starts: np.ndarray, begin: int, name: str
-) -> None:
-    bad = mask & ~(np.isfinite(log_probs) & (log_probs <= MAX_LOG_PROB))
-    if bad.any():
-        stream, offset = (int(i) for i in np.argwhere(bad)[0])
-        value = log_probs[stream, offset]
-        token = int(starts[stream]) + begin + offset
-        what = "a positive log-probability" if value > 0 else "an invalid log-probability"
-        raise PluginError(
-            f"{name}: {what} ({value}) for token {token} (stream {stream}, position {begin + offset})"
-        )
+@dataclasses.dataclass
+class _Tally:
+    """What the scoring loop of :func:`evaluate` has added up so far.
+
+    Attributes:
+        log_prob_grid: float64 ``[B, W]``, the log-probability at each place of the stream grid,
+            when the caller keeps them (None otherwise).
+        total_log_prob, tokens: the sum of the log-probabilities scored, and their number.
+        requested, checked, max_sum_error, max_target_error: the probability audit's figures
+            (see :class:`Audit`).
+    """
+
+    log_prob_grid: np.ndarray | None
+    total_log_prob: float = 0.0
+    tokens: int = 0
+    requested: int = 0
+    checked: int = 0
+    max_sum_error: float = 0.0
+    max_target_error: float = 0.0
 
 
-def _audit(
-    distributions: Any,
-    wanted: np.ndarray,
-    log_probs: np.ndarray,
-    targets: np.ndarray,
+def _audit_mask(grid: StreamGrid, audit_positions: int) -> np.ndarray:
+    """Where (bool ``[B, W]``, like ``grid.mask``) the probability audit asks for the full
+    distribution: ``audit_positions`` predictions drawn with a fixed seed (none when 0)."""
+    num_tokens = int(grid.mask.sum())
+    audit_mask = np.zeros_like(grid.mask)
+    if audit_positions > 0:
+        chosen = np.random.default_rng(0).choice(num_tokens, min(audit_positions, num_tokens), replace=False)
+        stream = np.searchsorted(grid.starts, chosen, side="right") - 1
+        audit_mask[stream, chosen - grid.starts[stream]] = True
+    return audit_mask
+
+
+def _score_chunk(
+    model: LanguageModel,
+    view: Chunk,
+    begin: int,
+    starts: np.ndarray,
+    audit_mask: np.ndarray,
+    tally: _Tally,
+    *,
     vocab_size: int,
     name: str,
+) -> None:
+    """Score the chunk ``view`` (views ``[B, T]`` of the stream grid, from column ``begin``;
+    ``starts``: int64 ``[B]``, each stream's first token) and add it to ``tally``, auditing the
+    distributions asked for where ``audit_mask`` (bool ``[B, W]``) is true. A model that gives no
+    distributions clears ``audit_mask``: it is not asked again."""
+    end = begin + view.mask.shape[1]
+    wanted = audit_mask[:, begin:end]
+    requested = wanted if wanted.any() else None
+    # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
+    chunk = Chunk(
+        view.inputs.copy(),
+        view.targets.copy(),
+        view.mask.copy(),
+        requested.copy() if requested is not None else None,
+    )
+    with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}"):
+        scores = model.score(chunk)
+    log_probs, rows = _validated_scores(
+        scores, view.mask, requested, vocab_size=vocab_size, starts=starts, begin=begin, name=name
+    )
+    tally.total_log_prob += float(log_probs[view.mask].sum())
+    tally.tokens += int(view.mask.sum())
+    if tally.log_prob_grid is not None:
+        tally.log_prob_grid[:, begin:end] = log_probs
+    if requested is None:
+        return
+    tally.requested += int(requested.sum())
+    if rows is None:
+        audit_mask[:] = False  # the model gives no distributions: stop asking
+        return
+    sum_error, target_error = _probability_audit(rows, requested, log_probs, view.targets, name)
+    tally.checked += int(requested.sum())
+    tally.max_sum_error = max(tally.max_sum_error, sum_error)
+    tally.max_target_error = max(tally.max_target_error, target_error)
+
+
+def _probability_audit(
+    rows: np.ndarray, wanted: np.ndarray, log_probs: np.ndarray, targets: np.ndarray, name: str
 ) -> tuple[float, float]:
-    rows = _as_float64(distributions, f"{name}: distributions")
-    expected_shape = (int(wanted.sum()), vocab_size)
-    if rows.shape != expected_shape:
-        raise PluginError(
-            f"{name}: distributions has shape {rows.shape}, expected "
-            f"{expected_shape} (requested positions, vocabulary)"
-        )
-    if np.isnan(rows).any() or np.isposinf(rows).any():
-        raise PluginError(f"{name}: a full distribution contains NaN or +inf")
+    """Check the distributions ``rows`` (float64 ``[K, V]``, from :func:`_validated_scores`)
+    asked for at the ``K`` positions of ``wanted`` (bool ``[B, T]``): each sums to 1 and gives
+    its target (``targets``, int64 ``[B, T]``) the reported log-probability (``log_probs``,
+    float64 ``[B, T]``), within :data:`AUDIT_TOLERANCE`. Returns the largest errors of each."""
     sums = np.exp(_log_sum_exp(rows))
     sum_errors = np.abs(sums - 1.0)
     if sum_errors.max() > AUDIT_TOLERANCE:
@@ -475,57 +547,28 @@ def causality_audit(
             check what the evidence says (reading the target, or unnormalised scores).
     """
     began = time.perf_counter()
-    num_tokens = len(ids)
     candidates = min(candidates, vocab_size)
     rng = np.random.default_rng(seed)
-    chosen = np.sort(rng.choice(num_tokens, min(points, num_tokens), replace=False))
+    chosen = np.sort(rng.choice(len(ids), min(points, len(ids)), replace=False))
+    score = functools.partial(_score_stretch, model, bptt=bptt, vocab_size=vocab_size, name=name)
     compared = "targets and distributions"
     max_difference = max_candidate_mass = 0.0
-    with tqdm(
-        total=len(chosen) * candidates,
-        unit="run",
-        desc=f"{name} causality audit",
-        leave=False,
-        disable=None if progress else True,
+    with _progress_bar(
+        len(chosen) * candidates, unit="run", desc=f"{name} causality audit", progress=progress
     ) as bar:
         for point in (int(p) for p in chosen):
-            start = max(0, point - context)
-            before = point - start  # positions of the stretch before the point
-            # The text the stretch reads: the input of its first position, then its targets.
-            first_input = eos_id if start == 0 else int(ids[start - 1])
-            prefix = np.concatenate([[first_input], ids[start:point]]).astype(np.int64)
-            others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
-            others += others >= ids[point]  # skip the real token
-            values = np.concatenate([[ids[point]], others]).astype(np.int64)
-            score = functools.partial(
-                _score_stretch,
-                model,
-                point_index=before,
-                start=start,
-                bptt=bptt,
-                vocab_size=vocab_size,
-                name=name,
+            stretch = _Stretch.around(ids, point, eos_id=eos_id, context=context)
+            values = _candidate_values(rng, int(ids[point]), vocab_size=vocab_size, candidates=candidates)
+            runs = _score_runs(
+                score, stretch, values, rng, vocab_size=vocab_size, lookahead=lookahead, bar=bar
             )
-            runs = []
-            for run, value in enumerate(values):
-                text = np.concatenate([prefix, [value], rng.integers(0, vocab_size, lookahead)])
-                runs.append(score(text, want_row=run < 2))
-                bar.update()
             if tolerance is None:
-                on_accelerator = any(accelerated for *_, accelerated in runs)
-                tolerance = ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
-            difference, row = _compare_runs(runs, point=point, start=start, tolerance=tolerance, name=name)
+                tolerance = _default_tolerance(runs)
+            difference, row = _compare_runs(runs, stretch, tolerance=tolerance, name=name)
+            mass = _check_candidate_mass(runs, stretch, values, row, name=name)
             max_difference = max(max_difference, difference)
-            compared = compared if row is not None else "targets"
-            candidate_log_probs = np.array([run_targets[before] for run_targets, *_ in runs])  # [candidates]
-            mass = float(np.exp(candidate_log_probs).sum())
             max_candidate_mass = max(max_candidate_mass, mass)
-            if mass > 1 + AUDIT_TOLERANCE:
-                raise PluginError(
-                    f"{name}: causality audit failed at token {point}: the probabilities it gives "
-                    f"{len(values)} different values of token {point}, each in its own run, sum to "
-                    f"{mass:.4g} > 1: {_excess_mass_reason(point, values, candidate_log_probs, row)}"
-                )
+            compared = compared if row is not None else "targets"
     return CausalityAudit(
         len(chosen),
         candidates,
@@ -537,24 +580,98 @@ def causality_audit(
     )
 
 
-def _compare_runs(
-    runs: list[tuple[np.ndarray, np.ndarray | None, bool]],
+@dataclasses.dataclass(frozen=True)
+class _Stretch:
+    """The real text a stretch of :func:`causality_audit` reads up to its audited point.
+
+    Attributes:
+        point: the audited position (it predicts ``ids[point]``).
+        start: the stretch's first position in the split.
+        prefix: int64 ``[point - start + 1]``, the input of the stretch's first position, then
+            the targets of the positions before the point.
+    """
+
+    point: int
+    start: int
+    prefix: np.ndarray
+
+    @classmethod
+    def around(cls, ids: np.ndarray, point: int, *, eos_id: int, context: int) -> _Stretch:
+        """The stretch of ``ids`` (integer ``[N]``) from up to ``context`` positions before
+        ``point``."""
+        start = max(0, point - context)
+        first_input = eos_id if start == 0 else int(ids[start - 1])
+        return cls(point, start, np.concatenate([[first_input], ids[start:point]]).astype(np.int64))
+
+    @property
+    def before(self) -> int:
+        """Positions of the stretch before the point: the point's index in it."""
+        return self.point - self.start
+
+    def text(self, value: int, rng: np.random.Generator, vocab_size: int, lookahead: int) -> np.ndarray:
+        """The text of one run (int64 ``[S + 1]``): the prefix, ``value`` as the point's target,
+        then ``lookahead`` random tokens drawn from ``rng``."""
+        return np.concatenate([self.prefix, [value], rng.integers(0, vocab_size, lookahead)])
+
+
+#: One run of a stretch (see :func:`_score_stretch`): the target log-probabilities (float64
+#: ``[S]``), the distribution at the point (float64 ``[V]`` or None), and whether the scores
+#: came back as tensors on an accelerator.
+_Run = tuple[np.ndarray, np.ndarray | None, bool]
+
+
+def _score_runs(
+    score: Callable[..., _Run],
+    stretch: _Stretch,
+    values: np.ndarray,
+    rng: np.random.Generator,
     *,
-    point: int,
-    start: int,
+    vocab_size: int,
+    lookahead: int,
+    bar: tqdm,
+) -> list[_Run]:
+    """One run of ``stretch`` per value (int64 ``[C]``) of its point's target, each scored with
+    ``score`` (:func:`_score_stretch` bound to the model), the distribution at the point asked
+    for in the first two; ``bar`` advances a step per run."""
+    runs = []
+    for run, value in enumerate(values):
+        runs.append(score(stretch.text(value, rng, vocab_size, lookahead), stretch, want_row=run < 2))
+        bar.update()
+    return runs
+
+
+def _default_tolerance(runs: list[_Run]) -> float:
+    """The causality audit's tolerance when none is given, from the first point's ``runs``:
+    :data:`ACCELERATOR_CAUSALITY_TOLERANCE` when the scores came back on an accelerator, else 0."""
+    on_accelerator = any(accelerated for *_, accelerated in runs)
+    return ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
+
+
+def _candidate_values(rng: np.random.Generator, real: int, *, vocab_size: int, candidates: int) -> np.ndarray:
+    """The values (int64 ``[candidates]``) an audited point's target takes, one per run: the
+    real token ``real`` first, then others drawn from ``rng`` without repeats."""
+    others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
+    others += others >= real  # skip the real token
+    return np.concatenate([[real], others]).astype(np.int64)
+
+
+def _compare_runs(
+    runs: list[_Run],
+    stretch: _Stretch,
+    *,
     tolerance: float,
     name: str,
 ) -> tuple[float, np.ndarray | None]:
     """The first two checks of :func:`causality_audit` on the runs of one point (each from
-    :func:`_score_stretch`, the point at index ``point - start`` of its stretch): the target
-    log-probabilities before the point, and the distribution at it in runs 0 and 1, are the same
-    within ``tolerance``. Returns the largest change seen and the distribution at the point
-    (float64 ``[V]``; None when the model gives none); raises :class:`PluginError` otherwise."""
-    before = point - start
+    :func:`_score_stretch` on ``stretch``): the target log-probabilities before the point, and
+    the distribution at it in runs 0 and 1, are the same within ``tolerance``. Returns the
+    largest change seen and the distribution at the point (float64 ``[V]``; None when the model
+    gives none); raises :class:`PluginError` otherwise."""
+    point, before = stretch.point, stretch.before
     targets = np.stack([run_targets for run_targets, *_ in runs])  # [candidates, S]
     changes = _changes(targets[:1, :before], targets[1:, :before]).max(axis=0, initial=0.0)
     if (changes > tolerance).any():
-        where = start + int(np.argmax(changes > tolerance))
+        where = stretch.start + int(np.argmax(changes > tolerance))
         raise PluginError(
             f"{name}: causality audit failed at token {point}: the log-probability of its "
             f"target at token {where} changes (by {changes.max():.3g}) when token {point} "
@@ -571,6 +688,31 @@ def _compare_runs(
             f"{point} changes (by {change:.3g}) when token {point} or a later token changes"
         )
     return max(float(changes.max(initial=0.0)), change), reference_row
+
+
+def _check_candidate_mass(
+    runs: list[_Run],
+    stretch: _Stretch,
+    values: np.ndarray,
+    row: np.ndarray | None,
+    *,
+    name: str,
+) -> float:
+    """The last check of :func:`causality_audit` on the runs of one point (each from
+    :func:`_score_stretch` on ``stretch``, with ``values``, int64 ``[C]``, as the point's
+    target): the probabilities of the values, each in its own run, sum to at most 1. Returns
+    that sum; raises :class:`PluginError`, with what ``row`` (the distribution at the point,
+    from :func:`_compare_runs`) says of the cause, when it is more."""
+    point = stretch.point
+    candidate_log_probs = np.array([run_targets[stretch.before] for run_targets, *_ in runs])  # [C]
+    mass = float(np.exp(candidate_log_probs).sum())
+    if mass > 1 + AUDIT_TOLERANCE:
+        raise PluginError(
+            f"{name}: causality audit failed at token {point}: the probabilities it gives "
+            f"{len(values)} different values of token {point}, each in its own run, sum to "
+            f"{mass:.4g} > 1: {_excess_mass_reason(point, values, candidate_log_probs, row)}"
+        )
+    return mass
 
 
 def _excess_mass_reason(
@@ -613,60 +755,51 @@ def _excess_mass_reason(
 def _score_stretch(
     model: LanguageModel,
     text: np.ndarray,
+    stretch: _Stretch,
     *,
-    point_index: int,
     want_row: bool,
-    start: int,
     bptt: int,
     vocab_size: int,
     name: str,
-) -> tuple[np.ndarray, np.ndarray | None, bool]:
-    """Score ``text`` (int64 ``[S + 1]``: inputs ``text[:-1]``, targets ``text[1:]``) as one
-    stream from ``reset(1)``; returns the target log-probabilities (float64 ``[S]``), when
-    ``want_row`` the distribution at position ``point_index`` (float64 ``[V]``; None when the
-    model gives none), and whether the scores came back as tensors on an accelerator. ``start``
-    (the stretch's first position in the split) is for messages."""
-    length = len(text) - 1
+) -> _Run:
+    """Score ``text`` (int64 ``[S + 1]``: inputs ``text[:-1]``, targets ``text[1:]``), one run
+    of ``stretch``, as one stream from ``reset(1)``; returns the target log-probabilities
+    (float64 ``[S]``), when ``want_row`` the distribution at the stretch's point (float64 ``[V]``;
+    None when the model gives none), and whether the scores came back as tensors on an
+    accelerator."""
+    length, start = len(text) - 1, stretch.start
     inputs, targets = text[None, :-1], text[None, 1:]
     wanted = np.zeros((1, length), dtype=bool)
-    wanted[0, point_index] = want_row
+    wanted[0, stretch.before] = want_row
     log_probs, row, on_accelerator = np.empty(length), None, False
-    with _naming_the_plugin(name, f"reset(1) in the causality audit, for token {start + point_index}"):
+    with _naming_the_plugin(name, f"reset(1) in the causality audit, for token {stretch.point}"):
         model.reset(1)
     for begin in range(0, length, bptt):
         end = min(begin + bptt, length)
-        chunk_wanted = wanted[:, begin:end]
+        mask = np.ones((1, end - begin), dtype=bool)
+        requested = wanted[:, begin:end] if wanted[:, begin:end].any() else None
         chunk = Chunk(
             inputs[:, begin:end].copy(),
             targets[:, begin:end].copy(),
-            np.ones((1, end - begin), dtype=bool),
-            chunk_wanted.copy() if chunk_wanted.any() else None,
+            mask.copy(),
+            requested.copy() if requested is not None else None,
         )
         place = f"tokens {start + begin}..{start + end - 1} of a made-up stretch"
         with _naming_the_plugin(name, f"score() in the causality audit, on {place}"):
             scores = model.score(chunk)
-        if not isinstance(scores, ChunkScores):
-            raise PluginError(f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores")
+        chunk_log_probs, rows = _validated_scores(
+            scores,
+            mask,
+            requested,
+            vocab_size=vocab_size,
+            starts=np.zeros(1, dtype=np.int64),
+            begin=start + begin,
+            name=name,
+        )
         device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
         on_accelerator |= getattr(device, "type", "cpu") != "cpu"
-        chunk_log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
-        if chunk_log_probs.shape != chunk.mask.shape:
-            raise PluginError(
-                f"{name}: target_log_probs has shape {chunk_log_probs.shape}, "
-                f"expected {chunk.mask.shape} (batch, positions)"
-            )
-        _check_log_probs(chunk_log_probs, chunk.mask, np.zeros(1, dtype=np.int64), start + begin, name)
         log_probs[begin:end] = chunk_log_probs[0]
-        if chunk.distribution_mask is not None and scores.distributions is not None:
-            rows = _as_float64(scores.distributions, f"{name}: distributions")
-            if rows.shape != (1, vocab_size):
-                raise PluginError(
-                    f"{name}: distributions has shape {rows.shape}, expected "
-                    f"{(1, vocab_size)} (requested positions, vocabulary)"
-                )
-            if np.isnan(rows).any() or np.isposinf(rows).any():
-                raise PluginError(f"{name}: a full distribution contains NaN or +inf")
-            row = rows[0]
+        row = rows[0] if rows is not None else row
     return log_probs, row, on_accelerator
 
 

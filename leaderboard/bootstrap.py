@@ -94,6 +94,44 @@ def paired_bootstrap(
         smaller of the shares of resampled NLL differences on either side of zero, each counted
         with the usual +1 correction ``(1 + count) / (1 + samples)``, capped at 1.
     """
+    a, b, length = _checked_inputs(log_probs_a, log_probs_b, samples, block_length, confidence)
+    blocks_a, blocks_b = _block_sums(-a, length), _block_sums(-b, length)  # NLL per block start
+    means = _resampled_means(
+        blocks_a, blocks_b, length, samples=samples, seed=seed, max_elements=max_elements
+    )
+    mean_a, mean_b = -a.mean(), -b.mean()
+    nll_diffs = means[:, 0] - means[:, 1]
+    ppl_diffs = np.exp(means[:, 0]) - np.exp(means[:, 1])
+    tail = (1 - confidence) / 2
+    ppl_ci = tuple(float(x) for x in np.quantile(ppl_diffs, [tail, 1 - tail]))
+    nll_ci = tuple(float(x) for x in np.quantile(nll_diffs, [tail, 1 - tail]))
+    below = (1 + np.count_nonzero(nll_diffs <= 0)) / (samples + 1)
+    above = (1 + np.count_nonzero(nll_diffs >= 0)) / (samples + 1)
+    return Comparison(
+        tokens=len(a),
+        ppl_a=math.exp(mean_a),
+        ppl_b=math.exp(mean_b),
+        ppl_diff=math.exp(mean_a) - math.exp(mean_b),
+        ppl_ci=ppl_ci,  # type: ignore[arg-type]
+        nll_diff=float(mean_a - mean_b),
+        nll_ci=nll_ci,  # type: ignore[arg-type]
+        p_value=float(min(1.0, 2 * min(below, above))),
+        samples=samples,
+        block_length=length,
+        confidence=confidence,
+        seed=seed,
+    )
+
+
+def _checked_inputs(
+    log_probs_a: np.ndarray,
+    log_probs_b: np.ndarray,
+    samples: int,
+    block_length: int | None,
+    confidence: float,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The arguments of :func:`paired_bootstrap`, checked: the two models' log-probabilities as
+    float64 ``[N]`` and the block length; a :class:`ValueError` for any that is out of range."""
     a = np.asarray(log_probs_a, dtype=np.float64)
     b = np.asarray(log_probs_b, dtype=np.float64)
     if a.ndim != 1 or a.shape != b.shape:
@@ -111,8 +149,23 @@ def paired_bootstrap(
     length = default_block_length(n) if block_length is None else int(block_length)
     if not 1 <= length <= n:
         raise ValueError(f"block length must be between 1 and the number of tokens ({n})")
+    return a, b, length
 
-    blocks_a, blocks_b = _block_sums(-a, length), _block_sums(-b, length)  # NLL per block start
+
+def _resampled_means(
+    blocks_a: np.ndarray,
+    blocks_b: np.ndarray,
+    length: int,
+    *,
+    samples: int,
+    seed: int | None,
+    max_elements: int,
+) -> np.ndarray:
+    """Mean NLL of A and B (float64 ``[samples, 2]``) in each resample: ``ceil(N / length)``
+    circular blocks drawn from ``seed``, the same for both, summed from their block sums
+    (``blocks_a``, ``blocks_b``: float64 ``[N]``, by start), at most ``max_elements`` random
+    indices at a time."""
+    n = len(blocks_a)
     per_sample = math.ceil(n / length)  # blocks per resample: about N tokens
     denominator = per_sample * length
     rows = max(1, max_elements // per_sample)
@@ -125,26 +178,4 @@ def paired_bootstrap(
         # Two 1-D gathers: much faster than one gather of [N, 2] rows and a strided sum.
         means[start : start + count, 0] = blocks_a[starts].sum(axis=1) / denominator
         means[start : start + count, 1] = blocks_b[starts].sum(axis=1) / denominator
-
-    mean_a, mean_b = -a.mean(), -b.mean()
-    nll_diffs = means[:, 0] - means[:, 1]
-    ppl_diffs = np.exp(means[:, 0]) - np.exp(means[:, 1])
-    tail = (1 - confidence) / 2
-    ppl_ci = tuple(float(x) for x in np.quantile(ppl_diffs, [tail, 1 - tail]))
-    nll_ci = tuple(float(x) for x in np.quantile(nll_diffs, [tail, 1 - tail]))
-    below = (1 + np.count_nonzero(nll_diffs <= 0)) / (samples + 1)
-    above = (1 + np.count_nonzero(nll_diffs >= 0)) / (samples + 1)
-    return Comparison(
-        tokens=n,
-        ppl_a=math.exp(mean_a),
-        ppl_b=math.exp(mean_b),
-        ppl_diff=math.exp(mean_a) - math.exp(mean_b),
-        ppl_ci=ppl_ci,  # type: ignore[arg-type]
-        nll_diff=float(mean_a - mean_b),
-        nll_ci=nll_ci,  # type: ignore[arg-type]
-        p_value=float(min(1.0, 2 * min(below, above))),
-        samples=samples,
-        block_length=length,
-        confidence=confidence,
-        seed=seed,
-    )
+    return means

@@ -476,6 +476,61 @@ def _check_fits(config: Any, dtype: Any, device: str, name: str) -> None:
         )
 
 
+def _checked_options(
+    dataset: Dataset,
+    *,
+    max_context: int,
+    stride: int,
+    window_batch: int,
+    detokenizer: str,
+    segmentation: str,
+    dtype: str,
+    trust_remote_code: bool,
+) -> tuple[str, torch.dtype]:
+    """:func:`load_model`'s options, checked: refuses any that is out of range or unknown;
+    returns the detokenizer style (``auto``: the dataset's own) and the torch dtype."""
+    for option, value in (("max_context", max_context), ("stride", stride), ("window_batch", window_batch)):
+        positive_int_arg("hf", option, value)
+    if not isinstance(trust_remote_code, bool):
+        raise PluginError(f"hf: trust_remote_code must be true or false, got {trust_remote_code!r}")
+    if stride > max_context:
+        raise PluginError(f"hf: stride ({stride}) must not exceed max_context ({max_context})")
+    if detokenizer == "auto":
+        detokenizer = _default_detokenizer(dataset)
+    if detokenizer not in STYLES:
+        raise PluginError(f"hf: unknown detokenizer {detokenizer!r} (auto, {', '.join(STYLES)})")
+    if segmentation not in SEGMENTATIONS:
+        raise PluginError(f"hf: unknown segmentation {segmentation!r} ({', '.join(SEGMENTATIONS)})")
+    if dtype not in DTYPES:
+        raise PluginError(f"hf: unknown dtype {dtype!r} ({', '.join(DTYPES)})")
+    return detokenizer, getattr(torch, dtype)
+
+
+def _start_token(tokenizer: Any, name: str) -> int:
+    """The id the scored text starts with: the tokenizer's BOS, else its EOS; refuses a
+    tokenizer that gives no character offsets (not a fast one)."""
+    if not tokenizer.is_fast:
+        raise PluginError(
+            f"hf: the tokenizer of {name} ({type(tokenizer).__name__}) gives no "
+            "character offsets; the plugin needs a fast (tokenizers) tokenizer"
+        )
+    bos_id = tokenizer.bos_token_id
+    if bos_id is None:
+        bos_id = tokenizer.eos_token_id
+    if bos_id is None:
+        raise PluginError(
+            f"hf: the tokenizer of {name} has neither a BOS nor an EOS token to start the text with"
+        )
+    return int(bos_id)
+
+
+def _check_context(config: Any, max_context: int, name: str) -> None:
+    """Refuse windows longer than the model's positions (when its config gives their number)."""
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if limit is not None and max_context > limit:
+        raise PluginError(f"hf: max_context {max_context} exceeds the {limit} positions of {name}")
+
+
 def load_model(
     dataset: Dataset,
     *,
@@ -501,44 +556,25 @@ def load_model(
             "hf: name the model once: --model-args model=PATH_OR_HUB_NAME (or --checkpoint PATH)"
         )
     name = str(model if model is not None else checkpoint)
-    for option, value in (("max_context", max_context), ("stride", stride), ("window_batch", window_batch)):
-        positive_int_arg("hf", option, value)
-    if not isinstance(trust_remote_code, bool):
-        raise PluginError(f"hf: trust_remote_code must be true or false, got {trust_remote_code!r}")
-    if stride > max_context:
-        raise PluginError(f"hf: stride ({stride}) must not exceed max_context ({max_context})")
-    if detokenizer == "auto":
-        detokenizer = _default_detokenizer(dataset)
-    if detokenizer not in STYLES:
-        raise PluginError(f"hf: unknown detokenizer {detokenizer!r} (auto, {', '.join(STYLES)})")
-    if segmentation not in SEGMENTATIONS:
-        raise PluginError(f"hf: unknown segmentation {segmentation!r} ({', '.join(SEGMENTATIONS)})")
-    if dtype not in DTYPES:
-        raise PluginError(f"hf: unknown dtype {dtype!r} ({', '.join(DTYPES)})")
-    torch_dtype = getattr(torch, dtype)
-
+    detokenizer, torch_dtype = _checked_options(
+        dataset,
+        max_context=max_context,
+        stride=stride,
+        window_batch=window_batch,
+        detokenizer=detokenizer,
+        segmentation=segmentation,
+        dtype=dtype,
+        trust_remote_code=trust_remote_code,
+    )
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, KeyError) as error:
         raise _load_error(name, error) from None
-    if not tokenizer.is_fast:
-        raise PluginError(
-            f"hf: the tokenizer of {name} ({type(tokenizer).__name__}) gives no "
-            "character offsets; the plugin needs a fast (tokenizers) tokenizer"
-        )
-    bos_id = tokenizer.bos_token_id
-    if bos_id is None:
-        bos_id = tokenizer.eos_token_id
-    if bos_id is None:
-        raise PluginError(
-            f"hf: the tokenizer of {name} has neither a BOS nor an EOS token to start the text with"
-        )
+    bos_id = _start_token(tokenizer, name)
     if segmentation == "pieces":
         _check_piecewise(tokenizer, name)
-    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    if limit is not None and max_context > limit:
-        raise PluginError(f"hf: max_context {max_context} exceeds the {limit} positions of {name}")
+    _check_context(config, max_context, name)
     try:
         _check_fits(config, torch_dtype, device, name)
         network = transformers.AutoModelForCausalLM.from_pretrained(
