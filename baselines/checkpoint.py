@@ -27,8 +27,8 @@ from typing import Any, TypeAlias
 import torch
 
 from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
+from core.files import file_sha256, parse_checksum_file, write_atomically, write_checksum_file
 from harness.datasets import Vocabulary, user_cache_dir
-from harness.files import file_sha256, parse_checksum_file, write_atomically, write_checksum_file
 from harness.plugin import PluginError
 
 FORMAT = "wikitext-toolkit/baseline-checkpoint/1"

@@ -29,7 +29,7 @@ from baselines.scoring import (
     resolve_checkpoint,
 )
 from baselines.training import PRESETS, Session, Trainer, TrainingError, TrainOptions, distributed
-from harness.cli_common import (
+from core.cli import (
     ArgumentParser,
     UsageError,
     check_not_an_input,
@@ -42,10 +42,10 @@ from harness.cli_common import (
     positive_int,
     run,
 )
+from core.devices import DeviceError, resolve_device
+from core.files import DirectoryBusy, exclusive_directory, remove_stale_temporaries, write_atomically
+from core.format import SPLITS
 from harness.datasets import DatasetError, load_dataset
-from harness.devices import resolve_device
-from harness.files import DirectoryBusy, exclusive_directory, remove_stale_temporaries, write_atomically
-from harness.format import SPLITS
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
 
 DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
@@ -53,7 +53,7 @@ DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
 #: The error types of the baselines (and of the harness they use) whose message is a one-line
 #: user error.
-USER_ERRORS = (DatasetError, PluginError, ModelUnavailable, TrainingError, DirectoryBusy)
+USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, TrainingError, DirectoryBusy)
 
 
 def _switch(value: str, device: str) -> bool:

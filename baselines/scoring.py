@@ -12,8 +12,8 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.checkpoint import CheckpointedModel
 from baselines.models import NeuralCache
+from core.files import file_sha256
 from harness.datasets import Dataset
-from harness.files import file_sha256
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable
 
 

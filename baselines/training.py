@@ -44,9 +44,9 @@ from tqdm import tqdm
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM
 from baselines.scoring import TorchLanguageModel, detach_state
+from core.files import write_atomically
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
-from harness.files import write_atomically
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
 PRESETS: dict[str, dict[str, Any]] = {

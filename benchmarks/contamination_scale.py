@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.files import write_atomically
 from harness.contamination import DEFAULT_THRESHOLD
-from harness.files import write_atomically
 from wikitext_builder.corpus import render_all
 from wikitext_builder.sources import POOL_CLASSES, Article, iter_jsonl
 

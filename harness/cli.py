@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import contamination
-from harness.catalogue import BENCHMARKS, PAPER_BENCHMARKS
-from harness.cli_common import (
+from core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
+from core.cli import (
     ArgumentParser,
     UsageError,
     check_not_an_input,
@@ -27,11 +26,12 @@ from harness.cli_common import (
     run,
     share,
 )
+from core.devices import DeviceError, resolve_device
+from core.files import write_atomically
+from core.format import SPLITS
+from harness import contamination
 from harness.datasets import Dataset, DatasetError, load_dataset, locate_benchmark
-from harness.devices import resolve_device
 from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate
-from harness.files import write_atomically
-from harness.format import SPLITS
 from harness.plugin import (
     ModelUnavailable,
     PluginError,
@@ -44,7 +44,7 @@ from harness.plugin import (
 from harness.results import result_record, token_log_probs_name
 
 #: The error types of the harness whose message is a one-line user error.
-USER_ERRORS = (DatasetError, PluginError, ModelUnavailable, contamination.ContaminationError)
+USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, contamination.ContaminationError)
 
 
 def _summary_line(record: dict[str, Any]) -> str:

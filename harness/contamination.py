@@ -36,7 +36,7 @@ the corpus with the test text there, and the n-grams around it are compared word
 Memory: the test side (a few int32 arrays per word of the split) plus about
 :data:`CHUNK_WORDS` corpus words at a time; the corpus is never held whole.
 
-Standard library and numpy only (with :mod:`harness.datasets` and :mod:`harness.files`): it
+Standard library and numpy only (with :mod:`harness.datasets` and :mod:`core.files`): it
 imports neither torch nor the evaluator, so the builder and the leaderboard can use it.
 """
 
@@ -58,9 +58,9 @@ from typing import IO, Any
 
 import numpy as np
 
+from core.files import DatasetError
+from core.format import SPLITS, UNK
 from harness.datasets import UTF8_BOM, Dataset
-from harness.files import DatasetError
-from harness.format import SPLITS, UNK
 
 #: Defaults of the command line.
 DEFAULT_NGRAM = 13

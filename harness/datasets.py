@@ -38,10 +38,10 @@ from typing import IO, Protocol
 
 import numpy as np
 
+from core.catalogue import BENCHMARKS, Benchmark
+from core.files import CHECKSUM_FILE, DatasetError, parse_checksum_file
+from core.format import EOS, SPLITS, UNK
 from harness import token_cache
-from harness.catalogue import BENCHMARKS, Benchmark
-from harness.files import CHECKSUM_FILE, DatasetError, parse_checksum_file
-from harness.format import EOS, SPLITS, UNK
 
 #: Bytes read at a time when checksumming or tokenizing a split file.
 READ_BLOCK_BYTES = 1 << 23

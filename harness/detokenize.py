@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.format import EOS
+from core.format import EOS
 
 STYLES = ("wikitext", "ptb", "none")
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from harness.files import DatasetError
+from core.files import DatasetError
 from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError
 
 #: Largest positive log-probability accepted (rounding in a model's log-softmax).

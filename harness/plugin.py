@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from harness.files import DatasetError
+from core.files import DatasetError
 
 PLUGIN_GROUP = "harness.models"
 FACTORY_NAME = "load_model"
@@ -215,7 +215,7 @@ def create_model(
     Raises:
         PluginError: the factory rejects the arguments, returns no model, or raises (anything but
             the one-line errors it may raise itself: :class:`ModelUnavailable`,
-            :class:`PluginError`, :class:`harness.files.DatasetError`): one line naming the
+            :class:`PluginError`, :class:`core.files.DatasetError`): one line naming the
             plugin, the exception and where it was raised.
     """
     try:

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.files import remove_stale_temporaries, write_atomically
+from core.files import remove_stale_temporaries, write_atomically
 
 #: Layout version: entries of another version are never read.
 VERSION = 1
@@ -54,7 +54,7 @@ def _entry(cache_root: Path, train_sha256: str) -> Path:
 def remove_leftovers(cache_root: Path) -> None:
     """Remove what runs killed while writing the cache left in it: the temporary files of its
     entries and the scratch directories of :func:`scratch_directory`, those of processes that
-    are gone (a live run's are left alone; see :func:`harness.files.remove_stale_temporaries`)."""
+    are gone (a live run's are left alone; see :func:`core.files.remove_stale_temporaries`)."""
     tokens = cache_root / "tokens"
     remove_stale_temporaries(tokens)
     with contextlib.suppress(OSError):  # no cache yet, or one that cannot be read

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.cli_common import (
+from core.cli import (
     ArgumentParser,
     UsageError,
     check_not_an_input,
@@ -19,8 +19,8 @@ from harness.cli_common import (
     positive_int,
     run,
 )
-from harness.files import DatasetError, write_atomically
-from harness.format import SPLITS
+from core.files import DatasetError, write_atomically
+from core.format import SPLITS
 from leaderboard.records import Collection, Result, ResultError, collect, load_result, load_token_log_probs
 
 if TYPE_CHECKING:

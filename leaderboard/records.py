@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.catalogue import BENCHMARKS
+from core.catalogue import BENCHMARKS
 from harness.results import (
     KEYS_ADDED_IN_2,
     REQUIRED_KEYS,

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.files import write_atomically
+from core.files import write_atomically
 from leaderboard.contamination import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalogue import BENCHMARKS
+from core.catalogue import BENCHMARKS
 from harness.datasets import COMPRESSED_SUFFIX, PACKAGED_DATA
 
 REPO = Path(__file__).resolve().parent.parent

@@ -18,9 +18,9 @@ from baselines import neural_cache, scoring, zoneout_lstm
 from baselines.cli import build_parser as baselines_parser
 from baselines.cli import main as baselines_main
 from baselines.models import ZoneoutLSTM
+from core.files import file_sha256
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
-from harness.files import file_sha256
 from harness.plugin import ModelUnavailable
 from leaderboard.cli import build_parser as leaderboard_parser
 

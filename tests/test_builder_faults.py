@@ -22,7 +22,7 @@ from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, artic
 from conftest import assert_one_line_error
 from test_builder_dump import HEADER, page
 
-from harness.files import LOCK_FILE, DirectoryBusy
+from core.files import LOCK_FILE, DirectoryBusy
 from wikitext_builder import cli
 from wikitext_builder.cache import Cache
 from wikitext_builder.cli import build_parser, main
@@ -37,7 +37,7 @@ FAST_API = ["--retry-backoff", "0.01", "--timeout", "30", "--batch-size", "3"]
 #: Holds exclusive_directory(argv[1], "--output-dir") in a process of its own until stdin closes.
 HOLD_LOCK = (
     "import sys\n"
-    "from harness.files import exclusive_directory\n"
+    "from core.files import exclusive_directory\n"
     "with exclusive_directory(sys.argv[1], '--output-dir'):\n"
     "    print('held', flush=True)\n"
     "    sys.stdin.read()\n"

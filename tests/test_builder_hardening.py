@@ -13,7 +13,7 @@ import pytest
 from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text, write_folder
 from conftest import assert_one_line_error
 
-from harness.files import LOCK_FILE
+from core.files import LOCK_FILE
 from wikitext_builder.cli import main
 from wikitext_builder.corpus import MAX_ARTICLE_BYTES, OUTPUT_FILES
 from wikitext_builder.sources import MediaWikiClient, Skipped, iter_jsonl

@@ -17,7 +17,7 @@ import baselines.cli
 import harness.cli
 import leaderboard.cli
 import wikitext_builder.cli
-from harness.cli_common import ArgumentParser, UsageError, positive_float, positive_int, run
+from core.cli import ArgumentParser, UsageError, positive_float, positive_int, run
 
 TOOLS = {
     "lm-harness": harness.cli,
@@ -189,7 +189,7 @@ def test_the_shared_module_is_stdlib_only_and_import_harness_needs_no_torch() ->
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
-    code = "import sys, harness, harness.cli_common, wikitext_builder.cli; print('torch' in sys.modules)"
+    code = "import sys, harness, core.cli, wikitext_builder.cli; print('torch' in sys.modules)"
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
     )
@@ -209,7 +209,7 @@ def test_no_tool_defines_its_own_usage_error() -> None:
 
 
 def test_check_output_dir_refuses_an_input_or_a_write_over_one(tmp_path) -> None:
-    from harness.cli_common import check_output_dir
+    from core.cli import check_output_dir
 
     source = tmp_path / "pool.jsonl"
     source.write_text("{}\n")

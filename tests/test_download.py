@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import TEST, TRAIN, VALID
 
+from core.catalogue import RemoteFile
 from harness import datasets, download
-from harness.catalogue import RemoteFile
 from harness.datasets import SPLITS, Benchmark, DatasetError, load_dataset
 
 FILES = {

@@ -1,4 +1,4 @@
-"""One atomic writer (:func:`harness.files.write_atomically`) for every file the harness, the
+"""One atomic writer (:func:`core.files.write_atomically`) for every file the harness, the
 baselines and the leaderboard write: a failure in the middle of a write, Ctrl-C included, leaves
 the previous file as it was and no temporary file behind."""
 
@@ -15,8 +15,8 @@ import torch
 from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
-from harness import files
-from harness.files import LOCK_FILE, DirectoryBusy, exclusive_directory, write_atomically
+from core import files
+from core.files import LOCK_FILE, DirectoryBusy, exclusive_directory, write_atomically
 from leaderboard import plots
 from leaderboard.cli import main as leaderboard_main
 

@@ -229,7 +229,7 @@ def _dead_pid() -> int:
 
 
 def test_remove_stale_temporaries_removes_only_dead_writers(tmp_path: Path) -> None:
-    from harness.files import remove_stale_temporaries
+    from core.files import remove_stale_temporaries
 
     dead, alive = _dead_pid(), os.getpid()
     stale = tmp_path / f".result.json.{dead}-0a1b2c3d.tmp"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.cli_common import (
+from core.cli import (
     ArgumentParser,
     UsageError,
     check_output_dir,
@@ -22,7 +22,7 @@ from harness.cli_common import (
     run,
     share,
 )
-from harness.files import LOCK_FILE, DirectoryBusy, exclusive_directory, remove_stale_temporaries
+from core.files import LOCK_FILE, DirectoryBusy, exclusive_directory, remove_stale_temporaries
 from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (

@@ -26,8 +26,8 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from tqdm import tqdm
 
-from harness.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
-from harness.format import EOS, SPLITS, UNK
+from core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
+from core.format import EOS, SPLITS, UNK
 from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_from_record
 from wikitext_builder.sources import Article, Skipped
 

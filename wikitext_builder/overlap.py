@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.format import SPLITS
+from core.format import SPLITS
 from wikitext_builder.sources import Overlap, Skipped, SourceError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def parse_specs(values: Sequence[str]) -> tuple[str, ...]:
     split name after ``NAME:SPLIT`` adds to its splits: ``wikitext-2:valid,test``) as
     ``NAME:SPLIT,...`` strings, one per benchmark, splits in file order; a directory ``NAME`` is
     made absolute (a merge elsewhere finds it). A ``ValueError`` names a bad value."""
-    from harness.catalogue import BENCHMARKS
+    from core.catalogue import BENCHMARKS
 
     chosen: dict[str, set[str]] = {}
     for value in values:
@@ -118,9 +118,9 @@ def load_check(specs: Sequence[str], threshold: float) -> OverlapCheck:
     verified against its checksum (a missing benchmark is downloaded as by the harness); a
     benchmark that cannot be read, or a split without articles, is a one-line
     :class:`SourceError`."""
+    from core.files import DatasetError
     from harness.contamination import ContaminationError, TestSide
     from harness.datasets import load_dataset
-    from harness.files import DatasetError
 
     sides, origins, files, sha256 = [], [], [], {}
     for spec in specs:

@@ -29,7 +29,7 @@ from typing import Any, BinaryIO, cast
 
 import requests
 
-from harness import files
+from core import files
 
 DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
 PROJECT_URL = "https://github.com/wikitext-toolkit/wikitext-toolkit"
@@ -642,7 +642,7 @@ def folder_sha256(directory: Path) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """:func:`harness.files.file_sha256`, where a missing or unreadable file is a SourceError."""
+    """:func:`core.files.file_sha256`, where a missing or unreadable file is a SourceError."""
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
     try:

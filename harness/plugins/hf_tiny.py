@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.cli_common import ArgumentParser, UsageError, existing_file, positive_int, run
+from core.cli import ArgumentParser, UsageError, existing_file, positive_int, run
 from harness.detokenize import STYLES, detokenize_line
 
 if TYPE_CHECKING:

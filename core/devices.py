@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.plugin import PluginError
-
 #: Present whenever a GPU driver torch could use is loaded (NVIDIA's, AMD's ROCm); without any,
 #: ``auto`` is ``cpu`` without importing torch (seconds to import).
 GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+class DeviceError(Exception):
+    """A ``--device`` that does not name a device this machine has; the message is one line."""
 
 
 def resolve_device(device: str) -> str:
@@ -26,20 +28,20 @@ def resolve_device(device: str) -> str:
             return "cpu"
         return "cuda" if torch.cuda.is_available() else "cpu"
     if not _DEVICE.fullmatch(device):
-        raise PluginError(f"--device {device!r} is not a device (auto, cpu, cuda or cuda:N)")
+        raise DeviceError(f"--device {device!r} is not a device (auto, cpu, cuda or cuda:N)")
     if device.startswith("cuda"):
         try:
             import torch
         except ModuleNotFoundError:
-            raise PluginError(
+            raise DeviceError(
                 f"--device {device}: torch is not installed (pip install 'wikitext-toolkit[torch]')"
             ) from None
 
         if not torch.cuda.is_available():
-            raise PluginError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+            raise DeviceError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
         index = int(device.partition(":")[2] or 0)
         if index >= torch.cuda.device_count():
-            raise PluginError(
+            raise DeviceError(
                 f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)"
             )
     return device

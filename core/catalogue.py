@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from harness.format import SPLITS
+from core.format import SPLITS
 
 
 @dataclasses.dataclass(frozen=True)

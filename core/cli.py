@@ -16,7 +16,7 @@ for a directory of results, ``--save-WHAT FILE`` for an optional by-product (per
 log-probabilities, gate values). Every output path is checked by :func:`check_output_file` or
 :func:`check_output_dir` before the command does any work, so a path that cannot be written
 never costs an evaluation or a training run; the files themselves are written with
-:func:`harness.files.write_atomically`.
+:func:`core.files.write_atomically`.
 
 Standard library only, and importing it (with the ``harness`` package) imports no torch: the
 builder uses it too.
