@@ -27,8 +27,9 @@ from typing import Any, TypeAlias
 import torch
 
 from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
+from core.benchmarks import user_cache_dir
 from core.files import file_sha256, parse_checksum_file, write_atomically, write_checksum_file
-from harness.datasets import Vocabulary, user_cache_dir
+from harness.datasets import Vocabulary
 from harness.plugin import PluginError
 
 FORMAT = "wikitext-toolkit/baseline-checkpoint/1"

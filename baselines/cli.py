@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shlex
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
-from baselines.neural_cache import cache_from_checkpoint, read_tuning_file, tune, tuning_path
-from baselines.scoring import (
+from baselines.neural_cache import cache_from_checkpoint
+from baselines.plugin_bridge import (
     CPU_RECIPE,
     CPU_RECIPE_MINUTES,
     RECIPE_OVERHEAD_MINUTES,
@@ -28,14 +25,23 @@ from baselines.scoring import (
     dataset_argument,
     resolve_checkpoint,
 )
-from baselines.training import PRESETS, Session, Trainer, TrainingError, TrainOptions, distributed
+from baselines.training import (
+    PRESETS,
+    Session,
+    Trainer,
+    TrainingError,
+    TrainOptions,
+    distributed,
+    holding_run_dir,
+)
+from baselines.tuning import read_tuning_file, tune, tuning_path
 from core.cli import (
     ArgumentParser,
     UsageError,
+    add_data_dir_option,
     check_not_an_input,
     check_output_dir,
     check_output_file,
-    existing_dir,
     existing_file,
     non_negative_int,
     positive_float,
@@ -43,9 +49,13 @@ from core.cli import (
     run,
 )
 from core.devices import DeviceError, resolve_device
-from core.files import DirectoryBusy, exclusive_directory, remove_stale_temporaries, write_atomically
+from core.files import (
+    DatasetError,
+    DirectoryBusy,
+    write_atomically,
+)
 from core.format import SPLITS
-from harness.datasets import DatasetError, load_dataset
+from harness.datasets import load_dataset
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
 
 DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
@@ -116,19 +126,6 @@ def _session(args: argparse.Namespace, device: str) -> Session:
     )
 
 
-@contextlib.contextmanager
-def _holding(run_dir: Path, option: str) -> Iterator[None]:
-    """Hold the run directory for the body: process 0, which writes it (alone, under torchrun),
-    locks it against a second ``baselines train`` and removes the temporaries a killed run left."""
-    if dist.is_initialized() and dist.get_rank() != 0:
-        yield
-        return
-    with exclusive_directory(run_dir, option):
-        for path in remove_stale_temporaries(run_dir):
-            print(f"removed {path}, left by a killed run", file=sys.stderr)
-        yield
-
-
 def command_train(args: argparse.Namespace) -> int:
     if args.output_dir is not None:
         check_output_dir(args.output_dir, "--output-dir")
@@ -145,7 +142,7 @@ def command_train(args: argparse.Namespace) -> int:
             if args.output_dir
             else check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), option)
         )
-        with _holding(run_dir, option):
+        with holding_run_dir(run_dir, option):
             trainer = Trainer(options, _session(args, device), dataset, run_dir)
             resumed = trainer.resume()
             if trainer.rank == 0:
@@ -306,16 +303,18 @@ def command_package(args: argparse.Namespace) -> int:
     return 0
 
 
-#: ``--data-dir`` and ``--device`` of every command.
-DATA_DIR_HELP = (
-    "directory holding ptb/, wikitext-2/, ..., looked in first (default: $HARNESS_DATA_DIR, then "
-    "the packaged copies, then the download cache)"
-)
+#: ``--device`` of every command.
 DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: auto, a GPU when there is one)"
 CHECKPOINT_HELP = (
     "the checkpoint to use, e.g. the best.pt of a `baselines train` run (default: the packaged {kind} "
     "of the dataset; a run of one's own is used only when named)"
 )
+
+
+def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    """``--dataset`` (required) and ``--data-dir``, where every command finds its corpus."""
+    parser.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
+    add_data_dir_option(parser)
 
 
 def _add_train_parser(commands: Any) -> None:
@@ -329,13 +328,7 @@ def _add_train_parser(commands: Any) -> None:
         f"{' '.join(CPU_RECIPE)}",
     )
     train.add_argument("kind", choices=sorted(checkpoints.MODELS), help="the model to train")
-    train.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
-    train.add_argument(
-        "--data-dir",
-        type=existing_dir,
-        metavar="DIR",
-        help=DATA_DIR_HELP,
-    )
+    _add_dataset_options(train)
     train.add_argument(
         "--preset",
         choices=sorted(PRESETS),
@@ -360,6 +353,13 @@ def _add_train_parser(commands: Any) -> None:
         "--bptt", type=positive_int, default=100, help="positions per step, truncated BPTT (default: 100)"
     )
     _add_recipe_options(train)
+    _add_session_options(train)
+    train.set_defaults(handler=command_train)
+
+
+def _add_session_options(train: argparse.ArgumentParser) -> None:
+    """The options of ``train`` that set how this session runs, not what it trains: threads,
+    mixed precision, compilation, the time and step limits, checkpoints within an epoch."""
     train.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
     train.add_argument(
         "--amp",
@@ -385,7 +385,6 @@ def _add_train_parser(commands: Any) -> None:
         default=10.0,
         help="also checkpoint this often within an epoch (default: 10)",
     )
-    train.set_defaults(handler=command_train)
 
 
 def _add_recipe_options(train: argparse.ArgumentParser) -> None:
@@ -437,8 +436,7 @@ def _add_tune_parser(commands: Any) -> None:
         "tune",
         help="grid-search the neural cache's theta and lambda on a split, every grid point in one pass",
     )
-    tune_parser.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
-    tune_parser.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    _add_dataset_options(tune_parser)
     tune_parser.add_argument("--checkpoint", help=CHECKPOINT_HELP.format(kind="zoneout LSTM"))
     tune_parser.add_argument(
         "--split", choices=SPLITS, default="valid", help="the split tuned on (default: valid)"
@@ -485,8 +483,7 @@ def _add_tune_parser(commands: Any) -> None:
 def _add_analyze_parser(commands: Any) -> None:
     inspect = commands.add_parser("analyze", help="per-token pointer gates and attention for a span")
     inspect.add_argument("kind", choices=["pointer_sentinel", "neural_cache"], help="the model analysed")
-    inspect.add_argument("--dataset", required=True, help="benchmark name or corpus directory")
-    inspect.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    _add_dataset_options(inspect)
     inspect.add_argument(
         "--checkpoint", help=CHECKPOINT_HELP.format(kind="model (the zoneout LSTM for the cache)")
     )

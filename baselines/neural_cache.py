@@ -1,61 +1,28 @@
-"""Harness plugin and tuning for the neural cache (the model: :mod:`baselines.models.neural_cache`).
+"""Harness plugin: the neural cache on a trained zoneout LSTM (the model:
+:mod:`baselines.models.continuous_cache`).
 
 ``python -m harness eval baselines.neural_cache --dataset ptb --model-args window=2000`` wraps the
 packaged zoneout LSTM (or the one ``--checkpoint`` names, e.g. a ``best.pt`` that ``baselines
 train zoneout_lstm`` wrote) with a cache of ``window`` positions, with ``theta`` and
 ``interpolation`` (lambda) from ``--model-args`` or from the tuning file (``neural_cache.json``)
-that ``python -m baselines tune`` (:func:`tune`) wrote beside the checkpoint.
+that ``python -m baselines tune`` (:mod:`baselines.tuning`) wrote beside the checkpoint.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import torch
-from tqdm import tqdm
 
 from baselines import checkpoint as checkpoints
 from baselines.models import NeuralCache, ZoneoutLSTM
-from baselines.models.common import masked_log_sum
-from baselines.models.neural_cache import cache_log_weights, mix
-from baselines.scoring import TorchLanguageModel, announce_checkpoint, dataset_argument, resolve_checkpoint
+from baselines.plugin_bridge import (
+    TorchLanguageModel,
+    announce_checkpoint,
+    dataset_argument,
+    resolve_checkpoint,
+)
+from baselines.tuning import read_tuning, tuning_path
 from harness.datasets import Dataset
-from harness.evaluate import stream_grid
 from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
-
-TUNING_FILE = "neural_cache.json"
-
-
-def tuning_path(checkpoint: Path) -> Path:
-    """Where the tuning file of a zoneout LSTM checkpoint is: beside it."""
-    return checkpoint.parent / TUNING_FILE
-
-
-def read_tuning_file(path: Path) -> dict[str, Any] | None:
-    """The tuning file's ``best`` settings (window -> ``theta``, ``interpolation``, ...), or None
-    when there is no file.
-
-    Raises:
-        PluginError: the file is not a tuning file (not JSON, or without a ``best`` mapping).
-    """
-    if not path.is_file():
-        return None
-    try:
-        best = json.loads(path.read_text(encoding="utf-8"))["best"]
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
-        raise PluginError(f"{path}: not a neural-cache tuning file ({error})") from None
-    if not isinstance(best, dict):
-        raise PluginError(f"{path}: not a neural-cache tuning file (best is not a mapping)")
-    return best
-
-
-def read_tuning(path: Path, window: int) -> dict[str, float] | None:
-    """The tuned ``theta`` and ``interpolation`` for ``window`` from a tuning file, if any."""
-    return (read_tuning_file(path) or {}).get(str(window))
 
 
 def cache_from_checkpoint(
@@ -119,78 +86,3 @@ def load_model(
     cache = cache_from_checkpoint(path, dataset, window, theta=theta, interpolation=interpolation)
     announce_checkpoint(ZoneoutLSTM.kind, path)
     return TorchLanguageModel(cache, device, checkpoint=path)
-
-
-@torch.inference_mode()
-def tune(
-    lstm: ZoneoutLSTM,
-    ids: np.ndarray,
-    *,
-    eos_id: int,
-    windows: list[int],
-    thetas: list[float],
-    interpolations: list[float],
-    batch_size: int = 1,
-    bptt: int = 100,
-    device: str | torch.device = "cpu",
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Grid-search ``theta`` and ``lambda`` for each window in one pass over ``ids`` (int64 ``[N]``).
-
-    The LSTM runs once per window; every ``(theta, lambda)`` pair is scored from the same
-    similarities. Streams are laid out exactly as the harness's evaluation lays them out.
-
-    Returns:
-        ``{"grid": {window: [[ppl for each lambda] for each theta]}, "best": {window: {"theta",
-        "interpolation", "perplexity"}}, "thetas", "interpolations", "tokens", "protocol"}``.
-    """
-    lstm = lstm.to(device).eval()
-    grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
-    theta_values = torch.tensor(thetas, device=device).view(-1, 1, 1, 1)  # [G, 1, 1, 1]
-    lambda_values = torch.tensor(interpolations, device=device, dtype=torch.float64)
-    results: dict[str, Any] = {
-        "thetas": thetas,
-        "interpolations": interpolations,
-        "tokens": int(grid.mask.sum()),
-        "protocol": {"batch_size": batch_size, "bptt": bptt},
-        "grid": {},
-        "best": {},
-    }
-    for window in windows:
-        cache = NeuralCache(lstm, window, theta=0.0, interpolation=0.0)
-        state = cache.initial_state(batch_size, device)
-        totals = torch.zeros(len(thetas), len(interpolations), dtype=torch.float64, device=device)
-        for _, chunk in tqdm(
-            grid.chunks(bptt),
-            desc=f"tune window {window}",
-            unit="chunk",
-            leave=False,
-            disable=None if progress else True,
-        ):
-            inputs = torch.from_numpy(chunk.inputs).to(device)
-            targets = torch.from_numpy(chunk.targets).to(device)
-            mask = torch.from_numpy(chunk.mask).to(device)
-            log_vocab, similarities, visible, hits, state = cache.encode(inputs, targets, state)
-            log_weights = cache_log_weights(similarities.unsqueeze(0), theta_values, visible)
-            has_cache = visible.any(dim=1)  # [T]
-            log_cache = masked_log_sum(log_weights, hits)  # [G, B, T]
-            target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2).double()
-            mixed = mix(
-                target_log_vocab.view(1, 1, *mask.shape),
-                log_cache.double().unsqueeze(1),  # [G, 1, B, T]
-                lambda_values.view(1, -1, 1, 1),
-                has_cache,
-            )  # [G, Lambda, B, T]
-            totals += torch.where(mask, mixed, 0.0).sum(dim=(2, 3))
-        perplexities = torch.exp(-totals / results["tokens"]).cpu()
-        best = int(torch.argmin(perplexities))
-        theta_index, lambda_index = divmod(best, len(interpolations))
-        results["grid"][str(window)] = perplexities.tolist()
-        results["best"][str(window)] = {
-            "theta": thetas[theta_index],
-            "interpolation": interpolations[lambda_index],
-            "perplexity": float(perplexities[theta_index, lambda_index]),
-        }
-        if not math.isfinite(results["best"][str(window)]["perplexity"]):
-            raise PluginError(f"neural cache tuning gave a non-finite perplexity for window {window}")
-    return results

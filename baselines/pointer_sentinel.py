@@ -1,5 +1,4 @@
-"""Harness plugin: the trained Pointer Sentinel-LSTM (the model:
-:mod:`baselines.models.pointer_sentinel`).
+"""Harness plugin: the trained Pointer Sentinel-LSTM (the model: :mod:`baselines.models.pointer`).
 
 ``python -m harness eval baselines.pointer_sentinel --dataset ptb`` loads the packaged checkpoint;
 ``--checkpoint CKPT`` any other, e.g. the ``best.pt`` of a run of
@@ -9,7 +8,7 @@
 from __future__ import annotations
 
 from baselines.models import PointerSentinelLSTM
-from baselines.scoring import TorchLanguageModel, load_plugin_model
+from baselines.plugin_bridge import TorchLanguageModel, load_plugin_model
 from harness.datasets import Dataset
 
 

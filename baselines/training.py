@@ -30,8 +30,10 @@ import json
 import math
 import os
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +45,8 @@ from tqdm import tqdm
 
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM
-from baselines.scoring import TorchLanguageModel, detach_state
-from core.files import write_atomically
+from baselines.plugin_bridge import TorchLanguageModel, detach_state
+from core.files import exclusive_directory, remove_stale_temporaries, write_atomically
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
 
@@ -573,6 +575,20 @@ def _to_device(state: Any, device: torch.device | str) -> Any:
     if isinstance(state, torch.Tensor):
         return state.to(device)
     return [_to_device(item, device) for item in state]
+
+
+@contextlib.contextmanager
+def holding_run_dir(run_dir: Path, option: str) -> Iterator[None]:
+    """Hold the run directory for the body: process 0, which writes it (alone, under torchrun),
+    locks it against a second ``baselines train`` and removes the temporaries a killed run left
+    (``option`` names the directory in the error of a run that finds it held)."""
+    if dist.is_initialized() and dist.get_rank() != 0:
+        yield
+        return
+    with exclusive_directory(run_dir, option):
+        for path in remove_stale_temporaries(run_dir):
+            print(f"removed {path}, left by a killed run", file=sys.stderr)
+        yield
 
 
 @contextlib.contextmanager

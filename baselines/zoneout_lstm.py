@@ -1,4 +1,4 @@
-"""Harness plugin: the trained zoneout LSTM (the model: :mod:`baselines.models.zoneout_lstm`).
+"""Harness plugin: the trained zoneout LSTM (the model: :mod:`baselines.models.zoneout`).
 
 ``python -m harness eval baselines.zoneout_lstm --dataset ptb`` loads the packaged checkpoint;
 ``--checkpoint CKPT`` any other, e.g. the ``best.pt`` of a run of
@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from baselines.models import ZoneoutLSTM
-from baselines.scoring import TorchLanguageModel, load_plugin_model
+from baselines.plugin_bridge import TorchLanguageModel, load_plugin_model
 from harness.datasets import Dataset
 
 

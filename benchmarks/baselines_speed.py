@@ -43,7 +43,7 @@ from baselines.models import (
     PointerSentinelLSTM,
     ZoneoutLSTM,
 )
-from baselines.scoring import TorchLanguageModel, detach_state
+from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from baselines.training import PRESETS
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate

@@ -22,9 +22,10 @@ import numpy as np
 import torch
 
 from harness.datasets import load_dataset
-from harness.detokenize import detokenize, detokenize_line
 from harness.evaluate import evaluate
-from harness.plugins import hf, hf_tiny
+from harness.plugins import hf
+from harness.plugins.hf.detokenize import detokenize, detokenize_line
+from harness.tools import hf_tiny
 
 
 def bare_loop(model: hf.HFCausalLM, windows: list[torch.Tensor]) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from baselines import checkpoint as checkpoints
-from baselines.scoring import detach_state
+from baselines.plugin_bridge import detach_state
 from baselines.training import PRESETS, chunk_loss, parameter_groups, step_seed, training_streams
 from harness.datasets import load_dataset
 

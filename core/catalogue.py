@@ -1,6 +1,6 @@
 """The benchmark catalogue: each canonical benchmark's split files, release checksums and
-download sources (used by :mod:`harness.datasets` to find and verify a benchmark and by
-:mod:`harness.download` to fetch it).
+download sources (used by :mod:`core.benchmarks` to find and verify a benchmark and by
+:mod:`core.download` to fetch it).
 """
 
 from __future__ import annotations

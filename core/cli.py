@@ -233,3 +233,17 @@ def check_output_dir(
             )
     _check_writable_directory(_nearest_existing(path), option, path)
     return path
+
+
+# ---- options shared by the tools -----------------------------------------------------------------
+
+#: The help of ``--data-dir`` where a command looks for the benchmarks in it first.
+DATA_DIR_HELP = (
+    "directory holding ptb/, wikitext-2/, ..., looked in first (default: $HARNESS_DATA_DIR, then "
+    "the packaged copies, then the download cache)"
+)
+
+
+def add_data_dir_option(parser: argparse.ArgumentParser, help: str = DATA_DIR_HELP) -> None:
+    """``--data-dir DIR``: an existing directory where the command looks for the benchmarks."""
+    parser.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=help)

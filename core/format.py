@@ -12,3 +12,5 @@ SPLITS = ("train", "valid", "test")
 EOS = "<eos>"
 #: The token standing for any word outside the vocabulary.
 UNK = "<unk>"
+#: The UTF-8 byte-order mark: an encoding marker, skipped at the start of a split file.
+UTF8_BOM = b"\xef\xbb\xbf"

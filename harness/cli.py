@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from core import ngrams
+from core.benchmarks import locate_benchmark
 from core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from core.cli import (
     ArgumentParser,
     UsageError,
+    add_data_dir_option,
     check_not_an_input,
     check_output_dir,
     check_output_file,
-    existing_dir,
     non_negative_float,
     non_negative_int,
     positive_int,
@@ -27,48 +25,49 @@ from core.cli import (
     share,
 )
 from core.devices import DeviceError, resolve_device
-from core.files import write_atomically
+from core.files import DatasetError, write_atomically
 from core.format import SPLITS
+from core.result_schema import ResultRecord
 from harness import contamination
-from harness.datasets import Dataset, DatasetError, load_dataset, locate_benchmark
-from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE, evaluate
+from harness.datasets import Dataset, load_dataset
+from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE
 from harness.plugin import (
+    LanguageModel,
     ModelUnavailable,
     PluginError,
     create_model,
     discover_plugins,
     load_factory,
     parse_model_args,
-    plugin_metadata,
 )
-from harness.results import result_record, token_log_probs_name
+from harness.scoring import EvaluationProtocol, result_paths, save_scores, score_split
 
 #: The error types of the harness whose message is a one-line user error.
-USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, contamination.ContaminationError)
+USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, ngrams.ContaminationError)
 
 
-def _summary_line(record: dict[str, Any]) -> str:
-    speed = record["tokens_per_second"]
+def _summary_line(record: ResultRecord) -> str:
+    speed = record.tokens_per_second
     return (
-        f"{record['model']} on {record['dataset']}/{record['split']}: perplexity "
-        f"{record['perplexity']:.2f} ({record['nll']:.4f} nats, {record['bits_per_token']:.3f} "
-        f"bits per token; {record['tokens']:,} tokens in {record['runtime_seconds']:.1f} s"
+        f"{record.model} on {record.dataset}/{record.split}: perplexity "
+        f"{record.perplexity:.2f} ({record.nll:.4f} nats, {record.bits_per_token:.3f} "
+        f"bits per token; {record.tokens:,} tokens in {record.runtime_seconds:.1f} s"
         + (f", {speed:,.0f} tokens/s" if speed else "")
         + ")"
     )
 
 
-def _table(records: list[dict[str, Any]]) -> str:
+def _table(records: list[ResultRecord]) -> str:
     header = (
         f"{'dataset':<16} {'split':<6} {'tokens':>11} {'perplexity':>11} "
         f"{'nll':>8} {'bits':>7} {'seconds':>8}"
     )
     rows = [
-        f"{r['dataset']:<16} {r['split']:<6} {r['tokens']:>11,} {r['perplexity']:>11.2f} "
-        f"{r['nll']:>8.4f} {r['bits_per_token']:>7.3f} {r['runtime_seconds']:>8.1f}"
+        f"{r.dataset:<16} {r.split:<6} {r.tokens:>11,} {r.perplexity:>11.2f} "
+        f"{r.nll:>8.4f} {r.bits_per_token:>7.3f} {r.runtime_seconds:>8.1f}"
         for r in records
     ]
-    return "\n".join([f"model: {records[0]['model']}", header, *rows])
+    return "\n".join([f"model: {records[0].model}", header, *rows])
 
 
 def _plan_datasets(args: argparse.Namespace) -> list[str]:
@@ -117,14 +116,60 @@ def _output_paths(
 ) -> tuple[Path | None, Path | None]:
     """Where one evaluation's record (JSON) and token log-probabilities (.npy) go, if anywhere."""
     if args.output_dir is not None:
-        arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
-        identity = plugin.replace(":", "-")  # module:attribute, a portable file name
-        record = Path(args.output_dir) / f"{identity}{arguments}.{dataset.name}.{split}.json"
-        return record, record.with_name(token_log_probs_name(record.name))
+        return result_paths(args.output_dir, plugin, model_args, dataset.name, split)
     return (
         Path(args.output) if args.output else None,
         Path(args.save_token_logprobs) if args.save_token_logprobs else None,
     )
+
+
+def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: list[str]) -> None:
+    """Refuse single-file outputs, or a checkpoint, for more than one evaluation."""
+    single_file_outputs = args.output is not None or args.save_token_logprobs is not None
+    if single_file_outputs and (len(names) != 1 or len(splits) != 1):
+        raise UsageError(
+            "--output and --save-token-logprobs take one dataset and one split; use --output-dir for several"
+        )
+    if args.checkpoint is not None and len(names) != 1:
+        raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
+
+
+def _score(
+    args: argparse.Namespace,
+    model: LanguageModel,
+    plugin: str,
+    model_args: dict[str, Any],
+    dataset: Dataset,
+    split: str,
+    device: str,
+) -> ResultRecord:
+    """Score one split, print its result and save it where asked; returns its record."""
+    json_path, npy_path = _output_paths(args, plugin, model_args, dataset, split)
+    protocol = EvaluationProtocol(
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        audit_positions=args.audit,
+        causality_points=args.causality_audit,
+        causality_tolerance=args.causality_tolerance,
+    )
+    record, token_log_probs = score_split(
+        model,
+        plugin=plugin,
+        model_args=model_args,
+        checkpoint=args.checkpoint,
+        dataset=dataset,
+        split=split,
+        protocol=protocol,
+        device=device,
+        data_dir=args.data_dir,
+        json_path=json_path,
+        npy_path=npy_path,
+    )
+    for reason in record.audit_gaps:
+        print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
+    print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing
+    save_scores(record, token_log_probs, json_path, npy_path)
+    return record
 
 
 def command_eval(args: argparse.Namespace) -> int:
@@ -133,13 +178,7 @@ def command_eval(args: argparse.Namespace) -> int:
     model_args = parse_model_args(args.model_args)
     names = _plan_datasets(args)
     splits = list(dict.fromkeys(args.split))
-    single_file_outputs = args.output is not None or args.save_token_logprobs is not None
-    if single_file_outputs and (len(names) != 1 or len(splits) != 1):
-        raise UsageError(
-            "--output and --save-token-logprobs take one dataset and one split; use --output-dir for several"
-        )
-    if args.checkpoint is not None and len(names) != 1:
-        raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
+    _check_single_outputs(args, names, splits)
     device = resolve_device(args.device)
     datasets = [load_dataset(name, args.data_dir) for name in names]
     for dataset in datasets:
@@ -157,47 +196,7 @@ def command_eval(args: argparse.Namespace) -> int:
                 raise
             print(f"{dataset.name}: {unavailable}", file=sys.stderr)
             continue
-        for split in splits:
-            json_path, npy_path = _output_paths(args, plugin, model_args, dataset, split)
-            evaluation = evaluate(
-                model,
-                dataset.tokens(split).ids,
-                eos_id=dataset.vocab.eos_id,
-                vocab_size=len(dataset.vocab),
-                batch_size=args.batch_size,
-                bptt=args.bptt,
-                audit_positions=args.audit,
-                causality_points=args.causality_audit,
-                causality_tolerance=args.causality_tolerance,
-                keep_token_log_probs=npy_path is not None,
-                name=f"{plugin} {dataset.name}/{split}",
-            )
-            record = result_record(
-                plugin=plugin,
-                model_args=model_args,
-                checkpoint=args.checkpoint or getattr(model, "checkpoint", None),
-                dataset=dataset,
-                split=split,
-                evaluation=evaluation,
-                batch_size=args.batch_size,
-                bptt=args.bptt,
-                num_parameters=getattr(model, "num_parameters", None),
-                device=device,
-                token_log_probs_file=(
-                    os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
-                ),
-                plugin_metadata=plugin_metadata(model, plugin),
-                data_dir=args.data_dir,
-            )
-            for reason in record["unaudited_reasons"]:
-                print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
-            print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing
-            if npy_path is not None:
-                assert evaluation.token_log_probs is not None  # keep_token_log_probs was set
-                write_atomically(npy_path, partial(np.save, arr=evaluation.token_log_probs))
-            if json_path is not None:
-                write_atomically(json_path, json.dumps(record, indent=2) + "\n")
-            records.append(record)
+        records += [_score(args, model, plugin, model_args, dataset, split, device) for split in splits]
     if not records:
         print("nothing evaluated", file=sys.stderr)
         return 1
@@ -237,8 +236,8 @@ def command_contamination(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset, args.data_dir)
     sha256 = dataset.verify(args.split)
     check_not_an_input(args.output, "--output", [*dataset.files(), *files, *filter(None, [args.result])])
-    block_lines = args.block_lines or contamination.DEFAULT_BLOCK_LINES
-    test = contamination.TestSide.from_split(
+    block_lines = args.block_lines or ngrams.DEFAULT_BLOCK_LINES
+    test = ngrams.TestSide.from_split(
         dataset, args.split, units=args.units, ngram=args.ngram, block_lines=block_lines
     )
     if args.block_lines is not None and test.kind != "blocks":
@@ -292,13 +291,18 @@ def _add_contamination_parser(commands: Any, data_dir: argparse.ArgumentParser) 
     )
     check.add_argument("--split", required=True, choices=SPLITS, help="the split to check (required)")
     check.add_argument("--output", required=True, metavar="REPORT.json", help="write the report (required)")
+    _add_overlap_options(check)
+    check.set_defaults(handler=command_contamination)
+
+
+def _add_overlap_options(check: argparse.ArgumentParser) -> None:
+    """The contamination check's options: what counts as an overlap, the units, a result to split."""
     check.add_argument(
         "--ngram",
         type=positive_int,
-        default=contamination.DEFAULT_NGRAM,
+        default=ngrams.DEFAULT_NGRAM,
         metavar="N",
-        help=f"n-gram length in words (default {contamination.DEFAULT_NGRAM}; "
-        f"at least {contamination.MIN_NGRAM})",
+        help=f"n-gram length in words (default {ngrams.DEFAULT_NGRAM}; at least {ngrams.MIN_NGRAM})",
     )
     check.add_argument(
         "--threshold",
@@ -317,7 +321,7 @@ def _add_contamination_parser(commands: Any, data_dir: argparse.ArgumentParser) 
     )
     check.add_argument(
         "--units",
-        choices=contamination.UNIT_KINDS,
+        choices=ngrams.UNIT_KINDS,
         default="auto",
         help="articles (level-1 headings) or blocks of lines (default auto: blocks for PTB, else articles)",
     )
@@ -325,7 +329,7 @@ def _add_contamination_parser(commands: Any, data_dir: argparse.ArgumentParser) 
         "--block-lines",
         type=positive_int,
         metavar="N",
-        help=f"lines per block with --units blocks (default {contamination.DEFAULT_BLOCK_LINES})",
+        help=f"lines per block with --units blocks (default {ngrams.DEFAULT_BLOCK_LINES})",
     )
     check.add_argument(
         "--text-field",
@@ -333,7 +337,6 @@ def _add_contamination_parser(commands: Any, data_dir: argparse.ArgumentParser) 
         metavar="NAME",
         help=f"the text field of .jsonl records (default {contamination.DEFAULT_TEXT_FIELD})",
     )
-    check.set_defaults(handler=command_contamination)
 
 
 def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
@@ -363,6 +366,13 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
     evaluation.add_argument(
         "--device", default="auto", help="cpu, cuda, cuda:1, ... (default auto: cuda when there is one)"
     )
+    _add_protocol_options(evaluation)
+    _add_eval_output_options(evaluation)
+    evaluation.set_defaults(handler=command_eval)
+
+
+def _add_protocol_options(evaluation: argparse.ArgumentParser) -> None:
+    """The options of ``eval`` that set how a split is scored and audited."""
     evaluation.add_argument(
         "--batch-size",
         type=positive_int,
@@ -395,6 +405,10 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
         "causality audit (default 0, or "
         f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)",
     )
+
+
+def _add_eval_output_options(evaluation: argparse.ArgumentParser) -> None:
+    """The options of ``eval`` that say where its results are written."""
     evaluation.add_argument(
         "--output", metavar="FILE.json", help="write the result record (default none: printed only)"
     )
@@ -408,7 +422,6 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy per evaluation (default none)",
     )
-    evaluation.set_defaults(handler=command_eval)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -418,10 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     data_dir = ArgumentParser(add_help=False)
-    data_dir.add_argument(
-        "--data-dir",
-        type=existing_dir,
-        metavar="DIR",
+    add_data_dir_option(
+        data_dir,
         help="directory holding ptb/, wikitext-2/, ... (before $HARNESS_DATA_DIR, "
         "the user cache and downloading; default none)",
     )

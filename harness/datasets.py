@@ -27,51 +27,37 @@ import ctypes
 import dataclasses
 import hashlib
 import itertools
-import lzma
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 import numpy as np
 
-from core.catalogue import BENCHMARKS, Benchmark
-from core.files import CHECKSUM_FILE, DatasetError, parse_checksum_file
-from core.format import EOS, SPLITS, UNK
+from core.benchmarks import (
+    COMPRESSED_SUFFIX,
+    READ_BLOCK_BYTES,
+    SplitFiles,
+    find_dataset,
+    open_split,
+    reading_errors,
+    user_cache_dir,
+)
+from core.files import DatasetError
+from core.format import EOS, UNK, UTF8_BOM
 from harness import token_cache
 
-#: Bytes read at a time when checksumming or tokenizing a split file.
-READ_BLOCK_BYTES = 1 << 23
 #: Split files at least this large get a note on stderr while they are first encoded, and a
 #: train file this large is encoded by two processes; the worker's share goes in pieces this large.
 LARGE_FILE_BYTES = 50 << 20
 WORKER_PIECE_BYTES = 32 << 20
-#: A split file may be stored xz-compressed as ``NAME.xz``; its checksum is that of ``NAME``.
-COMPRESSED_SUFFIX = ".xz"
-#: PTB and WikiText-2 as shipped inside the package (xz-compressed; see ``data/README.md``).
-PACKAGED_DATA = Path(__file__).parent / "data"
-#: The UTF-8 byte-order mark, skipped at the start of a split file.
-UTF8_BOM = b"\xef\xbb\xbf"
 #: ``prctl`` option (Linux) that has the kernel signal a process when its parent dies.
 _PR_SET_PDEATHSIG = 1
-
-#: Split file layouts recognised in a user directory, in order of preference.
-_DIRECTORY_LAYOUTS = (
-    {split: f"wiki.{split}.tokens" for split in SPLITS},
-    {split: f"wiki.{split}.raw" for split in SPLITS},
-    {split: f"ptb.{split}.txt" for split in SPLITS},
-)
-
-
-def user_cache_dir() -> Path:
-    """The toolkit's cache: ``$HARNESS_CACHE_DIR``, else ``$XDG_CACHE_HOME/wikitext-toolkit``."""
-    if os.environ.get("HARNESS_CACHE_DIR"):
-        return Path(os.environ["HARNESS_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "wikitext-toolkit"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,9 +72,6 @@ class Vocabulary:
         for special in (EOS, UNK):
             if special not in self._index:
                 raise DatasetError(f"vocabulary lacks the special token {special}")
-
-    def __repr__(self) -> str:
-        return f"Vocabulary({len(self.tokens)} types)"
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -192,19 +175,6 @@ def _decode(data: bytes, offset: int, path: Path) -> str:
         raise DatasetError(f"{path}: not valid UTF-8 at byte {offset + error.start}") from None
 
 
-@contextlib.contextmanager
-def _reading(name: str, path: Path) -> Iterator[None]:
-    """Turn the errors of reading a split file into one-line :class:`DatasetError`."""
-    try:
-        yield
-    except FileNotFoundError:
-        raise DatasetError(f"{name}: missing split file {path}") from None
-    except lzma.LZMAError as error:
-        raise DatasetError(f"{path}: not a valid xz file ({error})") from None
-    except OSError as error:
-        raise DatasetError(f"{name}: cannot read {path}: {error.strerror}") from None
-
-
 def _line_blocks(
     handle: _Readable, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[bytes, bool, int]]:
@@ -293,28 +263,70 @@ def _first_occurrence_ids(
     return encoded
 
 
-def _encode_pieces_worker(parent: str, descriptor: str, path: str, scratch: str, *bounds: str) -> None:
+class _InheritedFile:
+    """An open file descriptor handed to a worker process: ``multiprocessing`` passes the
+    descriptor itself, so the worker reads the very file the parent has open, whatever its path
+    names by then."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.descriptor = descriptor
+
+    def __reduce__(self) -> tuple[object, tuple[object]]:
+        return _inherited_file, (reduction.DupFd(self.descriptor),)
+
+
+def _inherited_file(duplicate: Any) -> _InheritedFile:
+    """The worker's side of :class:`_InheritedFile` (unpickling): ``duplicate`` is what
+    ``multiprocessing.reduction.DupFd`` made of the descriptor."""
+    return _InheritedFile(duplicate.detach())
+
+
+def _encode_pieces_worker(
+    parent: int,
+    file: _InheritedFile,
+    path: Path,
+    scratch: Path,
+    pieces: list[tuple[int, int]],
+    report: Connection,
+) -> None:
     """The worker process of :meth:`Dataset._first_occurrence_ids_in_two_processes`, started by
-    process ``parent``: for each piece ``i`` (bytes ``bounds[2i] .. bounds[2i + 1]``, whole
-    lines, of the file open as ``descriptor``, inherited: the very file the parent reads, whatever
-    is at ``path`` now), write its types in order of first occurrence (``scratch/i.types``, one
-    per line) and their ids (``scratch/i.npy``, int32), then print ``i``; a :class:`DatasetError`
-    is printed to stderr and exits with status 2. It ends when its parent does
-    (:func:`_end_with_parent`)."""
-    _end_with_parent(int(parent))
-    file = Path(path)
+    process ``parent``: for each piece ``i`` (bytes ``start .. end`` of ``pieces[i]``, whole
+    lines, of ``file``, the file the parent has open at ``path``), write its types in order of
+    first occurrence (``scratch/i.types``, one per line) and their ids (``scratch/i.npy``,
+    int32), then send ``i`` on ``report``; a failure is sent as its one-line message (a str).
+    It ends when its parent does (:func:`_end_with_parent`)."""
+    _end_with_parent(parent)
     try:
-        with _reading(file.parent.name, file):
-            for number, (start, end) in enumerate(zip(map(int, bounds[::2]), map(int, bounds[1::2]))):
+        with reading_errors(path.parent.name, path):
+            for number, (start, end) in enumerate(pieces):
                 table = _TypeTable()
-                reader = _Positional(int(descriptor), start)
-                blocks = _first_occurrence_ids(table, _line_blocks(reader, start, end), file)
-                np.save(Path(scratch) / f"{number}.npy", np.concatenate(blocks or [np.zeros(0, np.int32)]))
-                (Path(scratch) / f"{number}.types").write_bytes(b"\n".join(table.order))
-                print(number, flush=True)
+                reader = _Positional(file.descriptor, start)
+                blocks = _first_occurrence_ids(table, _line_blocks(reader, start, end), path)
+                np.save(scratch / f"{number}.npy", np.concatenate(blocks or [np.zeros(0, np.int32)]))
+                (scratch / f"{number}.types").write_bytes(b"\n".join(table.order))
+                report.send(number)
     except DatasetError as error:
-        print(error, file=sys.stderr)
-        sys.exit(2)
+        report.send(str(error))
+    except Exception as error:  # one line for the parent, never a worker's traceback
+        report.send(f"{path}: the encoding worker failed: {type(error).__name__}: {error}")
+
+
+def _start_worker(
+    file: IO[bytes], path: Path, scratch: Path, pieces: list[tuple[int, int]]
+) -> tuple[multiprocessing.process.BaseProcess, Connection]:
+    """Start :func:`_encode_pieces_worker` on ``pieces`` of the open ``file`` in a fresh
+    interpreter (``spawn``: nothing of this process is inherited or re-run but its imports);
+    returns the process and the end of the pipe it reports on."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    worker = context.Process(
+        target=_encode_pieces_worker,
+        args=(os.getpid(), _InheritedFile(file.fileno()), path, scratch, pieces, sender),
+        daemon=True,
+    )
+    worker.start()
+    sender.close()  # the worker's end: the pipe reads as closed once the worker has gone
+    return worker, receiver
 
 
 def _end_with_parent(parent: int) -> None:
@@ -328,6 +340,21 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _second_half_pieces(handle: IO[bytes]) -> list[tuple[int, int]]:
+    """The second half of the open file ``handle`` as pieces ``(start, end)`` of whole lines,
+    about ``WORKER_PIECE_BYTES`` each, from the first line start at or after the middle; the
+    handle is left at the file's start."""
+    size = os.fstat(handle.fileno()).st_size
+    starts: list[int] = []
+    for position in range(size // 2, size, WORKER_PIECE_BYTES):
+        handle.seek(position)
+        handle.readline()
+        if not starts or handle.tell() > starts[-1]:
+            starts.append(handle.tell())
+    handle.seek(0)
+    return list(zip(starts, starts[1:] + [size]))
+
+
 def _cpus() -> int:
     """Processors this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -339,85 +366,15 @@ def _stamp(path: Path) -> tuple[int, int]:
     return status.st_size, status.st_mtime_ns
 
 
-def _open_split(path: Path) -> IO[bytes]:
-    """The split file's bytes (decompressed for ``NAME.xz``)."""
-    return lzma.open(path) if path.name.endswith(COMPRESSED_SUFFIX) else path.open("rb")
+class Dataset(SplitFiles):
+    """A benchmark or WikiText-layout directory, read lazily and verified on read: its split
+    files (:class:`core.benchmarks.SplitFiles`, whose arguments it takes), the train split's
+    vocabulary and each split's token stream."""
 
-
-class Dataset:
-    """A benchmark or WikiText-layout directory, read lazily and verified on read.
-
-    Args:
-        name: the benchmark name, or the directory's name for a user directory.
-        directory: where the split files are.
-        split_files: split -> file name inside ``directory``.
-        expected_sha256: file name -> checksum the file must have (the canonical release's,
-            or those of a ``SHA256SUMS`` file beside it); files without one are read unverified.
-        canonical: whether the directory is a catalogue benchmark, checked against the
-            canonical release (what a checksum mismatch advises depends on it; a user directory
-            that merely has a benchmark's name is not one).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        directory: Path,
-        split_files: Mapping[str, str],
-        expected_sha256: Mapping[str, str],
-        *,
-        canonical: bool = False,
-    ) -> None:
-        self.name = name
-        self.canonical = canonical
-        self.directory = directory
-        self.split_files = dict(split_files)
-        self.expected_sha256 = dict(expected_sha256)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._streams: dict[str, TokenStream] = {}
         self._vocab: Vocabulary | None = None
-        self._sha256: dict[str, str] = {}  # split -> verified checksum of its file
-
-    def __repr__(self) -> str:
-        return f"Dataset({self.name!r}, {str(self.directory)!r})"
-
-    def path(self, split: str) -> Path:
-        """The split's file: ``NAME``, else its compressed form ``NAME.xz`` when only that exists."""
-        if split not in self.split_files:
-            raise DatasetError(f"{self.name}: unknown split {split!r} (known: {', '.join(self.split_files)})")
-        return (
-            _stored_file(self.directory, self.split_files[split]) or self.directory / self.split_files[split]
-        )
-
-    def is_verified(self, split: str) -> bool:
-        """Whether ``split`` has a known checksum that its file is checked against."""
-        return self.split_files[split] in self.expected_sha256
-
-    def _check(self, split: str, digest: str) -> str:
-        expected = self.expected_sha256.get(self.split_files[split])
-        if expected is not None and digest != expected:
-            advice = (
-                ("the file is corrupted or not the canonical release; delete it to download it again")
-                if self.canonical
-                else (
-                    f"the file changed after its {CHECKSUM_FILE} was written: rebuild the corpus with "
-                    "`python -m wikitext_builder`, or restore the file"
-                )
-            )
-            raise DatasetError(
-                f"{self.path(split)}: sha256 mismatch (expected {expected}, got {digest}): {advice}"
-            )
-        return digest
-
-    def verify(self, split: str) -> str:
-        """The split file's sha256, checked against its known checksum if any (read in blocks,
-        once per dataset object)."""
-        if split not in self._sha256:
-            path = self.path(split)
-            digest = hashlib.sha256()
-            with _reading(self.name, path), _open_split(path) as handle:
-                for block in iter(lambda: handle.read(READ_BLOCK_BYTES), b""):
-                    digest.update(block)
-            self._sha256[split] = self._check(split, digest.hexdigest())
-        return self._sha256[split]
 
     @contextlib.contextmanager
     def _reading_whole(self, path: Path) -> Iterator[None]:
@@ -430,31 +387,12 @@ class Dataset:
         if _stamp(path) != stamp:
             raise DatasetError(f"{path}: changed while being read; run again")
 
-    def _confirm_encoded(self, split: str, digest: str) -> None:
-        """Check ``digest``, the sha256 of the bytes of ``split`` just encoded (or read whole by
-        :meth:`read_bytes`): against the file's known checksum, and against what its checksum
-        pass read (the cache key), so that what is encoded is always what it is keyed and
-        reported by: a file replaced in between, by a rename, is a one-line error."""
-        self._check(split, digest)
-        if self._sha256.setdefault(split, digest) != digest:
-            raise DatasetError(f"{self.path(split)}: changed while being read; run again")
-
-    def read_bytes(self, split: str) -> bytes:
-        """The split file's bytes (decompressed for ``NAME.xz``; a byte-order mark included),
-        read whole and checked like an encoding pass: they are those :meth:`verify` checksums,
-        else a one-line error (the file was replaced in between)."""
-        path = self.path(split)
-        with _reading(self.name, path), _open_split(path) as handle:
-            data = handle.read()
-        self._confirm_encoded(split, hashlib.sha256(data).hexdigest())
-        return data
-
     def _encode(self, split: str, vocab: Vocabulary) -> tuple[list[np.ndarray], int]:
         """Tokenize the split and encode it with ``vocab``, in blocks: its id blocks (int32) and
         its out-of-vocabulary count."""
         path = self.path(split)
         blocks, oov = [], 0
-        with self._reading_whole(path), _reading(self.name, path), _open_split(path) as handle:
+        with self._reading_whole(path), reading_errors(self.name, path), open_split(path) as handle:
             reader = _Hashing(handle)
             for data, last, offset in _line_blocks(reader):
                 ids, unknown = vocab.encode(_tokens(_decode(data, offset, path), last))
@@ -469,7 +407,7 @@ class Dataset:
         first-occurrence id -> vocabulary id)."""
         path = self.path("train")
         table = _TypeTable()
-        with self._reading_whole(path), _reading(self.name, path), _open_split(path) as handle:
+        with self._reading_whole(path), reading_errors(self.name, path), open_split(path) as handle:
             reader = _Hashing(handle)
             large = path.stat().st_size >= LARGE_FILE_BYTES
             if large and _cpus() > 1 and not path.name.endswith(COMPRESSED_SUFFIX):
@@ -495,63 +433,32 @@ class Dataset:
     ) -> list[np.ndarray]:
         """:func:`_first_occurrence_ids` of the whole file open in ``reader`` (at its start, and
         read to its end, so checksummed whole), its second half encoded meanwhile by a worker
-        process (a fresh interpreter: nothing of this process is re-run or inherited; it reads
-        the same open file, handed over as a descriptor) in pieces of about
-        ``WORKER_PIECE_BYTES``, handed back as files in a scratch directory of the token cache;
-        each piece's ids are then mapped into ``table``, in file order."""
-        handle = reader.handle
-        size = os.fstat(handle.fileno()).st_size
-        starts: list[int] = []  # line starts: the middle of the file, then every WORKER_PIECE_BYTES
-        for position in range(size // 2, size, WORKER_PIECE_BYTES):
-            handle.seek(position)
-            handle.readline()
-            if not starts or handle.tell() > starts[-1]:
-                starts.append(handle.tell())
-        handle.seek(0)
-        bounds = [str(b) for start, end in zip(starts, starts[1:] + [size]) for b in (start, end)]
-        package_root = str(Path(__file__).resolve().parent.parent)
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
-        }
+        process (:func:`_start_worker`) in pieces of about ``WORKER_PIECE_BYTES``, handed back as
+        files in a scratch directory of the token cache; each piece's ids are then mapped into
+        ``table``, in file order."""
+        pieces = _second_half_pieces(reader.handle)
         with token_cache.scratch_directory(user_cache_dir()) as scratch:
-            worker = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "import sys; from harness.datasets import "
-                    "_encode_pieces_worker as work; work(*sys.argv[1:])",
-                    str(os.getpid()),
-                    str(handle.fileno()),
-                    str(path),
-                    str(scratch),
-                    *bounds,
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=environment,
-                text=True,
-                pass_fds=(handle.fileno(),),
-            )
+            worker, report = _start_worker(reader.handle, path, scratch, pieces)
             try:
-                assert worker.stdout is not None  # stdout=PIPE
-                blocks = _first_occurrence_ids(table, _line_blocks(reader, 0, starts[0]), path)
+                blocks = _first_occurrence_ids(table, _line_blocks(reader, 0, pieces[0][0]), path)
                 reader.read_to_end()  # the checksum covers the worker's half too
-                for line in worker.stdout:
-                    piece = scratch / line.strip()
+                for _ in pieces:
+                    message = report.recv()
+                    if isinstance(message, str):
+                        raise DatasetError(message)
+                    piece = scratch / str(message)
                     types = piece.with_suffix(".types").read_bytes().split(b"\n")
                     mapping = np.fromiter(map(table.__getitem__, filter(None, types)), dtype=np.int32)
                     blocks.append(mapping[np.load(piece.with_suffix(".npy"))])
-            except BaseException:
-                worker.kill()
-                worker.communicate()
-                raise
-            errors = worker.communicate()[1].strip()
-            if worker.returncode != 0:
-                last = errors.splitlines()[-1] if errors else f"exit status {worker.returncode}"
+            except EOFError:
+                worker.join()
                 raise DatasetError(
-                    last if worker.returncode == 2 else f"{path}: the encoding worker failed: {last}"
-                )
+                    f"{path}: the encoding worker failed: exit status {worker.exitcode}"
+                ) from None
+            finally:
+                worker.kill()
+                worker.join()
+                report.close()
         return blocks
 
     def _cached_stream(
@@ -590,10 +497,6 @@ class Dataset:
                 self._vocab = Vocabulary(cached)
         return self._vocab
 
-    def files(self) -> list[Path]:
-        """The split files (see :meth:`path`), in split order."""
-        return [self.path(split) for split in self.split_files]
-
     def tokens(self, split: str) -> TokenStream:
         """The split's token stream, encoded with :attr:`vocab` (memory-mapped from the token
         cache when it holds this version of the files).
@@ -621,106 +524,10 @@ class Dataset:
         return stream
 
 
-def _stored_file(directory: Path, filename: str) -> Path | None:
-    """``directory/filename``, else ``directory/filename.xz``, whichever exists first."""
-    for candidate in (filename, filename + COMPRESSED_SUFFIX):
-        if (directory / candidate).is_file():
-            return directory / candidate
-    return None
-
-
-def _known_checksums(directory: Path, benchmark: Benchmark | None) -> dict[str, str]:
-    """Checksums a directory's files must match: the canonical ones, else those of the
-    directory's own ``SHA256SUMS`` (names relative to it). A ``SHA256SUMS`` elsewhere, in the
-    parent directory say, is not the dataset's and is never read."""
-    sums: dict[str, str] = {}
-    own_file = directory / CHECKSUM_FILE
-    if own_file.is_file():
-        sums.update(parse_checksum_file(own_file))
-    if benchmark is not None:
-        sums.update(benchmark.file_sha256)
-    return sums
-
-
-def dataset_from_directory(
-    directory: Path, name: str | None = None, benchmark: Benchmark | None = None
-) -> Dataset:
-    """A dataset for ``directory``, in the benchmark's layout or a recognised WikiText/PTB one."""
-    if benchmark is not None:
-        split_files = benchmark.split_files
-    else:
-        layout = next(
-            (
-                layout
-                for layout in _DIRECTORY_LAYOUTS
-                if _stored_file(directory, layout["train"]) or _stored_file(directory, layout["test"])
-            ),
-            None,
-        )
-        if layout is None:
-            raise DatasetError(
-                f"{directory}: no split files found (expected wiki.{{train,valid,test}}.tokens, "
-                "wiki.*.raw or ptb.*.txt)"
-            )
-        split_files = layout
-    return Dataset(
-        name or directory.resolve().name,
-        directory,
-        split_files,
-        _known_checksums(directory, benchmark),
-        canonical=benchmark is not None,
-    )
-
-
-def search_roots(data_dir: str | os.PathLike | None) -> list[tuple[str, Path]]:
-    """Where benchmarks are looked for, in order: ``--data-dir``, ``$HARNESS_DATA_DIR``, the
-    copies shipped in the package (PTB and WikiText-2), then the download cache."""
-    roots = []
-    if data_dir is not None:
-        if not Path(data_dir).is_dir():
-            raise DatasetError(f"--data-dir {data_dir}: no such directory")
-        roots.append(("--data-dir", Path(data_dir)))
-    if os.environ.get("HARNESS_DATA_DIR"):
-        roots.append(("HARNESS_DATA_DIR", Path(os.environ["HARNESS_DATA_DIR"])))
-    roots.append(("packaged", PACKAGED_DATA))
-    roots.append(("cache", user_cache_dir() / "data"))
-    return roots
-
-
-def locate_benchmark(name: str, data_dir: str | os.PathLike | None = None) -> Path | None:
-    """The first directory of the search roots that holds the benchmark's files, if any."""
-    benchmark = BENCHMARKS[name]
-    for _, root in search_roots(data_dir):
-        directory = root / name
-        if any(_stored_file(directory, filename) for filename in benchmark.split_files.values()):
-            return directory
-    return None
-
-
 def load_dataset(
     name_or_path: str, data_dir: str | os.PathLike | None = None, download: bool = True
 ) -> Dataset:
-    """Resolve a benchmark name or a directory to a :class:`Dataset`.
-
-    Benchmarks are looked for in ``data_dir``, then ``$HARNESS_DATA_DIR``, then the user cache;
-    when absent everywhere they are downloaded into the cache (checksums verified) unless
-    ``download`` is false.
-    """
-    benchmark = BENCHMARKS.get(name_or_path)
-    if benchmark is None:
-        path = Path(name_or_path)
-        if not path.is_dir():
-            raise DatasetError(
-                f"unknown dataset {name_or_path!r}: neither a benchmark "
-                f"({', '.join(BENCHMARKS)}) nor a directory"
-            )
-        return dataset_from_directory(path)
-    directory = locate_benchmark(benchmark.name, data_dir)
-    if directory is None:
-        searched = ", ".join(f"{label} {root / benchmark.name}" for label, root in search_roots(data_dir))
-        if not download:
-            raise DatasetError(f"{benchmark.name}: not found (searched {searched})")
-        from harness.download import download_benchmark
-
-        directory = download_benchmark(benchmark, user_cache_dir() / "data")
-    return dataset_from_directory(directory, benchmark.name, benchmark)
+    """:func:`core.benchmarks.find_dataset` as a :class:`Dataset`: a benchmark name or a
+    directory, looked for in ``data_dir``, ``$HARNESS_DATA_DIR``, the packaged copies, then the
+    user cache, and downloaded into the cache (checksums verified) unless ``download`` is false."""
+    return find_dataset(name_or_path, Dataset, data_dir, download)

@@ -1,9 +1,8 @@
-"""The result-file schema: what ``harness eval --output/--output-dir`` writes and ``leaderboard``
-reads. This module owns it: the keys and their types (:data:`REQUIRED_KEYS`,
-:data:`KEYS_ADDED_IN_2`), the version (:data:`SCHEMA_VERSION`), the name of the per-token
-log-probability file beside a result (:func:`token_log_probs_name`), how a result names the
-files it used (:func:`portable_path`, :func:`resolve_recorded_path`) and the rule that says which
-audits a result needs (:func:`unaudited_reasons`, with the subword exemption).
+"""Writing result files: :func:`result_record` builds the :class:`core.result_schema.ResultRecord` of
+one evaluation (the schema, its version and its validation are :mod:`core.result_schema`'s). This module
+also owns the name of the per-token log-probability file beside a result
+(:func:`token_log_probs_name`) and how a result names the files it used (:func:`portable_path`,
+:func:`resolve_recorded_path`).
 
 **Paths in a result** name no machine: ``dataset_path`` and ``checkpoint`` are written relative to
 the root they lie in, marked by its name: ``<repo>/...`` (the toolkit's source tree, the folder
@@ -24,46 +23,14 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from core.benchmarks import search_roots, user_cache_dir
+from core.result_schema import SCHEMA_VERSION, SCORINGS, Protocol, ResultRecord, unaudited_reasons
 from harness import __version__
-from harness.datasets import Dataset, search_roots, user_cache_dir
+from harness.datasets import Dataset
 from harness.evaluate import Evaluation
-
-#: 2: ``causality_audit``, ``audited``, ``unaudited_reasons``, ``audit.passed`` and
-#: ``train_sha256`` (the train file's, which fixes the vocabulary) added;
-#: ``model`` is ``module`` or, for a factory other than ``load_model``, ``module:attribute``.
-SCHEMA_VERSION = 2
-#: Versions a reader understands; version 1 predates the causality audit: such results are read
-#: but count as unaudited.
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)
-
-#: Keys every result file carries, with the JSON types they must have (None allowed where listed).
-REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
-    "schema_version": (int,),
-    "model": (str,),
-    "model_args": (dict,),
-    "checkpoint": (str, type(None)),
-    "dataset": (str,),
-    "split": (str,),
-    "dataset_sha256": (str,),
-    "vocab_size": (int,),
-    "vocab_sha256": (str,),
-    "tokens": (int,),
-    "nll": (int, float),
-    "perplexity": (int, float),
-    "protocol": (dict,),
-}
-#: Keys a version-2 result adds, with their JSON types.
-KEYS_ADDED_IN_2: dict[str, tuple[type, ...]] = {
-    "audit": (dict,),
-    "causality_audit": (dict,),
-    "audited": (bool,),
-    "unaudited_reasons": (list,),
-    "train_sha256": (str,),
-}
 
 #: What the per-token log-probabilities file (float64 ``[tokens]``, ``.npy``) of the result
 #: ``STEM.json`` is called when it is written beside it.
@@ -161,42 +128,6 @@ def describe_device(device: str) -> str:
     return f"{device} ({platform.machine()})"
 
 
-#: ``scoring`` of a result: ``word`` (a distribution over the word vocabulary, which the
-#: probability audit checks) or ``subword`` (a subword model's log-probabilities attributed to the
-#: word-level tokens, for which the probability audit does not apply; the causality audit does).
-SCORINGS = ("word", "subword")
-
-
-def unaudited_reasons(record: Mapping[str, Any]) -> list[str]:
-    """Why a result record's figure is not fully audited, one line each (empty when every audit
-    that applies passed): the rule the harness applies when it writes a record and the
-    leaderboard when it reads one.
-
-    The probability audit must have checked distributions, except for ``subword`` scoring (see
-    :data:`SCORINGS`), to which it does not apply; the causality audit must have passed (a
-    version-1 record predates it). ``record`` needs ``schema_version``, ``audit``,
-    ``causality_audit`` and, when not ``word``, ``scoring``.
-    """
-    reasons = []
-    audit = record.get("audit")
-    if record.get("scoring", "word") == "subword":
-        pass  # no distribution over the word vocabulary: the probability audit does not apply
-    elif not isinstance(audit, dict):
-        reasons.append("no probability audit recorded")
-    elif not audit.get("requested"):
-        reasons.append("probability audit off (--audit 0)")
-    elif audit.get("passed", audit.get("checked", 0) > 0) is not True:  # version 1: no "passed"
-        reasons.append("the plugin gives no full distributions: normalization not audited")
-    causality = record.get("causality_audit")
-    if record["schema_version"] < 2:
-        reasons.append("written before the causality audit (schema 1): rerun harness eval")
-    elif not isinstance(causality, dict) or not causality.get("points"):
-        reasons.append("causality audit off (--causality-audit 0)")
-    elif causality.get("passed") is not True:
-        reasons.append("causality audit not passed")
-    return reasons
-
-
 def result_record(
     *,
     plugin: str,
@@ -212,55 +143,52 @@ def result_record(
     token_log_probs_file: str | None,
     plugin_metadata: dict[str, Any] | None = None,
     data_dir: str | os.PathLike | None = None,
-) -> dict[str, Any]:
-    """The JSON-ready record of one evaluation; ``scoring`` is the plugin metadata's
-    ``scoring`` (see :data:`SCORINGS`), ``word`` when it gives none. ``checkpoint`` and the
-    dataset's directory are recorded by :func:`portable_path` (``data_dir``: the ``--data-dir``
-    the dataset was looked for in); ``token_log_probs_file`` as given (relative to the result
-    file's folder)."""
+) -> ResultRecord:
+    """The record of one evaluation (:class:`core.result_schema.ResultRecord`, which owns the
+    file's keys and their order); ``scoring`` is the plugin metadata's ``scoring`` (see
+    :data:`core.result_schema.SCORINGS`), ``word`` when it gives none. ``checkpoint`` and the dataset's
+    directory are recorded by :func:`portable_path` (``data_dir``: the ``--data-dir`` the dataset
+    was looked for in); ``token_log_probs_file`` as given (relative to the result file's folder)."""
     stream = dataset.tokens(split)
     scoring = (plugin_metadata or {}).get("scoring", "word")
     if scoring not in SCORINGS:
         raise ValueError(f"plugin metadata: scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
-    audits = {
-        "schema_version": SCHEMA_VERSION,
-        "scoring": scoring,
-        "audit": evaluation.audit.to_json(),
-        "causality_audit": evaluation.causality.to_json(),
-    }
-    reasons = unaudited_reasons(audits)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "model": plugin,
-        "model_args": model_args,
-        "checkpoint": None if checkpoint is None else portable_path(checkpoint, data_dir),
-        "dataset": dataset.name,
-        "dataset_path": portable_path(dataset.directory, data_dir),
-        "split": split,
-        "dataset_sha256": stream.sha256,
-        "train_sha256": dataset.verify("train"),
-        "dataset_verified": dataset.is_verified(split),
-        "vocab_size": len(dataset.vocab),
-        "vocab_sha256": dataset.vocab.sha256(),
-        "oov_tokens": stream.oov_tokens,
-        "tokens": evaluation.tokens,
-        "nll": evaluation.nll,
-        "perplexity": evaluation.perplexity,
-        "bits_per_token": evaluation.bits_per_token,
-        "protocol": {"batch_size": batch_size, "bptt": bptt},
-        "audit": audits["audit"],
-        "causality_audit": audits["causality_audit"],
-        "scoring": scoring,
-        "audited": not reasons,
-        "unaudited_reasons": reasons,
-        "num_parameters": num_parameters,
-        "runtime_seconds": evaluation.seconds,
-        "tokens_per_second": evaluation.tokens / evaluation.seconds if evaluation.seconds else None,
-        "device": describe_device(device),
-        "torch_version": torch_version(),
-        "package_version": __version__,
-        "git_commit": git_commit(),
-        "token_log_probs_file": token_log_probs_file,
-        "plugin_metadata": plugin_metadata,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    audit, causality_audit = evaluation.audit.to_json(), evaluation.causality.to_json()
+    reasons = unaudited_reasons(
+        schema_version=SCHEMA_VERSION, scoring=scoring, audit=audit, causality_audit=causality_audit
+    )
+    return ResultRecord(
+        schema_version=SCHEMA_VERSION,
+        model=plugin,
+        model_args=model_args,
+        checkpoint=None if checkpoint is None else portable_path(checkpoint, data_dir),
+        dataset=dataset.name,
+        dataset_path=portable_path(dataset.directory, data_dir),
+        split=split,
+        dataset_sha256=stream.sha256,
+        train_sha256=dataset.verify("train"),
+        dataset_verified=dataset.is_verified(split),
+        vocab_size=len(dataset.vocab),
+        vocab_sha256=dataset.vocab.sha256(),
+        oov_tokens=stream.oov_tokens,
+        tokens=evaluation.tokens,
+        nll=evaluation.nll,
+        perplexity=evaluation.perplexity,
+        bits_per_token=evaluation.bits_per_token,
+        protocol=Protocol(batch_size=batch_size, bptt=bptt),
+        audit=audit,
+        causality_audit=causality_audit,
+        scoring=scoring,
+        audited=not reasons,
+        unaudited_reasons=reasons,
+        num_parameters=num_parameters,
+        runtime_seconds=evaluation.seconds,
+        tokens_per_second=evaluation.tokens / evaluation.seconds if evaluation.seconds else None,
+        device=describe_device(device),
+        torch_version=torch_version(),
+        package_version=__version__,
+        git_commit=git_commit(),
+        token_log_probs_file=token_log_probs_file,
+        plugin_metadata=plugin_metadata,
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    )

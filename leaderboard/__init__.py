@@ -6,7 +6,7 @@
   :data:`table.REPORTED_CSV` (``kind = reported``), ranked by test perplexity. Malformed or
   incompatible files are named on stderr and skipped. Contamination reports among the files
   (``harness contamination --result``) add the clean-subset perplexity of the results they fit
-  (:mod:`leaderboard.contamination`).
+  (:mod:`leaderboard.clean_subset`).
 - ``python -m leaderboard regenerate``: the project's committed tables from ``results/``.
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
   difference over the saved per-token log-probabilities.

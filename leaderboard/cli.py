@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,26 +10,26 @@ from typing import TYPE_CHECKING, Any
 from core.cli import (
     ArgumentParser,
     UsageError,
+    add_data_dir_option,
     check_not_an_input,
     check_output_dir,
     check_output_file,
-    existing_dir,
     existing_file,
     positive_int,
     run,
 )
-from core.files import DatasetError, write_atomically
+from core.files import DatasetError
 from core.format import SPLITS
 from leaderboard.records import Collection, Result, ResultError, collect, load_result, load_token_log_probs
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from leaderboard.bootstrap import Comparison
+
 #: The project's committed results and the tables generated from them (``regenerate``).
 DEFAULT_RESULTS = Path("results")
 DEFAULT_TABLES = Path("leaderboard") / "tables"
-README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
-README_END = "<!-- leaderboard:{dataset}:end -->"
 INCLUDE_UNAUDITED_HELP = (
     "also show results that do not show both harness audits passed (kind "
     "'unaudited', never ranked); by default they are left out"
@@ -41,10 +40,11 @@ USER_ERRORS = (ResultError, DatasetError)
 
 
 def _describe(result: Result) -> str:
-    args = ", ".join(f"{k}={v}" for k, v in sorted(result["model_args"].items()))
-    text = f"{result['model']} ({args})" if args else result["model"]
-    if result["checkpoint"]:
-        text += f" [{Path(result['checkpoint']).name}]"
+    record = result.record
+    args = ", ".join(f"{k}={v}" for k, v in sorted(record.model_args.items()))
+    text = f"{record.model} ({args})" if args else record.model
+    if record.checkpoint:
+        text += f" [{Path(record.checkpoint).name}]"
     return text
 
 
@@ -112,30 +112,8 @@ def command_build(args: argparse.Namespace) -> int:
     return 1 if args.strict and collection.rejected else 0
 
 
-def _update_readme(readme: Path, tables: dict[str, pd.DataFrame]) -> tuple[list[str], list[str]]:
-    """Replace the text between ``<!-- leaderboard:DATASET:begin -->`` and ``...:end -->``
-    markers with that dataset's markdown table; datasets without markers are left out. Returns
-    the datasets whose table changed and those already up to date; the file is rewritten only
-    when something changed."""
-    from leaderboard.table import to_markdown
-
-    text = original = readme.read_text(encoding="utf-8")
-    updated: list[str] = []
-    unchanged: list[str] = []
-    for dataset, frame in tables.items():
-        begin, end = README_BEGIN.format(dataset=dataset), README_END.format(dataset=dataset)
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-        match = pattern.search(text)
-        if match:
-            refreshed = f"{text[: match.start()]}{begin}\n{to_markdown(frame)}{end}{text[match.end() :]}"
-            (updated if refreshed != text else unchanged).append(dataset)
-            text = refreshed
-    if text != original:
-        write_atomically(readme, text)
-    return updated, unchanged
-
-
 def command_regenerate(args: argparse.Namespace) -> int:
+    from leaderboard.readme import update_readme
     from leaderboard.table import table_paths, write_tables
 
     results = Path(args.results)
@@ -156,7 +134,7 @@ def command_regenerate(args: argparse.Namespace) -> int:
         f"{_reports_shown(collection)})"
     )
     if args.readme is not None:
-        updated, unchanged = _update_readme(args.readme, tables)
+        updated, unchanged = update_readme(args.readme, tables)
         parts = [f"updated {', '.join(updated)}"] if updated else []
         parts += [f"unchanged {', '.join(unchanged)}"] if unchanged else []
         print(f"{args.readme}: " + ("; ".join(parts) or "no <!-- leaderboard:DATASET:begin/end --> markers"))
@@ -164,16 +142,6 @@ def command_regenerate(args: argparse.Namespace) -> int:
 
 
 # ---- compare -------------------------------------------------------------------------------------
-
-COMPARED_FIELDS = ("dataset", "split", "tokens", "vocab_sha256", "dataset_sha256")
-
-
-def check_comparable(a: Result, b: Result) -> None:
-    for field in COMPARED_FIELDS:
-        if a[field] != b[field]:
-            raise ResultError(
-                f"{a.path} and {b.path} are not comparable: {field} differs ({a[field]} vs {b[field]})"
-            )
 
 
 def _confidence(text: str) -> float:
@@ -194,6 +162,7 @@ def _block_length(text: str) -> int | None:
 
 def command_compare(args: argparse.Namespace) -> int:
     from leaderboard.bootstrap import minimum_samples, paired_bootstrap
+    from leaderboard.provenance import check_comparable
 
     needed = minimum_samples(args.confidence)
     if args.samples < needed:
@@ -215,8 +184,14 @@ def command_compare(args: argparse.Namespace) -> int:
         )
     except ValueError as error:  # a --block-length longer than the tokens compared
         raise UsageError(str(error)) from None
-    level = f"{100 * args.confidence:g}%"
-    where = f"{a['dataset']}/{a['split']}"
+    _print_comparison(a, b, result, args.confidence)
+    return 0
+
+
+def _print_comparison(a: Result, b: Result, result: Comparison, confidence: float) -> None:
+    """Both perplexities, their difference with its interval, the p-value and the verdict."""
+    level = f"{100 * confidence:g}%"
+    where = f"{a.record.dataset}/{a.split}"
     print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
     print(f"B: {_describe(b)} on {where}: perplexity {result.ppl_b:.2f}")
     low, high = result.ppl_ci
@@ -235,14 +210,13 @@ def command_compare(args: argparse.Namespace) -> int:
     )
     verdict = (
         "no significant difference"
-        if result.p_value >= 1 - args.confidence
+        if result.p_value >= 1 - confidence
         else ("A is better" if result.ppl_diff < 0 else "B is better")
     )
     print(
         f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
         f"{result.tokens:,} tokens, seed {result.seed}; {verdict} at the {level} level"
     )
-    return 0
 
 
 # ---- plots ---------------------------------------------------------------------------------------
@@ -304,50 +278,19 @@ def command_plot_bars(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_dataset_for(result: Result, override: str | None, data_dir: str | None):
-    """The dataset ``result`` was scored on (``override``: a benchmark name or directory), with
-    the vocabulary the result was scored with."""
-    from harness.datasets import BENCHMARKS, load_dataset
-    from harness.results import resolve_recorded_path
-
-    name = override or result["dataset"]
-    try:
-        if name in BENCHMARKS:
-            dataset = load_dataset(name, data_dir, download=False)
-        elif Path(name).is_dir():
-            dataset = load_dataset(name, data_dir)
-        else:
-            recorded = result.get("dataset_path")
-            directory = resolve_recorded_path(recorded, data_dir) if recorded else None
-            if directory is None or not directory.is_dir():
-                raise UsageError(f"{result.path}: dataset {name!r} not found; pass --dataset DIR")
-            dataset = load_dataset(str(directory), data_dir)
-        vocab_sha = dataset.vocab.sha256()
-    except DatasetError as error:
-        hint = "pass --dataset DIR" if data_dir else "pass --data-dir DIR or --dataset DIR"
-        raise UsageError(f"{error} ({hint})") from None
-    if vocab_sha != result["vocab_sha256"]:
-        raise UsageError(
-            f"{result.path}: the vocabulary of {dataset.directory} is not the one "
-            "the result was scored with (vocab_sha256 differs)"
-        )
-    return dataset
-
-
 def command_plot_frequency(args: argparse.Namespace) -> int:
     from leaderboard.plots import bucket_difference, frequency_buckets, plot_frequency
+    from leaderboard.provenance import check_comparable, load_scored_dataset
 
     check_output_file(args.output, "--output", inputs=[args.a, args.b])
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
     log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
-    dataset = _load_dataset_for(a, args.dataset, args.data_dir)
+    dataset = load_scored_dataset(a, args.dataset, args.data_dir)
     check_not_an_input(args.output, "--output", dataset.files())
-    targets = dataset.tokens(a["split"]).ids
+    targets = dataset.tokens(a.split).ids
     if len(targets) != len(log_a):
-        raise UsageError(
-            f"{dataset.directory} {a['split']} has {len(targets)} tokens, the results {len(log_a)}"
-        )
+        raise UsageError(f"{dataset.directory} {a.split} has {len(targets)} tokens, the results {len(log_a)}")
     try:
         buckets = frequency_buckets(
             dataset.tokens("train").ids, len(dataset.vocab), args.buckets, args.bucketing
@@ -361,7 +304,7 @@ def command_plot_frequency(args: argparse.Namespace) -> int:
             flush=True,
         )
     title = args.title or (
-        f"{a['dataset']}/{a['split']}: mean difference in log perplexity by word frequency"
+        f"{a.record.dataset}/{a.split}: mean difference in log perplexity by word frequency"
     )
     path = plot_frequency(result, _describe(a), _describe(b), title, args.output)
     print(f"wrote {path}")
@@ -369,31 +312,14 @@ def command_plot_frequency(args: argparse.Namespace) -> int:
 
 
 def command_plot_gates(args: argparse.Namespace) -> int:
-    import json
-
-    from leaderboard.plots import load_gates, plot_gates
+    from leaderboard.plots import gates_title, load_gates, plot_gates
 
     check_output_file(args.output, "--output", inputs=[args.gates])
     try:
         gates = load_gates(args.gates)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    title = args.title
-    if title is None:
-        title = f"pointer sentinel gate: {Path(args.gates).name}"
-        meta = Path(args.gates).with_suffix(".json")
-        if meta.is_file():
-            try:
-                info = json.loads(meta.read_text(encoding="utf-8"))
-                parts = [
-                    str(info[k])
-                    for k in ("model", "dataset", "split")
-                    if isinstance(info, dict) and k in info
-                ]
-                if parts:
-                    title = "pointer sentinel gate: " + " ".join(parts)
-            except (OSError, ValueError, RecursionError):  # no usable metadata: the default title
-                pass
+    title = args.title if args.title is not None else gates_title(args.gates)
     path = plot_gates(gates, title, args.output, bins=args.bins)
     print(f"wrote {path}")
     return 0
@@ -419,7 +345,8 @@ def command_plot_curves(args: argparse.Namespace) -> int:
 
 
 def command_plot_zipf(args: argparse.Namespace) -> int:
-    from harness.datasets import EOS, load_dataset
+    from core.format import EOS
+    from harness.datasets import load_dataset
     from leaderboard.plots import plot_zipf, rank_frequency
 
     check_output_file(args.output, "--output")
@@ -449,14 +376,29 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 # ---- parser --------------------------------------------------------------------------------------
 
 
-DATA_DIR_HELP = (
-    "directory holding ptb/, wikitext-2/, ..., looked in first (default: $HARNESS_DATA_DIR, then "
-    "the packaged copies, then the download cache)"
-)
 TITLE_HELP = "the figure's title (default: {default})"
 
 
-def _add_table_parsers(commands: Any) -> None:
+def _add_no_reported_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-reported", action="store_true", help="only the rows measured here, no published figures"
+    )
+
+
+def _add_include_unaudited_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
+
+
+def _add_figure_output_option(parser: argparse.ArgumentParser) -> None:
+    """A figure's ``--output PNG``, its format checked before any work."""
+    parser.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+
+
+def _add_title_option(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--title", help=TITLE_HELP.format(default=default))
+
+
+def _add_build_parser(commands: Any) -> None:
     build = commands.add_parser(
         "build",
         help="one table per dataset from result files",
@@ -484,13 +426,13 @@ def _add_table_parsers(commands: Any) -> None:
         metavar="CSV",
         help="published figures (default: the packaged reported.csv)",
     )
-    build.add_argument(
-        "--no-reported", action="store_true", help="only the rows measured here, no published figures"
-    )
+    _add_no_reported_option(build)
     build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
-    build.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
+    _add_include_unaudited_option(build)
     build.set_defaults(handler=command_build)
 
+
+def _add_regenerate_parser(commands: Any) -> None:
     regen = commands.add_parser(
         "regenerate",
         help="the project's committed tables, in one go",
@@ -516,7 +458,7 @@ def _add_table_parsers(commands: Any) -> None:
         help="also refresh the tables between <!-- leaderboard:DATASET:begin/end --> markers "
         "(default: no README)",
     )
-    regen.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
+    _add_include_unaudited_option(regen)
     regen.set_defaults(handler=command_regenerate)
 
 
@@ -549,18 +491,16 @@ def _add_compare_parser(commands: Any) -> None:
     compare.set_defaults(handler=command_compare)
 
 
-def _add_bars_and_frequency_parsers(plots: Any) -> None:
+def _add_bars_parser(plots: Any) -> None:
     bars = plots.add_parser("bars", help="a leaderboard as a bar chart")
     bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv", help="result files or a table build wrote")
     bars.add_argument(
         "--dataset",
         help="which dataset's table, for a results directory (default: the one dataset with results)",
     )
-    bars.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
-    bars.add_argument(
-        "--no-reported", action="store_true", help="only the rows measured here, no published figures"
-    )
-    bars.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
+    _add_figure_output_option(bars)
+    _add_no_reported_option(bars)
+    _add_include_unaudited_option(bars)
     scale = bars.add_mutually_exclusive_group()
     scale_default = "(default: log when the largest figure is over 5 times the smallest)"
     scale.add_argument(
@@ -569,13 +509,15 @@ def _add_bars_and_frequency_parsers(plots: Any) -> None:
     scale.add_argument(
         "--linear", dest="log", action="store_false", help=f"linear perplexity axis {scale_default}"
     )
-    bars.add_argument("--title", help=TITLE_HELP.format(default="DATASET leaderboard"))
+    _add_title_option(bars, "DATASET leaderboard")
     bars.set_defaults(handler=command_plot_bars)
 
+
+def _add_frequency_parser(plots: Any) -> None:
     frequency = plots.add_parser("frequency", help="the paper's Figure 4: difference by word frequency")
     frequency.add_argument("a", metavar="A.json", help="the reference model (e.g. the LSTM)")
     frequency.add_argument("b", metavar="B.json", help="the model compared with it; > 0 means B is better")
-    frequency.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    _add_figure_output_option(frequency)
     frequency.add_argument("--buckets", type=positive_int, default=10, help="frequency buckets (default: 10)")
     frequency.add_argument(
         "--bucketing",
@@ -584,28 +526,28 @@ def _add_bars_and_frequency_parsers(plots: Any) -> None:
         help="what each bucket holds the same amount of: distinct words (types, our reading of "
         "the paper), train tokens, or evaluated tokens (heldout) (default: types)",
     )
-    frequency.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    add_data_dir_option(frequency)
     frequency.add_argument(
         "--dataset", metavar="NAME|DIR", help="where the corpus is (default: the result's dataset)"
     )
-    frequency.add_argument("--title", help=TITLE_HELP.format(default="the dataset split and what is shown"))
+    _add_title_option(frequency, "the dataset split and what is shown")
     frequency.set_defaults(handler=command_plot_frequency)
 
 
-def _add_other_plot_parsers(plots: Any) -> None:
+def _add_gates_parser(plots: Any) -> None:
     gates = plots.add_parser("gates", help="histogram of pointer-sentinel gate values")
     gates.add_argument("gates", metavar="GATES.npy", help="[N] floats in [0, 1], the softmax share g")
-    gates.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    _add_figure_output_option(gates)
     gates.add_argument("--bins", type=positive_int, default=50, help="histogram bins (default: 50)")
-    gates.add_argument(
-        "--title",
-        help=TITLE_HELP.format(
-            default="'pointer sentinel gate:' and the model, dataset and split of the GATES.json "
-            "beside the gates, else their file's name"
-        ),
+    _add_title_option(
+        gates,
+        "'pointer sentinel gate:' and the model, dataset and split of the GATES.json "
+        "beside the gates, else their file's name",
     )
     gates.set_defaults(handler=command_plot_gates)
 
+
+def _add_curves_parser(plots: Any) -> None:
     curves = plots.add_parser("curves", help="learning curves from `baselines train` logs")
     curves.add_argument(
         "logs",
@@ -613,19 +555,21 @@ def _add_other_plot_parsers(plots: Any) -> None:
         metavar="LOG.jsonl[=LABEL]",
         help="training logs (log.jsonl of a run directory), each with a label (default: its folder's name)",
     )
-    curves.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
-    curves.add_argument("--title", help=TITLE_HELP.format(default="validation perplexity during training"))
+    _add_figure_output_option(curves)
+    _add_title_option(curves, "validation perplexity during training")
     curves.set_defaults(handler=command_plot_curves)
 
+
+def _add_zipf_parser(plots: Any) -> None:
     zipf = plots.add_parser("zipf", help="rank-frequency plot of corpora")
     zipf.add_argument(
         "corpora", nargs="+", metavar="NAME|DIR", help="ptb, wikitext-2, ... or a builder output directory"
     )
-    zipf.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
+    _add_figure_output_option(zipf)
     zipf.add_argument("--split", default="train", choices=SPLITS, help="the split counted (default: train)")
-    zipf.add_argument("--data-dir", type=existing_dir, metavar="DIR", help=DATA_DIR_HELP)
+    add_data_dir_option(zipf)
     zipf.add_argument("--include-eos", action="store_true", help="count <eos> as a word")
-    zipf.add_argument("--title", help=TITLE_HELP.format(default="Zipf plot of the SPLIT split"))
+    _add_title_option(zipf, "Zipf plot of the SPLIT split")
     zipf.set_defaults(handler=command_plot_zipf)
 
 
@@ -635,11 +579,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Leaderboards, significance tests and plots from harness result files.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    _add_table_parsers(commands)
+    _add_build_parser(commands)
+    _add_regenerate_parser(commands)
     _add_compare_parser(commands)
     plots = commands.add_parser("plot", help="figures (PNG)").add_subparsers(dest="figure", required=True)
-    _add_bars_and_frequency_parsers(plots)
-    _add_other_plot_parsers(plots)
+    for add_figure_parser in (
+        _add_bars_parser,
+        _add_frequency_parser,
+        _add_gates_parser,
+        _add_curves_parser,
+        _add_zipf_parser,
+    ):
+        add_figure_parser(plots)
     return parser
 
 

@@ -280,6 +280,23 @@ def load_gates(path: str | Path) -> np.ndarray:
     return np.clip(gates.astype(np.float64), 0.0, 1.0)
 
 
+def gates_title(path: str | Path) -> str:
+    """The default title of the gate histogram of ``path``: ``pointer sentinel gate:`` and the
+    model, dataset and split that the JSON file beside it (same name, ``.json``) records, else
+    the gate file's name (also when that file cannot be read or records none of them)."""
+    path = Path(path)
+    title = f"pointer sentinel gate: {path.name}"
+    sidecar = path.with_suffix(".json")
+    if not sidecar.is_file():
+        return title
+    try:
+        info = json.loads(sidecar.read_text(encoding="utf-8"))
+        parts = [str(info[k]) for k in ("model", "dataset", "split") if isinstance(info, dict) and k in info]
+    except (OSError, ValueError, RecursionError):  # no usable metadata: the default title
+        return title
+    return "pointer sentinel gate: " + " ".join(parts) if parts else title
+
+
 def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -> Path:
     figure, axis = plt.subplots(figsize=(7, 4.2))
     axis.hist(

@@ -1,7 +1,8 @@
 """Reading harness result files: validation, rejection of incompatible ones, and their runs.
 
 A *result file* is the JSON that ``python -m harness eval --output/--output-dir`` writes; its
-schema (keys, version, the per-token file's name, which audits apply) is :mod:`harness.results`'s.
+schema (keys, version, validation, which audits apply) is :class:`core.result_schema.ResultRecord`, the
+per-token file's name :func:`harness.results.token_log_probs_name`.
 One result is one (model, dataset, split) evaluation; a *run* is the set of results that share
 everything but the split (see :func:`run_key`), so that the valid and test figures of one trained
 model land on one leaderboard row.
@@ -20,14 +21,9 @@ from typing import Any
 import numpy as np
 
 from core.catalogue import BENCHMARKS
-from harness.results import (
-    KEYS_ADDED_IN_2,
-    REQUIRED_KEYS,
-    SUPPORTED_SCHEMA_VERSIONS,
-    token_log_probs_name,
-    unaudited_reasons,
-)
-from leaderboard.contamination import CleanFigures, attach_reports, is_report
+from core.result_schema import InvalidResultRecord, NotAResultRecord, ResultRecord
+from harness.results import token_log_probs_name
+from leaderboard.clean_subset import CleanFigures, attach_reports, is_report
 
 #: Relative tolerance between a result's nll and the mean of its per-token log-probabilities.
 TOKEN_LOG_PROBS_RTOL = 1e-9
@@ -51,32 +47,24 @@ class NotAResult(ResultError):
 
 @dataclasses.dataclass(frozen=True)
 class Result:
-    """One validated harness result file."""
+    """One validated harness result file: where it is and what it records."""
 
     path: Path
-    data: dict[str, Any]
-
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
+    record: ResultRecord
 
     @property
     def split(self) -> str:
-        return self.data["split"]
+        return self.record.split
 
     @property
     def perplexity(self) -> float:
-        return float(self.data["perplexity"])
+        return float(self.record.perplexity)
 
     @property
     def unaudited_reasons(self) -> list[str]:
         """Why this result's figure is not covered by the audits that apply; empty when they all
-        passed (:func:`harness.results.unaudited_reasons`)."""
-        if self.data["schema_version"] >= 2:
-            return list(self.data["unaudited_reasons"])  # validated against the audit records
-        return unaudited_reasons(self.data)
+        passed (:attr:`core.result_schema.ResultRecord.audit_gaps`)."""
+        return self.record.audit_gaps
 
 
 def _canonical(value: Any) -> str:
@@ -87,13 +75,14 @@ def run_key(result: Result) -> tuple[str, ...]:
     """What makes two results (of different splits) the same run: the same model module, model
     arguments, checkpoint, dataset (name and vocabulary) and evaluation protocol. A valid and a
     test result with equal keys are merged into one row; anything that differs keeps them apart."""
+    record = result.record
     return (
-        result["model"],
-        _canonical(result["model_args"]),
-        result["checkpoint"] or "",
-        result["dataset"],
-        result["vocab_sha256"],
-        _canonical(result["protocol"]),
+        record.model,
+        _canonical(record.model_args),
+        record.checkpoint or "",
+        record.dataset,
+        record.vocab_sha256,
+        _canonical(record.protocol.to_json()),
     )
 
 
@@ -116,59 +105,18 @@ def _too_deep(path: Path) -> str:
 
 
 def validate(data: Any, path: Path) -> Result:
-    """``data`` as a :class:`Result`, or :class:`ResultError` saying what is wrong with it."""
-    if not isinstance(data, dict):
-        raise ResultError(f"{path}: not a harness result (a JSON {type(data).__name__}, not an object)")
-    if _nesting(data) > MAX_NESTING:  # deeper would exhaust the recursion of json.dumps later
+    """``data`` as a :class:`Result`, or :class:`ResultError` saying what is wrong with it
+    (:meth:`core.result_schema.ResultRecord.from_json`'s message, after the file's name)."""
+    if isinstance(data, dict) and _nesting(data) > MAX_NESTING:  # would exhaust json.dumps later
         raise ResultError(_too_deep(path))
     if is_report(data):
         raise ResultError(f"{path}: a contamination report (harness contamination), not a harness result")
-    if "schema_version" not in data and "perplexity" not in data:
-        raise NotAResult(f"{path}: not a harness result file (no schema_version or perplexity)")
-    missing = [key for key in REQUIRED_KEYS if key not in data]
-    if missing:
-        raise ResultError(f"{path}: missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
-    version = data["schema_version"]
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise ResultError(
-            f"{path}: schema_version {version!r} is not supported "
-            f"(this leaderboard reads {', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))})"
-        )
-    for key, types in REQUIRED_KEYS.items():
-        value = data[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise ResultError(f"{path}: {key} must be {wanted}, got {value!r}")
-    for key in ("batch_size", "bptt"):
-        if not isinstance(data["protocol"].get(key), int):
-            raise ResultError(f"{path}: protocol.{key} missing or not an integer")
-    if version >= 2:
-        for key, types in KEYS_ADDED_IN_2.items():
-            if not isinstance(data.get(key), types):
-                raise ResultError(f"{path}: {key} missing or not a {types[0].__name__}")
-        if data["audited"] != (not unaudited_reasons(data)) or data["audited"] == bool(
-            data["unaudited_reasons"]
-        ):
-            raise ResultError(
-                f"{path}: audited is {str(data['audited']).lower()} but the audit "
-                "records say otherwise (file edited by hand?)"
-            )
-    if data["tokens"] <= 0:
-        raise ResultError(f"{path}: tokens must be positive, got {data['tokens']}")
-    nll, ppl = float(data["nll"]), float(data["perplexity"])
-    if not (math.isfinite(nll) and math.isfinite(ppl)) or nll < 0 or ppl < 1:
-        raise ResultError(f"{path}: nll {nll!r} / perplexity {ppl!r} out of range")
-    if not math.isclose(math.log(ppl), nll, rel_tol=1e-6, abs_tol=1e-9):
-        raise ResultError(f"{path}: perplexity {ppl} is not exp(nll {nll}) (file edited by hand?)")
-    bits = data.get("bits_per_token")
-    if bits is not None and not (
-        isinstance(bits, (int, float)) and math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9)
-    ):
-        raise ResultError(f"{path}: bits_per_token {bits!r} is not nll / ln 2 (file edited by hand?)")
-    num_parameters = data.get("num_parameters")
-    if num_parameters is not None and (not isinstance(num_parameters, int) or num_parameters < 0):
-        raise ResultError(f"{path}: num_parameters must be a non-negative integer or null")
-    return Result(path, data)
+    try:
+        return Result(path, ResultRecord.from_json(data))
+    except NotAResultRecord as error:
+        raise NotAResult(f"{path}: {error}") from None
+    except InvalidResultRecord as error:
+        raise ResultError(f"{path}: {error}") from None
 
 
 def read_json(path: Path) -> Any:
@@ -215,24 +163,24 @@ def _release_mismatch(result: Result) -> str | None:
     """Why a result that names a benchmark cannot be ranked under that name: its split file is
     not the release's (when the harness knows the release's checksum), or it was not verified
     against any checksum (when it does not); None when it can, or names no benchmark."""
-    name, split = result["dataset"], result.split
+    name, split = result.record.dataset, result.split
     benchmark = BENCHMARKS.get(name)
     if benchmark is None or split not in benchmark.split_files:
         return None
     expected = benchmark.file_sha256.get(benchmark.split_files[split])
-    if expected is not None and result["dataset_sha256"] != expected:
+    if expected is not None and result.record.dataset_sha256 != expected:
         return (
             f"dataset_sha256 is not that of the {name} release's {split} file: not ranked "
             f"under the name {name}"
         )
     expected_train = benchmark.file_sha256.get(benchmark.split_files["train"])
-    recorded_train = result.get("train_sha256")
+    recorded_train = result.record.train_sha256
     if expected_train is not None and recorded_train is not None and recorded_train != expected_train:
         return (
             f"train_sha256 is not that of the {name} release's train file (the vocabulary "
             f"and any model trained on load come from it): not ranked under the name {name}"
         )
-    if expected is None and result.get("dataset_verified") is not True:
+    if expected is None and result.record.dataset_verified is not True:
         return (
             f"its {name} {split} file was not verified against a checksum of the release: "
             f"not ranked under the name {name}"
@@ -251,28 +199,32 @@ def check_token_log_probs(result: Result) -> None:
 def _reject_minorities(results: list[Result], group: str, field: str, rejected: list[str]) -> list[Result]:
     """Within each group (``"dataset"`` or ``"dataset/split"``), keep the results whose ``field``
     holds the value most of them agree on, and reject the others by name: results of one dataset
-    with different vocabularies (or texts) cannot share a table."""
+    with different vocabularies (or texts) cannot share a table. ``field`` names a checksum field
+    of :class:`core.result_schema.ResultRecord`."""
+
+    def value_of(result: Result) -> str:
+        return getattr(result.record, field)
 
     def group_of(result: Result) -> str:
-        return result["dataset"] if group == "dataset" else f"{result['dataset']}/{result.split}"
+        return result.record.dataset if group == "dataset" else f"{result.record.dataset}/{result.split}"
 
     by_group: dict[str, list[Result]] = defaultdict(list)
     for result in results:
         by_group[group_of(result)].append(result)
     kept = []
     for name, members in by_group.items():
-        counts = Counter(result[field] for result in members)
+        counts = Counter(value_of(result) for result in members)
         # The majority wins; a tie goes to the value of the earliest file by path (deterministic).
         first_seen: dict[str, int] = {}
         for result in sorted(members, key=lambda r: str(r.path)):
-            first_seen.setdefault(result[field], len(first_seen))
+            first_seen.setdefault(value_of(result), len(first_seen))
         majority = max(counts, key=lambda value: (counts[value], -first_seen[value]))
         for result in members:
-            if result[field] == majority:
+            if value_of(result) == majority:
                 kept.append(result)
             else:
                 rejected.append(
-                    f"{result.path}: {field} {result[field][:12]}... differs from the "
+                    f"{result.path}: {field} {value_of(result)[:12]}... differs from the "
                     f"{counts[majority]} other {name} result(s) ({majority[:12]}...); "
                     "incompatible with them, skipped"
                 )
@@ -296,7 +248,7 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
 
     Results that do not show both audits passed are kept out (named in ``unaudited``) unless
     ``include_unaudited``. Contamination reports among the files are matched to the results they
-    name (:func:`leaderboard.contamination.attach_reports`): those that fit go to
+    name (:func:`leaderboard.clean_subset.attach_reports`): those that fit go to
     ``contamination``, the others are rejected or noted by name.
     """
     files: list[Path] = []
@@ -351,7 +303,7 @@ def find_token_log_probs(result: Result) -> Path | None:
     results folder that was moved or copied), else the name
     :func:`harness.results.token_log_probs_name` gives it beside the JSON; None when none of these
     exists."""
-    recorded = result.get("token_log_probs_file")
+    recorded = result.record.token_log_probs_file
     folder = result.path.parent
     candidates: list[Path] = []
     if recorded:
@@ -367,7 +319,7 @@ def token_log_probs_path(result: Result) -> Path:
     path = find_token_log_probs(result)
     if path is not None:
         return path
-    recorded = result.get("token_log_probs_file")
+    recorded = result.record.token_log_probs_file
     if not recorded:
         raise ResultError(
             f"{result.path}: no token_log_probs_file recorded and no "
@@ -392,19 +344,19 @@ def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
         raise ResultError(f"{path}: not a readable .npy array ({error})") from None
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.floating):
         raise ResultError(f"{path}: expected a 1-D float array, got {values.dtype} {values.shape}")
-    if len(values) != result["tokens"]:
+    if len(values) != result.record.tokens:
         raise ResultError(
             f"{path}: {len(values)} log-probabilities for a result of "
-            f"{result['tokens']} tokens ({result.path} disagrees with it)"
+            f"{result.record.tokens} tokens ({result.path} disagrees with it)"
         )
     values = values.astype(np.float64, copy=False)
     if not np.all(np.isfinite(values)) or np.any(values > 0):
         raise ResultError(f"{path}: log-probabilities must be finite and <= 0")
     mean_nll = -float(values.mean())
-    if not math.isclose(mean_nll, float(result["nll"]), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12):
+    if not math.isclose(mean_nll, float(result.record.nll), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12):
         raise ResultError(
             f"{path}: mean NLL {mean_nll:.9g} (perplexity {math.exp(mean_nll):.6g}) "
-            f"does not match the result's nll {float(result['nll']):.9g} (perplexity "
+            f"does not match the result's nll {float(result.record.nll):.9g} (perplexity "
             f"{result.perplexity:.6g}) in {result.path.name}: stale, foreign or edited"
         )
     return values

@@ -14,7 +14,7 @@ ranked among themselves; rows without a test figure come after their section, un
 by valid perplexity; unaudited rows come last, never ranked.
 
 A table gains two columns per split after ``test_ppl`` when one of its rows carries a
-contamination report of that split (:mod:`leaderboard.contamination`): ``clean_test_ppl``, the
+contamination report of that split (:mod:`leaderboard.clean_subset`): ``clean_test_ppl``, the
 perplexity on the split's units that the model's training corpus does not contain, and
 ``test_contaminated_pct``, the percentage of the split's tokens in the units it does (likewise
 ``clean_valid_ppl``, ``valid_contaminated_pct``); rows without a report show ``-`` there. A
@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.files import write_atomically
-from leaderboard.contamination import CleanFigures
+from leaderboard.clean_subset import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
 
 COLUMNS = [
@@ -156,16 +156,16 @@ class Run:
 
 def _same_figures(a: Result, b: Result) -> bool:
     return (
-        a["dataset_sha256"] == b["dataset_sha256"]
-        and a["tokens"] == b["tokens"]
-        and math.isclose(a["nll"], b["nll"], rel_tol=1e-12, abs_tol=0.0)
+        a.record.dataset_sha256 == b.record.dataset_sha256
+        and a.record.tokens == b.record.tokens
+        and math.isclose(a.record.nll, b.record.nll, rel_tol=1e-12, abs_tol=0.0)
     )
 
 
 def _dedupe(results: list[Result], warnings: list[str]) -> list[Result]:
     """Drop exact repeats (same split, same figures: a copied file), keeping the newest."""
     kept: list[Result] = []
-    for result in sorted(results, key=lambda r: r.get("created") or "", reverse=True):
+    for result in sorted(results, key=lambda r: r.record.created or "", reverse=True):
         twin = next((k for k in kept if _same_figures(k, result)), None)
         if twin is None:
             kept.append(result)
@@ -195,7 +195,7 @@ def group_runs(results: Iterable[Result], warnings: list[str] | None = None) -> 
         # invocation writes together; whatever is still ambiguous stays unpaired.
         by_origin: dict[tuple, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
         for result in valid + test:
-            origin = (result.get("git_commit") or "", str(result.path.parent.resolve()))
+            origin = (result.record.git_commit or "", str(result.path.parent.resolve()))
             by_origin[origin][result.split].append(result)
         for commit_splits in by_origin.values():
             v, t = commit_splits.get("valid", []), commit_splits.get("test", [])
@@ -223,8 +223,8 @@ def _args_text(model_args: dict) -> str:
 
 
 def _display_name(result: Result) -> str:
-    args = _args_text(result["model_args"])
-    return f"{result['model']} ({args})" if args else result["model"]
+    args = _args_text(result.record.model_args)
+    return f"{result.record.model} ({args})" if args else result.record.model
 
 
 def _relative(path: Path, roots: list[Path]) -> str:
@@ -256,28 +256,28 @@ def _clean_cells(
 def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures]) -> dict:
     first = run.test or run.valid
     assert first is not None
-    params = first.get("num_parameters")
-    commit = first.get("git_commit") or ""
+    record = first.record
+    params = record.num_parameters
+    commit = record.git_commit or ""
     if commit:
         commit = commit[:12] + ("-dirty" if commit.endswith("-dirty") else "")
-    protocol = first["protocol"]
     notes = []
     gaps = list(dict.fromkeys(reason for r in run.results for reason in r.unaudited_reasons))
     if gaps:
         notes.append(f"unaudited: {', '.join(gaps)}")
-    if first["model_args"]:
-        notes.append(f"args {_args_text(first['model_args'])}")
-    if first["checkpoint"]:
-        notes.append(f"checkpoint {first['checkpoint']}")
-    notes.append(f"batch {protocol['batch_size']}, bptt {protocol['bptt']}")
-    notes.append(f"vocab {first['vocab_size']} ({first['vocab_sha256'][:8]})")
-    if any(r.get("dataset_verified") is False for r in run.results):
+    if record.model_args:
+        notes.append(f"args {_args_text(record.model_args)}")
+    if record.checkpoint:
+        notes.append(f"checkpoint {record.checkpoint}")
+    notes.append(f"batch {record.protocol.batch_size}, bptt {record.protocol.bptt}")
+    notes.append(f"vocab {record.vocab_size} ({record.vocab_sha256[:8]})")
+    if any(r.record.dataset_verified is False for r in run.results):
         notes.append("dataset files unverified (no known checksum)")
     if run.note:
         notes.append(run.note)
     clean_cells, clean_notes = _clean_cells(run, roots, contamination)
     notes += clean_notes
-    dates = sorted((r.get("created") or "")[:10] for r in run.results)
+    dates = sorted((r.record.created or "")[:10] for r in run.results)
     return {
         "model": _display_name(first),
         "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
@@ -285,7 +285,7 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
         "kind": _kind(first, gaps),
         "source": " + ".join(_relative(r.path, roots) for r in run.results),
-        "hardware": first.get("device") or "",
+        "hardware": record.device or "",
         "date": dates[-1] if dates else "",
         "commit": commit,
         "notes": "; ".join(notes),
@@ -298,9 +298,9 @@ def _kind(result: Result, gaps: list[str]) -> str:
     """The ``kind`` of a result's row (see the module docstring); ``gaps``: its unaudited reasons."""
     if gaps:
         return UNAUDITED
-    if result.get("scoring") == "subword":
+    if result.record.scoring == "subword":
         return SUBWORD
-    return BASELINE if is_baseline(result["model"]) else USER_MODEL
+    return BASELINE if is_baseline(result.record.model) else USER_MODEL
 
 
 def _disambiguate(rows: list[dict]) -> None:
@@ -309,10 +309,10 @@ def _disambiguate(rows: list[dict]) -> None:
     nothing recorded does."""
 
     def labels(row: dict) -> dict[str, str]:
-        first = row["_run"].test or row["_run"].valid
+        record = (row["_run"].test or row["_run"].valid).record
         return {
-            "checkpoint": Path(first["checkpoint"]).name if first["checkpoint"] else "no checkpoint",
-            "protocol": f"batch {first['protocol']['batch_size']}, bptt {first['protocol']['bptt']}",
+            "checkpoint": Path(record.checkpoint).name if record.checkpoint else "no checkpoint",
+            "protocol": f"batch {record.protocol.batch_size}, bptt {record.protocol.bptt}",
             "when": f"{row['date']} {row['commit']}".strip() or "undated",
         }
 
@@ -371,7 +371,7 @@ def build_tables(
     by_dataset: dict[str, list[dict]] = defaultdict(list)
     for run in runs:
         first = run.results[0]  # group_runs never yields a run without results
-        by_dataset[first["dataset"]].append(_run_row(run, roots, collection.contamination))
+        by_dataset[first.record.dataset].append(_run_row(run, roots, collection.contamination))
     datasets = list(PAPER_DATASETS) if reported is not None else []
     datasets += sorted(name for name in by_dataset if name not in datasets)
     tables = {}

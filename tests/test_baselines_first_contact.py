@@ -14,7 +14,7 @@ import pytest
 from conftest import assert_one_line_error, write_corpus
 
 from baselines import checkpoint as checkpoints
-from baselines import neural_cache, scoring, zoneout_lstm
+from baselines import neural_cache, plugin_bridge, zoneout_lstm
 from baselines.cli import build_parser as baselines_parser
 from baselines.cli import main as baselines_main
 from baselines.models import ZoneoutLSTM
@@ -87,7 +87,7 @@ def test_without_a_model_the_message_gives_commands_that_finish_here(toy, capsys
     train, evaluate = re.findall(r"`([^`]*)`", message)
     assert shlex.split(train) == [
         *("python", "-m", "baselines", "train", "zoneout_lstm", "--dataset", str(toy)),
-        *scoring.CPU_RECIPE,
+        *plugin_bridge.CPU_RECIPE,
     ]
     assert baselines_main(shlex.split(train)[3:]) == 0
     capsys.readouterr()
@@ -96,8 +96,8 @@ def test_without_a_model_the_message_gives_commands_that_finish_here(toy, capsys
 
 
 def test_on_a_gpu_the_message_proposes_the_gpu_preset(toy):
-    with pytest.raises(ModelUnavailable, match=re.escape(" ".join(scoring.GPU_RECIPE))):
-        scoring.resolve_checkpoint(
+    with pytest.raises(ModelUnavailable, match=re.escape(" ".join(plugin_bridge.GPU_RECIPE))):
+        plugin_bridge.resolve_checkpoint(
             "pointer_sentinel", load_dataset(str(toy)), None, device="cuda:0", command=["x"]
         )
 

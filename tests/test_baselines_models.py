@@ -16,7 +16,7 @@ from baselines.models.recurrent import (
     lstm_step,
     lstm_step_backward,
 )
-from baselines.scoring import TorchLanguageModel
+from baselines.plugin_bridge import TorchLanguageModel
 from harness.evaluate import evaluate, stream_bounds
 
 VOCAB = 13

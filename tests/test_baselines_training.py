@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
 from baselines.models import NeuralCache
 from baselines.neural_cache import cache_from_checkpoint
-from baselines.scoring import TorchLanguageModel
+from baselines.plugin_bridge import TorchLanguageModel
 from baselines.training import Schedule, TrainOptions, learning_rate_schedule
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
@@ -717,3 +718,22 @@ def test_the_gpu_code_path_runs_on_cpu(toy, tmp_path):
     assert all(math.isfinite(r["valid_ppl"]) for r in records)
     for tensor in weights(tmp_path / "run" / "best.pt").values():
         assert torch.isfinite(tensor.float()).all()
+
+
+#: Runs stopped after 5 steps by the code of commit c8f7350, before the ``core`` package and the
+#: plugin moves, with ``train(toy, RUN, "--max-epochs", "2", "--max-steps", "5")``.
+RUNS_BEFORE_CORE = Path(__file__).parent / "data" / "run_before_core"
+
+
+@pytest.mark.parametrize("kind", ["zoneout_lstm", "pointer_sentinel"])
+def test_a_run_written_by_older_code_resumes_to_the_uninterrupted_weights(toy, tmp_path, kind):
+    shutil.copytree(RUNS_BEFORE_CORE / kind, tmp_path / "old")
+    assert train(toy, tmp_path / "old", "--max-epochs", "2", kind=kind) == 0
+    assert train(toy, tmp_path / "whole", "--max-epochs", "2", kind=kind) == 0
+    whole, resumed = (
+        weights(tmp_path / "whole" / "checkpoint.pt"),
+        weights(tmp_path / "old" / "checkpoint.pt"),
+    )
+    assert whole.keys() == resumed.keys()
+    for name in whole:
+        torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=0, msg=name)

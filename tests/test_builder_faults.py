@@ -23,7 +23,7 @@ from conftest import assert_one_line_error
 from test_builder_dump import HEADER, page
 
 from core.files import LOCK_FILE, DirectoryBusy
-from wikitext_builder import cli
+from wikitext_builder import workspace
 from wikitext_builder.cache import Cache
 from wikitext_builder.cli import build_parser, main
 from wikitext_builder.corpus import OUTPUT_FILES
@@ -126,7 +126,7 @@ def test_a_build_refused_a_shared_cache_directory_never_removes_the_running_buil
     cache is the other build's, and stays."""
     folder = write_folder(tmp_path / "folder", 5)
     caches, shared = tmp_path / "caches", tmp_path / "caches" / "shared.sqlite"
-    real_lock = cli.exclusive_directory
+    real_lock = workspace.exclusive_directory
 
     @contextlib.contextmanager
     def the_other_build_got_there_first(directory, what):
@@ -136,7 +136,7 @@ def test_a_build_refused_a_shared_cache_directory_never_removes_the_running_buil
         with real_lock(directory, what) as held:
             yield held
 
-    monkeypatch.setattr(cli, "exclusive_directory", the_other_build_got_there_first)
+    monkeypatch.setattr(workspace, "exclusive_directory", the_other_build_got_there_first)
     command = ["--folder", str(folder), "--cache", str(shared), "--output-dir", str(tmp_path / "out")]
     assert main([*command, *SMALL]) == 2
     assert_one_line_error(capsys, "another process is writing it")

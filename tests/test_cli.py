@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 from conftest import REPO, write_corpus
 
-from harness import cli, datasets
+from core.benchmarks import PACKAGED_DATA
+from core.catalogue import BENCHMARKS, Benchmark
+from core.format import SPLITS
+from harness import cli
 from harness.cli import main
-from harness.datasets import PACKAGED_DATA, SPLITS, Benchmark
 
 REQUIRED_FIELDS = {
     "model",
@@ -147,7 +149,7 @@ def test_without_dataset_every_servable_local_benchmark_is_evaluated(
 ) -> None:
     for name in ("toy-a", "toy-b", "toy-missing"):
         monkeypatch.setitem(
-            datasets.BENCHMARKS,
+            BENCHMARKS,
             name,
             Benchmark(name, {s: f"wiki.{s}.tokens" for s in SPLITS}, {}, (), "test"),
         )

@@ -176,7 +176,7 @@ def test_a_bug_in_any_tool_keeps_its_traceback(module, command: str, monkeypatch
 
 
 def test_the_shared_module_is_stdlib_only_and_import_harness_needs_no_torch() -> None:
-    tree = ast.parse((REPO / "harness" / "cli_common.py").read_text())
+    tree = ast.parse((REPO / "core" / "cli.py").read_text())
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)

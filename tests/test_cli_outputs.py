@@ -17,7 +17,7 @@ from test_leaderboard import make_result
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
 from core.cli import UsageError, check_output_dir, check_output_file
-from harness import cli as harness_cli
+from harness import scoring
 from harness.cli import main as harness_main
 from leaderboard.cli import main as leaderboard_main
 from wikitext_builder.cli import main as builder_main
@@ -77,7 +77,7 @@ def test_eval_prints_the_result_before_writing_it(
     def disk_full(path: Path, write: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(harness_cli, "write_atomically", disk_full)
+    monkeypatch.setattr(scoring, "write_atomically", disk_full)
     with pytest.raises(OSError):
         harness_main(["eval", "unigram", "--dataset", str(corpus), "--output", str(tmp_path / "r.json")])
     assert "harness.plugins.unigram on toy/test: perplexity" in capsys.readouterr().out

@@ -17,11 +17,15 @@ import pytest
 from conftest import REPO, assert_one_line_error, write_corpus
 from test_harness_faults import _replacing_after_first_open
 
+from core import ngrams
+from core.files import DatasetError
+from core.format import UTF8_BOM
+from core.ngrams import Document, TestSide, normalized_words
 from harness import contamination
 from harness.cli import main
-from harness.contamination import Document, TestSide, corpus_documents, corpus_files, normalized_words
-from harness.datasets import UTF8_BOM, DatasetError, load_dataset
-from harness.detokenize import detokenize_line
+from harness.contamination import corpus_documents, corpus_files
+from harness.datasets import load_dataset
+from harness.plugins.hf.detokenize import detokenize_line
 
 #: The WikiText-2 test articles planted in the must-show corpus (by index: Du Fu, a battleship
 #: class with many `<unk>`, and a typhoon season full of numbers).
@@ -34,7 +38,7 @@ def split_lines(real_data_dir: Path, name: str, split: str) -> list[str]:
     return (real_data_dir / name / filename).read_text(encoding="utf-8").split("\n")[:-1]
 
 
-def detokenized_article(lines: list[str], unit: contamination.Unit, invented: itertools.count) -> str:
+def detokenized_article(lines: list[str], unit: ngrams.Unit, invented: itertools.count) -> str:
     """The unit's lines as running text, each ``<unk>`` spelled as an invented word."""
     text = "\n".join(detokenize_line(line, "wikitext") for line in lines[unit.first_line - 1 :][: unit.lines])
     pieces = text.split("<unk>")
@@ -245,7 +249,7 @@ def test_a_split_replaced_after_its_checksum_is_refused(
 
 
 def test_a_split_without_level_one_titles_needs_blocks(tmp_path: Path) -> None:
-    with pytest.raises(contamination.ContaminationError, match="--units blocks"):
+    with pytest.raises(ngrams.ContaminationError, match="--units blocks"):
         TestSide.from_split(load_dataset(str(write_corpus(tmp_path / "toy"))), "test")
 
 
@@ -254,11 +258,11 @@ def test_a_split_without_level_one_titles_needs_blocks(tmp_path: Path) -> None:
 
 def test_wikitext_tokenization_and_running_text_give_the_same_words() -> None:
     wikitext = "The red @-@ tipped U.S. ship ( 8 @,@ 600 t ) didn 't sail at 0 @.@ 7 knots ."
-    assert contamination.line_words(wikitext.split(), frozenset({"<unk>"})) == normalized_words(
+    assert ngrams.line_words(wikitext.split(), frozenset({"<unk>"})) == normalized_words(
         "the Red-tipped U.S. ship (8,600 t) didn't sail at 0.7 knots."
     )
     assert normalized_words("ＴＨＥ ﬁnal Straße 1,000") == ["the", "final", "strasse", "1,000"]
-    assert contamination.line_words("a <unk> word".split(), frozenset({"<unk>"})) == ["a", None, "word"]
+    assert ngrams.line_words("a <unk> word".split(), frozenset({"<unk>"})) == ["a", None, "word"]
 
 
 def test_an_unk_matches_any_one_corpus_word_and_wildcard_heavy_ngrams_are_not_checked() -> None:
@@ -299,8 +303,8 @@ def test_the_scan_finds_exactly_what_brute_force_finds(
     chunk_words: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Random texts over 6 words (so that n-grams repeat), with wildcards; buffers of any size."""
-    monkeypatch.setattr(contamination, "CHUNK_WORDS", chunk_words)
-    monkeypatch.setattr(contamination, "VERIFY_BATCH", 7)
+    monkeypatch.setattr(ngrams, "CHUNK_WORDS", chunk_words)
+    monkeypatch.setattr(ngrams, "VERIFY_BATCH", 7)
     rng = random.Random(5)
     vocabulary = ["a", "b", "c", "d", "e", "f"]
     unit_words: list[list[str | None]] = [
@@ -308,7 +312,7 @@ def test_the_scan_finds_exactly_what_brute_force_finds(
         for _ in range(6)
     ]
     documents = [[rng.choice(vocabulary[:4]) for _ in range(rng.randrange(0, 300))] for _ in range(9)]
-    units = [contamination.Unit(f"u{i}", i + 1, 1, len(words)) for i, words in enumerate(unit_words)]
+    units = [ngrams.Unit(f"u{i}", i + 1, 1, len(words)) for i, words in enumerate(unit_words)]
     side = TestSide(units, unit_words, 6, "articles")
     overlaps = side.scan(
         Document(f"doc{i}", [" ".join(words[:50]), " ".join(words[50:])]) for i, words in enumerate(documents)
@@ -328,6 +332,7 @@ def test_long_texts_are_read_and_normalised_a_slice_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(contamination, "READ_BLOCK_BYTES", 16)
+    monkeypatch.setattr(ngrams, "TEXT_SLICE_CHARS", 16)
     side = TestSide.from_lines(
         ["", " = T = ", "", " alpha beta gamma delta epsilon zeta eta theta ", ""], ngram=6
     )
@@ -339,7 +344,7 @@ def test_long_texts_are_read_and_normalised_a_slice_at_a_time(
         overlaps = side.scan(corpus_documents([corpus]))
         assert overlaps.found.tolist() == overlaps.ngrams.tolist() == [4], corpus
     assert len(pieces) == 1  # a JSON record is one piece, sliced only when normalised
-    assert max(map(len, contamination._between_words(pieces[0]))) <= 16
+    assert max(map(len, ngrams._between_words(pieces[0]))) <= 16
 
 
 def test_corpus_inputs_plain_gzip_jsonl_builder_and_directories(

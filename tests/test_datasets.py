@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 from conftest import TRAIN, write_corpus
 
-from harness import datasets
-from harness.datasets import EOS, UNK, Benchmark, DatasetError, load_dataset
+from core.benchmarks import PACKAGED_DATA
+from core.catalogue import BENCHMARKS, Benchmark
+from core.files import DatasetError
+from core.format import EOS, SPLITS, UNK
+from harness.datasets import load_dataset
 
 
 def test_token_stream_counts_one_eos_per_line_including_blank_lines(corpus: Path) -> None:
@@ -61,7 +64,7 @@ def test_checksum_file_beside_the_data_detects_corruption(corpus: Path) -> None:
 
 def test_corrupted_benchmark_file_fails_its_canonical_checksum(tmp_path: Path) -> None:
     root = tmp_path / "data"
-    for split in datasets.SPLITS:
+    for split in SPLITS:
         (root / "ptb").mkdir(parents=True, exist_ok=True)
         (root / "ptb" / f"ptb.{split}.txt").write_text(" the cat \n")
     with pytest.raises(DatasetError, match=r"ptb\.train\.txt: sha256 mismatch \(expected fcea919f"):
@@ -78,7 +81,7 @@ def test_checksum_advice_depends_on_being_the_benchmark_not_on_the_name(tmp_path
     # The catalogue benchmark itself is told to download it again.
     root = tmp_path / "data"
     (root / "ptb").mkdir(parents=True)
-    for split in datasets.SPLITS:
+    for split in SPLITS:
         (root / "ptb" / f"ptb.{split}.txt").write_text(" the cat \n")
     with pytest.raises(DatasetError, match=r"sha256 mismatch .*delete it to download it again"):
         load_dataset("ptb", data_dir=root).vocab
@@ -118,8 +121,8 @@ def test_unknown_dataset_name(tmp_path: Path) -> None:
 
 @pytest.fixture
 def toy_benchmark(monkeypatch: pytest.MonkeyPatch) -> Benchmark:
-    benchmark = Benchmark("toy", {s: f"wiki.{s}.tokens" for s in datasets.SPLITS}, {}, (), "test")
-    monkeypatch.setitem(datasets.BENCHMARKS, "toy", benchmark)
+    benchmark = Benchmark("toy", {s: f"wiki.{s}.tokens" for s in SPLITS}, {}, (), "test")
+    monkeypatch.setitem(BENCHMARKS, "toy", benchmark)
     return benchmark
 
 
@@ -143,7 +146,7 @@ def test_not_found_without_download_names_the_places_searched(
     with pytest.raises(
         DatasetError,
         match=rf"toy: not found \(searched --data-dir {tmp_path}/toy, "
-        r"packaged .*/harness/data/toy, cache",
+        r"packaged .*/core/data/toy, cache",
     ):
         load_dataset("toy", data_dir=tmp_path, download=False)
 
@@ -164,11 +167,11 @@ def test_packaged_benchmarks_match_the_papers_table_1(
     name: str, counts: tuple[int, ...], vocab_size: int
 ) -> None:
     dataset = load_dataset(name, download=False)
-    assert dataset.directory == datasets.PACKAGED_DATA / name
-    assert tuple(len(dataset.tokens(split).ids) for split in datasets.SPLITS) == counts
+    assert dataset.directory == PACKAGED_DATA / name
+    assert tuple(len(dataset.tokens(split).ids) for split in SPLITS) == counts
     assert len(dataset.vocab) == vocab_size
-    assert all(dataset.is_verified(split) for split in datasets.SPLITS)
-    assert all(dataset.tokens(split).oov_tokens == 0 for split in datasets.SPLITS)
+    assert all(dataset.is_verified(split) for split in SPLITS)
+    assert all(dataset.tokens(split).oov_tokens == 0 for split in SPLITS)
     if name == "wikitext-2":
         train = dataset.tokens("train").ids
         assert np.mean(train == dataset.vocab.unk_id) == pytest.approx(0.026, abs=0.0005)

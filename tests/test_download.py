@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import TEST, TRAIN, VALID
 
-from core.catalogue import RemoteFile
-from harness import datasets, download
-from harness.datasets import SPLITS, Benchmark, DatasetError, load_dataset
+from core import download
+from core.catalogue import BENCHMARKS, Benchmark, RemoteFile
+from core.files import DatasetError
+from core.format import SPLITS
+from harness.datasets import load_dataset
 
 FILES = {
     f"wiki.{split}.tokens": text.encode()
@@ -102,7 +104,7 @@ def register(
     benchmark = Benchmark(
         "toy", {s: f"wiki.{s}.tokens" for s in SPLITS}, file_sha256 or {}, (source,), "test"
     )
-    monkeypatch.setitem(datasets.BENCHMARKS, "toy", benchmark)
+    monkeypatch.setitem(BENCHMARKS, "toy", benchmark)
     return benchmark
 
 

@@ -20,9 +20,12 @@ import numpy as np
 import pytest
 from conftest import REPO, TEST, TRAIN, assert_one_line_error, write_corpus
 
+from core import benchmarks
+from core.benchmarks import PACKAGED_DATA
+from core.files import DatasetError
 from harness import datasets
 from harness.cli import main as harness_main
-from harness.datasets import DatasetError, load_dataset
+from harness.datasets import load_dataset
 from harness.evaluate import causality_audit
 from harness.plugin import Chunk, ChunkScores, PluginError
 
@@ -41,7 +44,7 @@ def _vocabulary_without_cache(directory: Path, tmp_path: Path, monkeypatch: pyte
 def _replacing_after_first_open(monkeypatch: pytest.MonkeyPatch, target: Path, text: str) -> None:
     """The first time ``target`` is opened for reading, replace it (write a new file, rename it
     over ``target``, as the builder writes) right after the open: the reader holds the old file."""
-    original = datasets._open_split
+    original = benchmarks.open_split
     replaced = False
 
     def opening(path: Path):
@@ -54,7 +57,8 @@ def _replacing_after_first_open(monkeypatch: pytest.MonkeyPatch, target: Path, t
             os.replace(staged, target)
         return handle
 
-    monkeypatch.setattr(datasets, "_open_split", opening)
+    monkeypatch.setattr(benchmarks, "open_split", opening)  # the checksum pass
+    monkeypatch.setattr(datasets, "open_split", opening)  # the encoding pass
 
 
 def test_a_train_file_replaced_during_the_checksum_pass_never_poisons_the_cache(
@@ -133,7 +137,7 @@ def test_a_two_process_encoding_reads_the_file_it_opened(
     monkeypatch.setattr(datasets, "WORKER_PIECE_BYTES", 1000)
     monkeypatch.setattr(datasets, "_cpus", lambda: 2)
     other = (TRAIN * 60).replace("cat", "cow").replace("dog", "pig")
-    real_popen = subprocess.Popen
+    real_start = datasets._start_worker
 
     def replacing_then_starting(*args, **kwargs):  # the parent has the file open by now
         staged = train.with_name(".staged")
@@ -141,9 +145,9 @@ def test_a_two_process_encoding_reads_the_file_it_opened(
         status = train.stat()
         os.utime(staged, ns=(status.st_atime_ns, status.st_mtime_ns))
         os.replace(staged, train)
-        return real_popen(*args, **kwargs)
+        return real_start(*args, **kwargs)
 
-    monkeypatch.setattr(datasets.subprocess, "Popen", replacing_then_starting)
+    monkeypatch.setattr(datasets, "_start_worker", replacing_then_starting)
     dataset = load_dataset(str(directory))
     assert dataset.vocab.tokens == expected  # the file it opened and checksummed, whole
     assert "cow" not in dataset.vocab
@@ -267,14 +271,14 @@ def test_the_next_run_removes_what_a_killed_run_left_in_the_token_cache(
 
 #: A harness run killed (SIGKILL) right after it started its encoding worker.
 KILLED_RUN = """
-import os, signal, subprocess, sys
+import os, signal, sys
 from harness import datasets
-real = subprocess.Popen
+real = datasets._start_worker
 def spawn(*args, **kwargs):
-    worker = real(*args, **kwargs)
+    worker, _ = real(*args, **kwargs)
     print(worker.pid, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
-subprocess.Popen = spawn
+datasets._start_worker = spawn
 datasets.LARGE_FILE_BYTES = 0
 datasets._cpus = lambda: 2
 datasets.load_dataset(sys.argv[1]).vocab
@@ -564,7 +568,7 @@ def test_every_option_of_the_harness_shows_its_default(command: str) -> None:
 
 
 def test_every_option_of_hf_tiny_shows_its_default() -> None:
-    from harness.plugins import hf_tiny
+    from harness.tools import hf_tiny
 
     for action in hf_tiny.build_parser()._actions:
         if action.option_strings and action.dest != "help":
@@ -574,7 +578,7 @@ def test_every_option_of_hf_tiny_shows_its_default() -> None:
 def test_hf_tiny_names_a_missing_train_file_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    from harness.plugins import hf_tiny
+    from harness.tools import hf_tiny
 
     missing = tmp_path / "no-such.tokens"
     assert hf_tiny.main([str(tmp_path / "out"), "--train", str(missing)]) == 2
@@ -618,13 +622,13 @@ def test_results_record_no_absolute_machine_paths(
         arguments = ["eval", "unigram", "--dataset", dataset, "--output-dir", str(outputs), *extra]
         assert harness_main([*arguments, "--causality-audit", "1", "--audit", "1"]) == 0
     records = {path.name.split(".")[-3]: json.loads(path.read_text()) for path in outputs.glob("*.json")}
-    expected = {"ptb": "<data>/ptb", "corpus": "corpus", "wikitext-2": "<repo>/harness/data/wikitext-2"}
+    expected = {"ptb": "<data>/ptb", "corpus": "corpus", "wikitext-2": "<repo>/core/data/wikitext-2"}
     assert {name: record["dataset_path"] for name, record in records.items()} == expected
     for name, record in records.items():
         for key in ("dataset_path", "checkpoint", "token_log_probs_file"):
             assert not Path(record[key] or "").is_absolute(), (name, key, record[key])
         assert (outputs / record["token_log_probs_file"]).is_file()  # beside the JSON
     assert resolve_recorded_path("<data>/ptb", real_data_dir) == real_data_dir / "ptb"
-    assert resolve_recorded_path("<repo>/harness/data/wikitext-2") == datasets.PACKAGED_DATA / "wikitext-2"
+    assert resolve_recorded_path("<repo>/core/data/wikitext-2") == PACKAGED_DATA / "wikitext-2"
     assert resolve_recorded_path("corpus") == Path("corpus")
     assert resolve_recorded_path("/old/absolute/ptb") == Path("/old/absolute/ptb")  # older results

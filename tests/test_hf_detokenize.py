@@ -1,5 +1,6 @@
-"""Detokenizers (``harness.detokenize``): rules, alignment, causality and round-trips on the real
-files, with the lines that do not round-trip counted and listed."""
+"""Detokenizers (``harness.plugins.hf.detokenize``): rules, alignment, causality and round-trips on
+the real files, with the lines that do not round-trip counted and listed
+(``harness.tools.detokenizer_round_trip``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.detokenize import Detokenizer, detokenize, detokenize_line, main, retokenize, round_trip
+from harness.plugins.hf.detokenize import Detokenizer, detokenize, detokenize_line, retokenize, round_trip
+from harness.tools.detokenizer_round_trip import main
 
 WIKITEXT_CASES = [
     (" = = Gameplay = = ", "== Gameplay =="),

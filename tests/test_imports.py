@@ -1,6 +1,6 @@
-"""The four packages import each other without cycles.
+"""The packages import each other without cycles, and in layers.
 
-Every module of ``harness``, ``baselines``, ``leaderboard`` and ``wikitext_builder`` is parsed
+Every module of ``core``, ``harness``, ``baselines``, ``leaderboard`` and ``wikitext_builder`` is parsed
 (never imported) and each of its imports becomes an edge of a module graph. What counts:
 
 * every import the module can execute: module-level ones **and** those inside functions
@@ -12,7 +12,11 @@ Every module of ``harness``, ``baselines``, ``leaderboard`` and ``wikitext_build
   whatever the code says, so a package ``__init__`` that re-exports its submodules is no cycle.
 
 A cycle fails the test with its modules in order, e.g. ``baselines.checkpoint ->
-baselines.zoneout_lstm -> baselines.scoring -> baselines.checkpoint``.
+baselines.zoneout_lstm -> baselines.plugin_bridge -> baselines.checkpoint``.
+
+The layers (:data:`MAY_IMPORT`): ``core`` is the ground floor and imports none of the four tools;
+the builder imports only ``core``; the harness imports only ``core``; the baselines and the
+leaderboard stand on the harness and ``core`` (never on each other).
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("harness", "baselines", "leaderboard", "wikitext_builder")
+PACKAGES = ("core", "harness", "baselines", "leaderboard", "wikitext_builder")
+#: Package -> the other packages its modules may import.
+MAY_IMPORT = {
+    "core": set(),
+    "wikitext_builder": {"core"},
+    "harness": {"core"},
+    "baselines": {"core", "harness"},
+    "leaderboard": {"core", "harness"},
+}
 
 
 def module_files() -> dict[str, Path]:
@@ -177,3 +189,29 @@ def test_cycle_detection_names_the_cycle() -> None:
 def test_no_import_cycles() -> None:
     cycles = find_cycles(import_graph())
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(cycle) for cycle in cycles)
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b`` for every import of a module ``a`` of a package that :data:`MAY_IMPORT` does not
+    allow to import ``b``'s package."""
+    found = []
+    for module, targets in sorted(graph.items()):
+        package = module.partition(".")[0]
+        allowed = MAY_IMPORT[package] | {package}
+        found += [
+            f"{module} -> {target}" for target in sorted(targets) if target.partition(".")[0] not in allowed
+        ]
+    return found
+
+
+def test_layer_violations_are_named() -> None:
+    graph = {
+        "core.files": {"harness.plugin"},
+        "wikitext_builder.cli": {"core.files", "wikitext_builder.render"},
+    }
+    assert layer_violations(graph) == ["core.files -> harness.plugin"]
+
+
+def test_the_packages_import_only_the_layers_below_them() -> None:
+    violations = layer_violations(import_graph())
+    assert not violations, "imports across layers:\n" + "\n".join(violations)

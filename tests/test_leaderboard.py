@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.datasets import BENCHMARKS
+from core.catalogue import BENCHMARKS
 from leaderboard.cli import main
 from leaderboard.records import ResultError, collect, load_result, load_token_log_probs
 from leaderboard.table import COLUMNS, build_tables, load_reported

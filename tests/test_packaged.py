@@ -12,8 +12,11 @@ import pytest
 import torch
 
 from baselines import checkpoint as checkpoints
+from core.benchmarks import PACKAGED_DATA
+from core.catalogue import BENCHMARKS
+from core.files import DatasetError
 from harness.cli import main as harness_main
-from harness.datasets import BENCHMARKS, PACKAGED_DATA, DatasetError, load_dataset
+from harness.datasets import load_dataset
 from harness.results import SOURCE_ROOT, resolve_recorded_path
 
 TABLE_1_TOKENS = {
@@ -30,7 +33,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the packaged data must be used without any download")
 
-    monkeypatch.setattr("harness.download.download_benchmark", refuse)
+    monkeypatch.setattr("core.download.download_benchmark", refuse)
 
 
 @pytest.mark.parametrize("name", ["ptb", "wikitext-2"])

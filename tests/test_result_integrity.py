@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core import result_schema as schema
 from harness import results
 from harness.cli import main as harness_main
 from leaderboard.cli import main as leaderboard_main
@@ -150,15 +151,15 @@ def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Pa
 def test_what_the_harness_writes_is_the_schema_the_leaderboard_reads(
     plugins: str, corpus: Path, tmp_path: Path, options: list[str]
 ) -> None:
-    """One schema (``harness.results``): the keys and their types, the per-token file's name and
-    the audit rule, for the writer and the reader alike."""
+    """One schema (``core.result_schema``): the keys and their types and the audit rule, for the writer
+    and the reader alike; the per-token file's name (``harness.results``)."""
     out = tmp_path / "results"
     assert _eval(f"{plugins}:targets_only", corpus, out, *options) == 0
     for name, record in _records(out).items():
-        assert record["schema_version"] == results.SCHEMA_VERSION
-        for key, types in {**results.REQUIRED_KEYS, **results.KEYS_ADDED_IN_2}.items():
+        assert record["schema_version"] == schema.SCHEMA_VERSION
+        for key, types in {**schema.REQUIRED_KEYS, **schema.KEYS_ADDED_IN_2}.items():
             assert isinstance(record[key], types), key
-        assert record["unaudited_reasons"] == results.unaudited_reasons(record)
+        assert record["unaudited_reasons"] == schema.ResultRecord.from_json(record).rule_unaudited_reasons()
         assert (out / results.token_log_probs_name(name)).is_file()
         assert load_result(out / name).unaudited_reasons == record["unaudited_reasons"]
 

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from conftest import TEST, TRAIN, write_corpus
 
+from core.files import DatasetError
+from core.format import SPLITS
 from harness import datasets
-from harness.datasets import SPLITS, DatasetError, load_dataset
+from harness.datasets import load_dataset
 
 #: What the tokenizer must produce: each line's whitespace tokens (str.split, so Unicode spaces
 #: separate too), then <eos>; lines end at "\n" only.

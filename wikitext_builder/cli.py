@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from core.cli import (
     run,
     share,
 )
-from core.files import LOCK_FILE, DirectoryBusy, exclusive_directory, remove_stale_temporaries
+from core.files import DirectoryBusy
 from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (
@@ -53,6 +52,7 @@ from wikitext_builder.sources import (
     iter_jsonl,
     parse_kinds,
 )
+from wikitext_builder.workspace import holding_output
 
 COMMANDS = ("build", "render", "validate", "stats", "merge")
 
@@ -187,76 +187,6 @@ def _fill(
         client.close()
 
 
-@contextlib.contextmanager
-def _writing(out_dir: Path, cache_path: Path | None = None) -> Iterator[None]:
-    """Hold ``out_dir``, and the directory of a cache that lies elsewhere, against a second build
-    for the whole body (a second one gets :class:`DirectoryBusy`), after removing the temporary
-    files that a killed build left in ``out_dir``.
-
-    When the body fails, what this run created and left without content is removed (a new cache
-    that holds nothing fetched, new directories left empty), so that a failed first build, such
-    as one without the network, leaves the working directory as it was.
-    """
-    directories = [out_dir]
-    if cache_path is not None and cache_path.parent.resolve() != out_dir.resolve():
-        directories.append(cache_path.parent)
-    created = {directory: _missing_directories(directory) for directory in directories}
-    new_cache = cache_path if cache_path is not None and not cache_path.exists() else None
-    with contextlib.ExitStack() as held:
-        held.enter_context(exclusive_directory(out_dir, "--output-dir"))
-        locked = [out_dir]
-        try:
-            for directory in directories[1:]:
-                held.enter_context(exclusive_directory(directory, "the directory of --cache"))
-                locked.append(directory)
-            remove_stale_temporaries(out_dir)
-            yield
-        except BaseException:
-            if new_cache is not None and len(locked) == len(directories):  # not another build's
-                _remove_unfilled_cache(new_cache)
-            for directory in reversed(locked):
-                _remove_created(created[directory])
-            raise
-
-
-def _missing_directories(directory: Path) -> list[Path]:
-    """``directory`` and its ancestors that do not exist yet, deepest first."""
-    missing = []
-    for path in (directory, *directory.parents):
-        if path.exists():
-            break
-        missing.append(path)
-    return missing
-
-
-def _remove_created(created: list[Path]) -> None:
-    """Remove the directories this run created (:func:`_missing_directories`, deepest first) that
-    hold nothing but the lock file; stop at the first that holds more."""
-    for directory in created:
-        try:
-            if any(path.name != LOCK_FILE for path in directory.iterdir()):
-                return
-            (directory / LOCK_FILE).unlink(missing_ok=True)
-            directory.rmdir()
-        except OSError:
-            return
-
-
-def _remove_unfilled_cache(path: Path) -> None:
-    """Remove a cache this run created, with SQLite's side files, unless it holds something
-    fetched (a rerun resumes from it)."""
-    if not path.exists():
-        return
-    try:
-        with Cache(path) as cache:
-            if cache.holds_fetched():
-                return
-    except CacheError:
-        return
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm", f"{path.name}-journal"):
-        path.with_name(name).unlink(missing_ok=True)
-
-
 def _print_report(out_dir: Path, report: BuildReport) -> None:
     stats = report.statistics
     print(
@@ -306,7 +236,7 @@ def command_build(args: argparse.Namespace) -> int:
     cache_path = Path(args.cache) if args.cache else out_dir / default_cache
     check_output_file(cache_path, "--cache", inputs=inputs)
     signature = _source_signature(args, source, kinds, shard)
-    with _writing(out_dir, cache_path), Cache(cache_path) as cache:
+    with holding_output(out_dir, cache_path), Cache(cache_path) as cache:
         if cache.bind_source(signature):
             print(
                 f"note: {signature['path']} changed since {cache_path} was filled from it; reading it again",
@@ -328,7 +258,7 @@ def command_build(args: argparse.Namespace) -> int:
 def command_merge(args: argparse.Namespace) -> int:
     out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=args.caches, writes=WRITTEN_FILES)
     caches = []
-    with _writing(out_dir):
+    with holding_output(out_dir):
         try:
             for path in args.caches:
                 if not Path(path).is_file():
@@ -549,7 +479,17 @@ def build_parser() -> argparse.ArgumentParser:
         "(the build command is the default).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    corpus = _corpus_options()
+    _add_build_parser(commands, corpus)
+    _add_merge_parser(commands, corpus)
+    _add_render_parser(commands)
+    _add_validate_parser(commands)
+    _add_stats_parser(commands)
+    return parser
 
+
+def _corpus_options() -> argparse.ArgumentParser:
+    """The options of the commands that write a corpus (``build``, ``merge``), as a parent parser."""
     corpus = ArgumentParser(add_help=False)
     corpus.add_argument(
         "--output-dir",
@@ -565,7 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="processes that render articles (default 1; output identical for any N)",
     )
     corpus.add_argument("--quiet", action="store_true", help="no progress bars")
+    return corpus
 
+
+def _add_build_parser(commands: Any, corpus: argparse.ArgumentParser) -> None:
     build = commands.add_parser(
         "build",
         parents=[corpus],
@@ -577,6 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_api_options(build)
     build.set_defaults(handler=command_build)
 
+
+def _add_merge_parser(commands: Any, corpus: argparse.ArgumentParser) -> None:
     merge = commands.add_parser(
         "merge",
         parents=[corpus],
@@ -586,11 +531,15 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("caches", nargs="+", metavar="CACHE.sqlite")
     merge.set_defaults(handler=command_merge)
 
+
+def _add_render_parser(commands: Any) -> None:
     render = commands.add_parser("render", help="print one article in WikiText form")
     render.add_argument("file", metavar="FILE.wikitext")
     render.add_argument("--title", help="article title (default: the file name)")
     render.set_defaults(handler=command_render)
 
+
+def _add_validate_parser(commands: Any) -> None:
     validate = commands.add_parser(
         "validate",
         help="check a corpus against the WikiText format",
@@ -608,11 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     validate.set_defaults(handler=command_validate)
 
+
+def _add_stats_parser(commands: Any) -> None:
     stats = commands.add_parser("stats", help="Table 1 statistics of a corpus")
     stats.add_argument("directory", metavar="DIR")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(handler=command_stats)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,16 +3,16 @@ corpus being built that overlap a benchmark's articles.
 
 An article is dropped when it holds at least ``--exclude-threshold`` (default
 :data:`DEFAULT_THRESHOLD`) of the checked 13-grams of one article of a named benchmark split,
-matched as ``python -m harness contamination`` matches them (:mod:`harness.contamination`: both
-sides normalised alike, a benchmark ``<unk>`` a wildcard). The check reads each article as
+matched as ``python -m harness contamination`` matches them (:mod:`core.ngrams`: both sides
+normalised alike, a benchmark ``<unk>`` a wildcard). The check reads each article as
 rendered (what the corpus would hold), after rendering and before the split assignment, so the
 valid and test splits keep the sizes asked for; every split is filled from the articles kept.
 A dropped article is named in ``stats.json`` (reason ``benchmark overlap``, with the benchmark
 articles it overlaps) and in ``manifest.jsonl`` (split ``excluded``), so a rebuild from the
 manifest drops it again.
 
-Only :func:`load_check` imports :mod:`harness.contamination` and the harness's dataset loader
-(numpy, no torch): a build without the option imports neither.
+Only :func:`load_check` imports :mod:`core.ngrams` and :mod:`core.benchmarks` (numpy): a build
+without the option imports neither.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from core.format import SPLITS
 from wikitext_builder.sources import Overlap, Skipped, SourceError
 
 if TYPE_CHECKING:
-    from harness.contamination import TestSide
+    from core.ngrams import TestSide
 
 #: Share of a benchmark article's n-grams that an article of the corpus must hold to be dropped.
 #: On 60 older revisions (2006-2015) of WikiText-2 articles, rendered, 56 hold at least 0.2 of
@@ -98,7 +98,7 @@ class OverlapCheck:
         """Of ``articles`` (title, rendered text; streamed once), those holding at least
         ``threshold`` of a benchmark article's n-grams, with every such benchmark article,
         most overlapped first."""
-        from harness.contamination import Document
+        from core.ngrams import Document
 
         overlaps = self.test.scan(Document(title, [text]) for title, text in articles)
         found: dict[str, list[Overlap]] = {}
@@ -115,18 +115,18 @@ class OverlapCheck:
 
 def load_check(specs: Sequence[str], threshold: float) -> OverlapCheck:
     """The check of the benchmark splits ``specs`` (from :func:`parse_specs`), each split file
-    verified against its checksum (a missing benchmark is downloaded as by the harness); a
-    benchmark that cannot be read, or a split without articles, is a one-line
-    :class:`SourceError`."""
+    verified against its checksum (a missing benchmark is downloaded, as ``python -m harness
+    download`` does); a benchmark that cannot be read, or a split without articles, is a
+    one-line :class:`SourceError`."""
+    from core.benchmarks import SplitFiles, find_dataset
     from core.files import DatasetError
-    from harness.contamination import ContaminationError, TestSide
-    from harness.datasets import load_dataset
+    from core.ngrams import ContaminationError, TestSide
 
     sides, origins, files, sha256 = [], [], [], {}
     for spec in specs:
         name, _, splits = spec.rpartition(":")
         try:
-            dataset = load_dataset(name)
+            dataset = find_dataset(name, SplitFiles)
             for split in splits.split(","):
                 sha256[f"{dataset.name}/{split}"] = dataset.verify(split)
                 try:

@@ -5,13 +5,18 @@ Every model maps a chunk to an :class:`~baselines.models.common.LMOutput` with
 starts a stream with ``initial_state(batch_size, device)``. Checkpoints are
 :mod:`baselines.checkpoint`'s business; the harness plugins are ``baselines.zoneout_lstm``,
 ``baselines.pointer_sentinel`` and ``baselines.neural_cache``.
+
+One module per model, named after what it adds: :mod:`~baselines.models.zoneout` (the zoneout
+LSTM), :mod:`~baselines.models.pointer` (the Pointer Sentinel-LSTM), :mod:`~baselines.models.continuous_cache`
+(the neural cache); what they share is in :mod:`~baselines.models.recurrent` (the LSTM stack) and
+:mod:`~baselines.models.common` (the output record, the windowed attention).
 """
 
 from baselines.models.common import LMOutput
-from baselines.models.neural_cache import CacheState, NeuralCache
-from baselines.models.pointer_sentinel import PointerConfig, PointerSentinelLSTM, PointerState
+from baselines.models.continuous_cache import CacheState, NeuralCache
+from baselines.models.pointer import PointerConfig, PointerSentinelLSTM, PointerState
 from baselines.models.recurrent import CoreConfig, LSTMCore
-from baselines.models.zoneout_lstm import ZoneoutLSTM
+from baselines.models.zoneout import ZoneoutLSTM
 
 __all__ = [
     "CacheState",

@@ -20,9 +20,9 @@ from pathlib import Path
 import requests
 from tqdm import tqdm
 
+from core import __version__
 from core.catalogue import Benchmark, RemoteFile
 from core.files import CHECKSUM_FILE, DatasetError, file_sha256, write_atomically, write_checksum_file
-from harness import __version__
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30

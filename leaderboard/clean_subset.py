@@ -50,7 +50,7 @@ REPORT_FIELDS: dict[str, tuple[type, ...]] = {
 }
 #: The fields of its ``settings`` that the leaderboard reads.
 SETTINGS_FIELDS: dict[str, tuple[type, ...]] = {"threshold": _NUMBER, "ngram": (int,), "units": (str,)}
-#: What a report must share with its result.
+#: What a report must share with its result (keys of the report, fields of its result record).
 MATCHED_FIELDS = ("dataset", "split", "dataset_sha256", "tokens", "model")
 
 
@@ -144,8 +144,9 @@ def _shown(value: Any) -> str:
 def _mismatch(data: dict[str, Any], result: Result) -> str | None:
     """How the report differs from the result it names; None when it fits."""
     for key in MATCHED_FIELDS:
-        if data[key] != result[key]:
-            return f"its {key} {_shown(data[key])} is not its result's ({_shown(result[key])})"
+        recorded = getattr(result.record, key)
+        if data[key] != recorded:
+            return f"its {key} {_shown(data[key])} is not its result's ({_shown(recorded)})"
     if not math.isclose(data["perplexity_all"], result.perplexity, rel_tol=PERPLEXITY_RTOL):
         return (
             f"its perplexity_all {data['perplexity_all']:.6f} is not its result's perplexity "

@@ -1,6 +1,6 @@
 """Build a tiny, randomly initialised ``transformers`` causal LM with its own BPE tokenizer.
 
-``python -m harness.plugins.hf_tiny OUT_DIR --train wiki.train.tokens [--arch gpt2|llama]``
+``python -m harness.tools.hf_tiny OUT_DIR --train wiki.train.tokens [--arch gpt2|llama]``
 trains a byte-level BPE tokenizer (GPT-2's pre-tokenizer) with the ``tokenizers`` library on the
 detokenized lines of a benchmark file, builds a small model from a config, and saves both with
 ``save_pretrained``: a directory the ``hf`` plugin loads exactly as a user's model. The weights
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from core.cli import ArgumentParser, UsageError, existing_file, positive_int, run
-from harness.detokenize import STYLES, detokenize_line
+from harness.plugins.hf.detokenize import STYLES, detokenize_line
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -151,7 +151,7 @@ def command_build(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="python -m harness.plugins.hf_tiny", description=__doc__)
+    parser = ArgumentParser(prog="python -m harness.tools.hf_tiny", description=__doc__)
     parser.add_argument("out", type=Path, help="directory to write the model and tokenizer to")
     parser.add_argument(
         "--train",
@@ -179,7 +179,7 @@ def build_parser() -> ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.plugins.hf_tiny``; returns the exit status (2 and one line for a user
+    """``python -m harness.tools.hf_tiny``; returns the exit status (2 and one line for a user
     error, such as a missing ``--train`` file)."""
     return run(build_parser(), argv)
 

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from baselines.models.common import LMOutput, band_mask, masked_log_sum
 from baselines.models.recurrent import LayerState, full_precision
-from baselines.models.zoneout_lstm import ZoneoutLSTM
+from baselines.models.zoneout import ZoneoutLSTM
 
 
 class CacheState(NamedTuple):

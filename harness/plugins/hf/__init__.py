@@ -3,10 +3,10 @@
 ``python -m harness eval hf --model-args model=PATH_OR_NAME,max_context=1024,stride=512``
 (install with ``pip install -e ".[hf]"``). For each word-level token stream the plugin:
 
-1. **Detokenizes** the tokens into running text (:mod:`harness.detokenize`: ``wikitext`` for
-   WikiText and builder corpora, ``ptb`` for PTB, chosen from the dataset's file layout unless
-   ``detokenizer=`` says otherwise). Token ``t`` owns one *piece* of the text (its separator and
-   surface form). ``<unk>`` is scored as the literal text ``<unk>``.
+1. **Detokenizes** the tokens into running text (:mod:`harness.plugins.hf.detokenize`:
+   ``wikitext`` for WikiText and builder corpora, ``ptb`` for PTB, chosen from the dataset's file
+   layout unless ``detokenizer=`` says otherwise). Token ``t`` owns one *piece* of the text (its
+   separator and surface form). ``<unk>`` is scored as the literal text ``<unk>``.
 2. **Tokenizes** the text into subwords ``s_1 .. s_M``, with character offsets (a fast tokenizer
    is required). ``segmentation=pieces`` (default) tokenizes every piece on its own, so no
    subword crosses a word-token boundary and the text up to token ``t`` is tokenized the same
@@ -57,10 +57,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.datasets import Dataset, DatasetError
-from harness.detokenize import STYLES, Detokenized, detokenize
+from core.files import DatasetError
+from harness.datasets import Dataset
 from harness.evaluate import stream_bounds
 from harness.plugin import Chunk, ChunkScores, PluginError, positive_int_arg
+from harness.plugins.hf.detokenize import STYLES, Detokenized, detokenize
 
 #: Longest stream (word-level tokens) scored live, i.e. re-scored from its start at each chunk.
 LIVE_LIMIT = 5000

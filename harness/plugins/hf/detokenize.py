@@ -24,17 +24,15 @@ Styles (:data:`STYLES`):
 
 :func:`retokenize` is the inverse of each style (a rule-based tokenizer), used to check that the
 detokenizers lose nothing: ``retokenize(detokenize(line)) == line`` holds for all but a counted,
-listed handful of lines of the real files (``python -m harness.detokenize FILE --style S``).
+listed handful of lines of the real files
+(``python -m harness.tools.detokenizer_round_trip FILE --style S``).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import re
-import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -267,33 +265,3 @@ def round_trip(lines: Sequence[str], style: str) -> RoundTrip:
         if again != tokens:
             exceptions.append((number, tokens, again))
     return RoundTrip(len(lines), exceptions)
-
-
-def _first_difference(original: list[str], again: list[str]) -> str:
-    index = next(
-        (i for i, (a, b) in enumerate(zip(original, again)) if a != b), min(len(original), len(again))
-    )
-    return (
-        f"{' '.join(original[max(0, index - 3) : index + 4])!r} -> "
-        f"{' '.join(again[max(0, index - 3) : index + 4])!r}"
-    )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.detokenize", description="Round-trip check of a detokenizer on a file."
-    )
-    parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--style", choices=STYLES, required=True)
-    args = parser.parse_args(argv)
-    for path in args.files:
-        lines = path.read_text(encoding="utf-8").split("\n")[:-1]
-        result = round_trip(lines, args.style)
-        print(f"{path}: {len(result.exceptions)} of {result.lines} lines do not round-trip")
-        for number, original, again in result.exceptions:
-            print(f"  line {number}: {_first_difference(original, again)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

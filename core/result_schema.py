@@ -1,0 +1,264 @@
+"""The result-file schema: what ``harness eval --output/--output-dir`` writes and ``leaderboard``
+reads, as one typed object, :class:`ResultRecord`, with its version (:data:`SCHEMA_VERSION`,
+:data:`SUPPORTED_SCHEMA_VERSIONS`), its JSON form (:meth:`ResultRecord.to_json`,
+:meth:`ResultRecord.from_json`, which validates) and the rule that says which audits a result
+needs (:func:`unaudited_reasons`).
+
+The harness builds a record (``harness.results.result_record``) and writes its JSON; the
+leaderboard reads every file through :meth:`ResultRecord.from_json`, whose errors
+(:class:`InvalidResultRecord`) are one line, without the file's name, which the reader adds.
+Version-1 files (written before the causality audit) still load: the keys they lack read as
+their field's default and they count as unaudited.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+#: 2: ``causality_audit``, ``audited``, ``unaudited_reasons``, ``audit.passed`` and
+#: ``train_sha256`` (the train file's, which fixes the vocabulary) added;
+#: ``model`` is ``module`` or, for a factory other than ``load_model``, ``module:attribute``.
+SCHEMA_VERSION = 2
+#: Versions a reader understands; version 1 predates the causality audit: such results are read
+#: but count as unaudited.
+SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+
+#: Keys every result file carries, with the JSON types they must have (None allowed where listed).
+REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
+    "schema_version": (int,),
+    "model": (str,),
+    "model_args": (dict,),
+    "checkpoint": (str, type(None)),
+    "dataset": (str,),
+    "split": (str,),
+    "dataset_sha256": (str,),
+    "vocab_size": (int,),
+    "vocab_sha256": (str,),
+    "tokens": (int,),
+    "nll": (int, float),
+    "perplexity": (int, float),
+    "protocol": (dict,),
+}
+#: Keys a version-2 result adds, with their JSON types.
+KEYS_ADDED_IN_2: dict[str, tuple[type, ...]] = {
+    "audit": (dict,),
+    "causality_audit": (dict,),
+    "audited": (bool,),
+    "unaudited_reasons": (list,),
+    "train_sha256": (str,),
+}
+
+#: ``scoring`` of a result: ``word`` (a distribution over the word vocabulary, which the
+#: probability audit checks) or ``subword`` (a subword model's log-probabilities attributed to the
+#: word-level tokens, for which the probability audit does not apply; the causality audit does).
+SCORINGS = ("word", "subword")
+
+
+class InvalidResultRecord(ValueError):
+    """JSON that is not a usable result record; the message is one line, without the file's name."""
+
+
+class NotAResultRecord(InvalidResultRecord):
+    """A JSON object with neither ``schema_version`` nor ``perplexity``: some other file (gate
+    analysis metadata, a config) rather than a broken result."""
+
+
+def unaudited_reasons(*, schema_version: int, scoring: str, audit: Any, causality_audit: Any) -> list[str]:
+    """Why a result's figure is not fully audited, one line each (empty when every audit that
+    applies passed): the rule the harness applies when it writes a record and the leaderboard
+    when it reads one.
+
+    The probability audit (``audit``) must have checked distributions, except for ``subword``
+    scoring (see :data:`SCORINGS`), to which it does not apply; the causality audit
+    (``causality_audit``) must have passed (a version-1 record predates it).
+    """
+    reasons = []
+    if scoring == "subword":
+        pass  # no distribution over the word vocabulary: the probability audit does not apply
+    elif not isinstance(audit, dict):
+        reasons.append("no probability audit recorded")
+    elif not audit.get("requested"):
+        reasons.append("probability audit off (--audit 0)")
+    elif audit.get("passed", audit.get("checked", 0) > 0) is not True:  # version 1: no "passed"
+        reasons.append("the plugin gives no full distributions: normalization not audited")
+    if schema_version < 2:
+        reasons.append("written before the causality audit (schema 1): rerun harness eval")
+    elif not isinstance(causality_audit, dict) or not causality_audit.get("points"):
+        reasons.append("causality audit off (--causality-audit 0)")
+    elif causality_audit.get("passed") is not True:
+        reasons.append("causality audit not passed")
+    return reasons
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """How the stream was scored: ``batch_size`` parallel streams, windows of ``bptt`` tokens."""
+
+    batch_size: int
+    bptt: int
+
+    def to_json(self) -> dict[str, int]:
+        """The ``protocol`` object of a result file."""
+        return {"batch_size": self.batch_size, "bptt": self.bptt}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Protocol:
+        """The protocol of a result file's ``protocol`` object; :class:`InvalidResultRecord`
+        when a field is missing or not an integer."""
+        for field in dataclasses.fields(cls):
+            if not isinstance(data.get(field.name), int):
+                raise InvalidResultRecord(f"protocol.{field.name} missing or not an integer")
+        return cls(batch_size=data["batch_size"], bptt=data["bptt"])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResultRecord:
+    """One evaluation of one model on one dataset split: a result file, field for field, in the
+    order the file lists them (see ``docs/harness.md``, "Results JSON").
+
+    Fields with a default are those an older file may lack (version 1, or written before the
+    field existed); they read as that default. ``audit`` and ``causality_audit`` are the audit
+    records as ``harness.evaluate`` writes them (``Audit.to_json``, ``CausalityAudit.to_json``).
+    """
+
+    schema_version: int
+    model: str
+    model_args: dict[str, Any]
+    checkpoint: str | None
+    dataset: str
+    dataset_path: str | None = None
+    split: str
+    dataset_sha256: str
+    train_sha256: str | None = None
+    dataset_verified: bool | None = None
+    vocab_size: int
+    vocab_sha256: str
+    oov_tokens: int | None = None
+    tokens: int
+    nll: float
+    perplexity: float
+    bits_per_token: float | None = None
+    protocol: Protocol
+    audit: dict[str, Any] | None = None
+    causality_audit: dict[str, Any] | None = None
+    scoring: str = "word"
+    audited: bool | None = None
+    unaudited_reasons: list[str] | None = None
+    num_parameters: int | None = None
+    runtime_seconds: float | None = None
+    tokens_per_second: float | None = None
+    device: str | None = None
+    torch_version: str | None = None
+    package_version: str | None = None
+    git_commit: str | None = None
+    token_log_probs_file: str | None = None
+    plugin_metadata: dict[str, Any] | None = None
+    created: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object of the result file, its keys in field order."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ResultRecord:
+        """The record of a parsed result file, validated: :class:`NotAResultRecord` when ``data``
+        is no result at all, :class:`InvalidResultRecord` (one line) when a key is missing or of
+        the wrong type, the version is not supported, or figures contradict each other or the
+        audit records."""
+        _check_required_keys(data)
+        _check_required_types(data)
+        protocol = Protocol.from_json(data["protocol"])
+        if data["schema_version"] >= 2:
+            _check_types_added_in_2(data)
+        recorded = {field.name: data[field.name] for field in dataclasses.fields(cls) if field.name in data}
+        record = cls(**{**recorded, "protocol": protocol})
+        record._check_audited()
+        record._check_figures()
+        return record
+
+    def rule_unaudited_reasons(self) -> list[str]:
+        """:func:`unaudited_reasons` applied to this record's audit records."""
+        return unaudited_reasons(
+            schema_version=self.schema_version,
+            scoring=self.scoring,
+            audit=self.audit,
+            causality_audit=self.causality_audit,
+        )
+
+    @property
+    def audit_gaps(self) -> list[str]:
+        """Why this result's figure is not covered by the audits that apply; empty when they all
+        passed: the recorded ``unaudited_reasons`` (version 2, checked against the audit records
+        when read), else the rule applied (version 1)."""
+        if self.unaudited_reasons is not None and self.schema_version >= 2:
+            return list(self.unaudited_reasons)
+        return self.rule_unaudited_reasons()
+
+    def _check_audited(self) -> None:
+        """A version-2 record's ``audited`` must agree with its audit records and its reasons."""
+        if self.schema_version < 2:
+            return
+        if self.audited != (not self.rule_unaudited_reasons()) or self.audited == bool(
+            self.unaudited_reasons
+        ):
+            raise InvalidResultRecord(
+                f"audited is {str(self.audited).lower()} but the audit "
+                "records say otherwise (file edited by hand?)"
+            )
+
+    def _check_figures(self) -> None:
+        """``tokens``, ``nll``, ``perplexity``, ``bits_per_token`` and ``num_parameters`` must be
+        in range and agree with each other."""
+        if self.tokens <= 0:
+            raise InvalidResultRecord(f"tokens must be positive, got {self.tokens}")
+        nll, ppl = float(self.nll), float(self.perplexity)
+        if not (math.isfinite(nll) and math.isfinite(ppl)) or nll < 0 or ppl < 1:
+            raise InvalidResultRecord(f"nll {nll!r} / perplexity {ppl!r} out of range")
+        if not math.isclose(math.log(ppl), nll, rel_tol=1e-6, abs_tol=1e-9):
+            raise InvalidResultRecord(f"perplexity {ppl} is not exp(nll {nll}) (file edited by hand?)")
+        bits = self.bits_per_token
+        if bits is not None and not (
+            isinstance(bits, (int, float))
+            and math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9)
+        ):
+            raise InvalidResultRecord(f"bits_per_token {bits!r} is not nll / ln 2 (file edited by hand?)")
+        parameters = self.num_parameters
+        if parameters is not None and (not isinstance(parameters, int) or parameters < 0):
+            raise InvalidResultRecord("num_parameters must be a non-negative integer or null")
+
+
+def _check_required_keys(data: Any) -> None:
+    """``data`` must be a JSON object with every key of :data:`REQUIRED_KEYS` and a supported
+    ``schema_version``."""
+    if not isinstance(data, dict):
+        raise InvalidResultRecord(f"not a harness result (a JSON {type(data).__name__}, not an object)")
+    if "schema_version" not in data and "perplexity" not in data:
+        raise NotAResultRecord("not a harness result file (no schema_version or perplexity)")
+    missing = [key for key in REQUIRED_KEYS if key not in data]
+    if missing:
+        raise InvalidResultRecord(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}")
+    version = data["schema_version"]
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise InvalidResultRecord(
+            f"schema_version {version!r} is not supported "
+            f"(this leaderboard reads {', '.join(map(str, SUPPORTED_SCHEMA_VERSIONS))})"
+        )
+
+
+def _check_required_types(data: dict[str, Any]) -> None:
+    """The keys of :data:`REQUIRED_KEYS` must have their JSON types (a boolean is no number)."""
+    for key, types in REQUIRED_KEYS.items():
+        value = data[key]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+            raise InvalidResultRecord(f"{key} must be {wanted}, got {value!r}")
+
+
+def _check_types_added_in_2(data: dict[str, Any]) -> None:
+    """The keys of :data:`KEYS_ADDED_IN_2` must be present with their JSON types."""
+    for key, types in KEYS_ADDED_IN_2.items():
+        if not isinstance(data.get(key), types):
+            raise InvalidResultRecord(f"{key} missing or not a {types[0].__name__}")

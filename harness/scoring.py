@@ -1,0 +1,104 @@
+"""One split scored by a loaded plugin model: the protocol's settings, the result record, the
+files it is saved to and the names those files get in an output directory."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.files import write_atomically
+from core.result_schema import ResultRecord
+from harness.datasets import Dataset
+from harness.evaluate import evaluate
+from harness.plugin import LanguageModel, plugin_metadata
+from harness.results import result_record, token_log_probs_name
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationProtocol:
+    """How a split is scored (see :func:`harness.evaluate.evaluate`)."""
+
+    batch_size: int
+    bptt: int
+    audit_positions: int
+    causality_points: int
+    causality_tolerance: float | None
+
+
+def result_paths(
+    output_dir: str | os.PathLike, plugin: str, model_args: dict[str, Any], dataset: str, split: str
+) -> tuple[Path, Path]:
+    """The record (JSON) and token log-probabilities (.npy) of one evaluation in ``output_dir``:
+    ``PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json`` and its ``.logprobs.npy``."""
+    arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
+    identity = plugin.replace(":", "-")  # module:attribute, a portable file name
+    record = Path(output_dir) / f"{identity}{arguments}.{dataset}.{split}.json"
+    return record, record.with_name(token_log_probs_name(record.name))
+
+
+def score_split(
+    model: LanguageModel,
+    *,
+    plugin: str,
+    model_args: dict[str, Any],
+    checkpoint: str | None,
+    dataset: Dataset,
+    split: str,
+    protocol: EvaluationProtocol,
+    device: str,
+    data_dir: str | None,
+    json_path: Path | None,
+    npy_path: Path | None,
+) -> tuple[ResultRecord, np.ndarray | None]:
+    """Score ``split`` of ``dataset`` with ``model``; returns the result record and, when
+    ``npy_path`` is given, the per-token log-probabilities (the record names their file relative
+    to ``json_path``'s folder when both are given)."""
+    evaluation = evaluate(
+        model,
+        dataset.tokens(split).ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        batch_size=protocol.batch_size,
+        bptt=protocol.bptt,
+        audit_positions=protocol.audit_positions,
+        causality_points=protocol.causality_points,
+        causality_tolerance=protocol.causality_tolerance,
+        keep_token_log_probs=npy_path is not None,
+        name=f"{plugin} {dataset.name}/{split}",
+    )
+    record = result_record(
+        plugin=plugin,
+        model_args=model_args,
+        checkpoint=checkpoint or getattr(model, "checkpoint", None),
+        dataset=dataset,
+        split=split,
+        evaluation=evaluation,
+        batch_size=protocol.batch_size,
+        bptt=protocol.bptt,
+        num_parameters=getattr(model, "num_parameters", None),
+        device=device,
+        token_log_probs_file=(
+            os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
+        ),
+        plugin_metadata=plugin_metadata(model, plugin),
+        data_dir=data_dir,
+    )
+    return record, evaluation.token_log_probs
+
+
+def save_scores(
+    record: ResultRecord, token_log_probs: np.ndarray | None, json_path: Path | None, npy_path: Path | None
+) -> None:
+    """Write the token log-probabilities to ``npy_path`` and the record to ``json_path``, each
+    where given (the log-probabilities first: the record names their file)."""
+    if npy_path is not None:
+        assert token_log_probs is not None  # score_split keeps them when npy_path is given
+        write_atomically(npy_path, partial(np.save, arr=token_log_probs))
+    if json_path is not None:
+        write_atomically(json_path, json.dumps(record.to_json(), indent=2) + "\n")
