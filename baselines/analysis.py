@@ -6,6 +6,7 @@ the Pointer Sentinel paper's Figures 5-12).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -106,3 +107,18 @@ def _record(
     if "gate" in analysis:
         record["gate"] = float(analysis["gate"][0, offset])
     return record
+
+
+def attention_record(
+    found: dict[str, Any], *, model: str, checkpoint: Path, dataset: str, split: str, span: tuple[int, int]
+) -> dict[str, Any]:
+    """The ``--save-attention`` file's content: the positions of ``span`` that :func:`analyze`
+    found (``found["span"]``), with the model, checkpoint and dataset split they come from."""
+    return {
+        "model": model,
+        "checkpoint": str(checkpoint),
+        "dataset": dataset,
+        "split": split,
+        "span": list(span),
+        "positions": found["span"],
+    }

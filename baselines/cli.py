@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from baselines import checkpoint as checkpoints
-from baselines.analysis import analyze
+from baselines.analysis import analyze, attention_record
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import (
@@ -34,7 +34,7 @@ from baselines.training import (
     distributed,
     holding_run_dir,
 )
-from baselines.tuning import read_tuning_file, tune, tuning_path
+from baselines.tuning import read_tuning_file, tune, tuning_path, tuning_record
 from core.cli import (
     ArgumentParser,
     UsageError,
@@ -215,15 +215,14 @@ def command_tune(args: argparse.Namespace) -> int:
         bptt=args.bptt,
         device=device,
     )
-    results.update(
-        {
-            "checkpoint": str(path),
-            "dataset": dataset.name,
-            "split": args.split,
-            "seconds": time.perf_counter() - began,
-        }
+    results = tuning_record(
+        results,
+        previous,
+        checkpoint=path,
+        dataset=dataset.name,
+        split=args.split,
+        seconds=time.perf_counter() - began,
     )
-    results["best"] = {**previous, **results["best"]}
     for window in args.windows:
         best = results["best"][str(window)]
         baseline = ""
@@ -275,14 +274,14 @@ def command_analyze(args: argparse.Namespace) -> int:
         write_atomically(
             args.save_attention,
             json.dumps(
-                {
-                    "model": args.kind,
-                    "checkpoint": str(path),
-                    "dataset": dataset.name,
-                    "split": args.split,
-                    "span": list(args.span),
-                    "positions": found["span"],
-                },
+                attention_record(
+                    found,
+                    model=args.kind,
+                    checkpoint=path,
+                    dataset=dataset.name,
+                    split=args.split,
+                    span=args.span,
+                ),
                 indent=1,
             )
             + "\n",

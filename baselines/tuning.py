@@ -127,3 +127,26 @@ def tune(
         if not math.isfinite(results["best"][str(window)]["perplexity"]):
             raise PluginError(f"neural cache tuning gave a non-finite perplexity for window {window}")
     return results
+
+
+def tuning_record(
+    results: dict[str, Any],
+    previous: dict[str, Any],
+    *,
+    checkpoint: Path,
+    dataset: str,
+    split: str,
+    seconds: float,
+) -> dict[str, Any]:
+    """The tuning file's content: :func:`tune`'s ``results`` for the checkpoint, the dataset
+    split it was tuned on and how long it took, its best (theta, lambda) per window added to
+    ``previous`` (the windows tuned earlier, from the file being replaced; a window tuned again
+    takes its new values)."""
+    return {
+        **results,
+        "checkpoint": str(checkpoint),
+        "dataset": dataset,
+        "split": split,
+        "seconds": seconds,
+        "best": {**previous, **results["best"]},
+    }
