@@ -1,6 +1,7 @@
-"""Benchmark datasets: where they are found, checksum verification, vocabulary and token streams.
+"""Benchmark datasets as the harness scores them: the vocabulary and each split's token stream.
 
-A dataset is a directory holding one text file per split: the canonical benchmarks
+Where a dataset's split files are found and how they are verified is :mod:`core.benchmarks`
+(:class:`Dataset` extends its :class:`~core.benchmarks.SplitFiles`): a canonical benchmark
 (``ptb``, ``wikitext-2``, ``wikitext-103`` and the ``-raw`` variants) or any directory in
 WikiText layout (``wiki.{train,valid,test}.tokens``, as ``wikitext_builder`` writes it).
 
