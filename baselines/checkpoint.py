@@ -11,9 +11,9 @@ A training run's directory (``--output-dir``, default ``<cache>/runs/KIND/DATASE
 perplexity, which the plugins load when ``--checkpoint`` names it), ``log.jsonl`` and
 ``config.json``.
 
-Trained checkpoints ship in the package as ``trained/DATASET/KIND.pt`` (weights in float16,
-written by ``python -m baselines package``), each checked on load against ``trained/SHA256SUMS``;
-``trained/README.md`` says how each was trained.
+Trained checkpoints ship in the package as ``trained/DATASET/KIND.pt`` (weights in float16, or
+int8 matrices with per-row scales, written by ``python -m baselines package``), each checked on
+load against ``trained/SHA256SUMS``; ``trained/README.md`` says how each was trained.
 """
 
 from __future__ import annotations
@@ -110,25 +110,22 @@ def verify_packaged(path: Path) -> None:
         )
 
 
-def package(source: Path, dataset_name: str) -> Path:
+#: How ``package`` may store a model's floating-point weights: all in float16, or the matrices in
+#: int8 with one float32 scale per row (:func:`quantize_rows`) and the vectors in float16.
+PRECISIONS = ("float16", "int8")
+
+
+def package(source: Path, dataset_name: str, precision: str = "float16") -> Path:
     """Ship the model of checkpoint ``source`` as ``trained/DATASET/KIND.pt``: the model part
-    only, floating-point weights in float16; ``trained/SHA256SUMS`` is updated."""
+    only, its weights stored in ``precision`` (one of :data:`PRECISIONS`); ``trained/SHA256SUMS``
+    is updated."""
     payload = load(source)
     if payload["dataset"] != dataset_name:
         raise CheckpointError(f"checkpoint {source} was trained on {payload['dataset']}, not {dataset_name}")
     shipped = {key: payload[key] for key in ("format", "kind", "config", "vocab", "vocab_sha256", "dataset")}
-    halves: dict[tuple, torch.Tensor] = {}  # tied weights (embedding = decoder) stay one tensor
-    shipped["model"] = {}
-    for name, tensor in payload["model"].items():
-        if tensor.is_floating_point():
-            key = (
-                tensor.untyped_storage().data_ptr(),
-                tensor.storage_offset(),
-                tuple(tensor.shape),
-                tensor.stride(),
-            )
-            tensor = halves.setdefault(key, tensor.half())
-        shipped["model"][name] = tensor
+    shipped["model"], scales = _stored_weights(payload["model"], precision)
+    if scales:
+        shipped["int8_scales"] = scales
     shipped["valid_perplexity_float32"] = payload.get("valid_perplexity")
     target = PACKAGED / dataset_name / f"{payload['kind']}.pt"
     save(target, shipped)
@@ -136,6 +133,52 @@ def package(source: Path, dataset_name: str) -> Path:
     sums[target.relative_to(PACKAGED).as_posix()] = file_sha256(target)
     write_checksum_file(PACKAGED_SUMS, sums)
     return target
+
+
+def _stored_weights(
+    state: dict[str, torch.Tensor], precision: str
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """``state`` as shipped in ``precision``, and the int8 matrices' row scales by name.
+
+    Tensors that share storage (tied weights: embedding = decoder) stay one shared tensor."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+    stored: dict[tuple, tuple[torch.Tensor, torch.Tensor | None]] = {}
+    weights, scales = {}, {}
+    for name, tensor in state.items():
+        if tensor.is_floating_point():
+            storage = tensor.untyped_storage().data_ptr()
+            key = (storage, tensor.storage_offset(), tuple(tensor.shape), tensor.stride())
+            if key not in stored:
+                quantized = precision == "int8" and tensor.dim() >= 2
+                stored[key] = quantize_rows(tensor) if quantized else (tensor.half(), None)
+            tensor, scale = stored[key]
+            if scale is not None:
+                scales[name] = scale
+        weights[name] = tensor
+    return weights, scales
+
+
+def quantize_rows(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 quantization of each row (index along dim 0) of ``matrix``.
+
+    Shapes: ``matrix`` (R, ...) -> values (R, ...) int8 and scales (R, 1, ...) float32, with
+    ``values * scales`` within half a step (``scale / 2``) of ``matrix``."""
+    rows = matrix.detach().float().flatten(1)
+    scales = rows.abs().amax(dim=1, keepdim=True).clamp_min(torch.finfo(torch.float32).tiny) / 127
+    values = torch.round(rows / scales).clamp(-127, 127).to(torch.int8)
+    shape = (matrix.shape[0],) + (1,) * (matrix.dim() - 1)
+    return values.view(matrix.shape), scales.view(shape)
+
+
+def float_weights(payload: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """A checkpoint's state dict with int8 matrices (from ``package --precision int8``) turned back
+    into floats; float16 and float32 tensors as stored (``load_state_dict`` casts them)."""
+    scales = payload.get("int8_scales", {})
+    return {
+        name: tensor.float() * scales[name] if name in scales else tensor
+        for name, tensor in payload["model"].items()
+    }
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
@@ -203,7 +246,7 @@ def load_model(
     except ValueError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None
     try:
-        model.load_state_dict(payload["model"])
+        model.load_state_dict(float_weights(payload))
     except RuntimeError as error:
         raise CheckpointError(
             f"checkpoint {path} does not match its config: {str(error).splitlines()[0]}"

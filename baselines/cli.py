@@ -31,6 +31,7 @@ from baselines.training import (
     Trainer,
     TrainingError,
     TrainOptions,
+    bfloat16_is_emulated,
     distributed,
     holding_run_dir,
 )
@@ -182,6 +183,13 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
         f"{trainer.world} process(es), device {trainer.session.device}]",
         file=sys.stderr,
     )
+    if trainer.session.amp and bfloat16_is_emulated(trainer.session.device):
+        print(
+            "warning: --amp on: this CPU has no native bfloat16, so autocast is emulated and a "
+            "step is many times slower than in float32 (11.6x on an AVX2 CPU, docs/measurements.md); "
+            "--amp off trains faster here",
+            file=sys.stderr,
+        )
 
 
 def command_tune(args: argparse.Namespace) -> int:
@@ -293,9 +301,9 @@ def command_analyze(args: argparse.Namespace) -> int:
 def command_package(args: argparse.Namespace) -> int:
     check_output_dir(checkpoints.PACKAGED / args.dataset, "the package's trained/ directory")
     check_output_file(checkpoints.PACKAGED_SUMS, "the package's checksum file")
-    target = checkpoints.package(args.checkpoint, args.dataset)
+    target = checkpoints.package(args.checkpoint, args.dataset, args.precision)
     print(
-        f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB, float16 weights) and updated "
+        f"wrote {target} ({target.stat().st_size / 1e6:.1f} MB, {args.precision} weights) and updated "
         f"{checkpoints.PACKAGED_SUMS}",
         file=sys.stderr,
     )
@@ -527,11 +535,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analyze_parser(commands)
     ship = commands.add_parser(
         "package",
-        help="ship a trained checkpoint in the package (float16 weights, listed in trained/SHA256SUMS)",
+        help="ship a trained checkpoint in the package (float16 or int8 weights, listed in "
+        "trained/SHA256SUMS)",
     )
     ship.add_argument("checkpoint", type=existing_file, help="a best.pt written by `baselines train`")
     ship.add_argument(
         "--dataset", required=True, help="the benchmark it was trained on (its packaged directory)"
+    )
+    ship.add_argument(
+        "--precision",
+        choices=checkpoints.PRECISIONS,
+        default="float16",
+        help="how the weights are stored: float16, or int8 matrices with a float32 scale per row "
+        "(half the size) (default: %(default)s)",
     )
     ship.set_defaults(handler=command_package)
     return parser

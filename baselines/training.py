@@ -108,6 +108,14 @@ class TrainOptions:
     eval_batch_size: int = 10
 
 
+def bfloat16_is_emulated(device: str) -> bool:
+    """Whether bfloat16 autocast on ``device`` runs without native support: on a CPU whose
+    oneDNN has no bfloat16 kernels (x86 without AVX-512, as torch's own check reads it), each
+    op converts and computes element by element, and a training step is several times slower
+    than in float32 (see docs/measurements.md)."""
+    return device == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+
+
 @dataclasses.dataclass(frozen=True)
 class Session:
     """How this invocation runs; free to change between a run's invocations."""
@@ -464,13 +472,15 @@ class Trainer:
         self._apply_learning_rate()
         while not self.schedule.finished:
             epoch = self.progress.epoch
+            terminal = sys.stderr.isatty()  # else a log file (nohup): a kept line a minute
             bar = tqdm(
                 total=self.chunks,
                 initial=self.progress.next_chunk,
                 desc=f"epoch {epoch}",
                 unit="step",
-                leave=False,
-                disable=True if not self.session.progress or self.rank else None,
+                leave=not terminal,
+                mininterval=0.1 if terminal else 60.0,
+                disable=not self.session.progress or self.rank > 0,
             )
             while self.progress.next_chunk < self.chunks:
                 reason = self._should_stop(began, steps, stop)
@@ -490,8 +500,11 @@ class Trainer:
                 self.progress.epoch_tokens += tokens
                 self.progress.epoch_seconds += time.monotonic() - step_began
                 steps += 1
+                bar.set_postfix(
+                    ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}",
+                    refresh=False,
+                )
                 bar.update(1)
-                bar.set_postfix(ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}")
                 if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
                     self.save()
                     last_save = time.monotonic()
