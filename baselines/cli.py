@@ -19,9 +19,8 @@ from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import (
     CPU_RECIPE,
-    CPU_RECIPE_MINUTES,
-    RECIPE_OVERHEAD_MINUTES,
     announce_checkpoint,
+    cpu_recipe_minutes,
     dataset_argument,
     resolve_checkpoint,
 )
@@ -59,6 +58,8 @@ from core.format import SPLITS
 from harness.datasets import load_dataset
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
 
+#: PTB's validation tokens and vocabulary size, for the time of the CPU recipe on PTB.
+PTB_VALIDATION_SIZE = (73_760, 10_000)
 DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
 DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
@@ -330,7 +331,7 @@ def _add_train_parser(commands: Any) -> None:
         help="train a model with the papers' recipe (resumable: rerun the same command to continue)",
         description="Train a model with the papers' recipe; rerun the same command to continue a "
         "stopped run. A first run on a laptop CPU (about "
-        f"{CPU_RECIPE_MINUTES + RECIPE_OVERHEAD_MINUTES} minutes; on PTB it ends far below the "
+        f"{cpu_recipe_minutes(*PTB_VALIDATION_SIZE)} minutes; on PTB it ends far below the "
         "unigram's perplexity): python -m baselines train zoneout_lstm --dataset ptb "
         f"{' '.join(CPU_RECIPE)}",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -86,8 +87,21 @@ CPU_RECIPE = [
 #: ... and on a GPU: the paper's ``medium`` preset, an hour at a time.
 GPU_RECIPE_MINUTES = 60
 GPU_RECIPE = ["--preset", "medium", "--device", "cuda", "--max-minutes", str(GPU_RECIPE_MINUTES)]
-#: About how long a run takes beyond its ``--max-minutes``: start-up and the closing validation.
+#: About how long a run takes beyond its ``--max-minutes``: start-up and the closing validation
+#: (on a GPU; on a CPU see :func:`cpu_recipe_minutes`).
 RECIPE_OVERHEAD_MINUTES = 2
+#: The CPU recipe's closing validation is its softmax: one thread validates the ``tiny`` preset
+#: at about this many (valid token x vocabulary word) per second (7.3e7 on PTB, 7.1e7 on
+#: WikiText-2, CPU seconds on an AVX2 CPU; docs/measurements.md).
+TINY_VALIDATION_RATE = 7e7
+
+
+def cpu_recipe_minutes(valid_tokens: int, vocab_size: int) -> int:
+    """About how long the CPU recipe runs on a dataset of ``valid_tokens`` validation tokens and
+    ``vocab_size`` words: its ``--max-minutes``, a minute of start-up and the closing validation
+    (7 minutes on PTB, 8 on WikiText-2, 20 on WikiText-103)."""
+    validation_minutes = valid_tokens * vocab_size / TINY_VALIDATION_RATE / 60
+    return CPU_RECIPE_MINUTES + 1 + math.ceil(validation_minutes)
 
 
 def dataset_argument(dataset: Dataset) -> str:
@@ -139,18 +153,17 @@ def _how_to_get(kind: str, dataset: Dataset, device: str, command: list[str]) ->
     named = f"`{shlex.join([*command, '--checkpoint', str(best)])}`"
     if best.is_file():
         return f"no packaged {kind} for {dataset.name}; your run's {best} is used only when named: {named}"
-    recipe, minutes, machine = (
-        (GPU_RECIPE, GPU_RECIPE_MINUTES, "this GPU")
-        if device.startswith("cuda")
-        else (CPU_RECIPE, CPU_RECIPE_MINUTES, "this CPU")
-    )
+    if device.startswith("cuda"):
+        recipe, minutes, machine = GPU_RECIPE, GPU_RECIPE_MINUTES + RECIPE_OVERHEAD_MINUTES, "this GPU"
+    else:
+        minutes = cpu_recipe_minutes(len(dataset.tokens("valid").ids), len(dataset.vocab))
+        recipe, machine = CPU_RECIPE, "this CPU"
     train = shlex.join(
         ["python", "-m", "baselines", "train", kind, "--dataset", dataset_argument(dataset), *recipe]
     )
     return (
-        f"no packaged {kind} for {dataset.name}: train one on {machine} in about "
-        f"{minutes + RECIPE_OVERHEAD_MINUTES} minutes with `{train}` (rerun it to train on), "
-        f"then name it: {named}"
+        f"no packaged {kind} for {dataset.name}: train one on {machine} in about {minutes} minutes "
+        f"with `{train}` (rerun it to train on), then name it: {named}"
     )
 
 

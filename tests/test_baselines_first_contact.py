@@ -95,6 +95,13 @@ def test_without_a_model_the_message_gives_commands_that_finish_here(toy, capsys
     assert "perplexity" in capsys.readouterr().out
 
 
+def test_the_cpu_recipe_time_counts_the_closing_validation_softmax():
+    """PTB, WikiText-2 and WikiText-103: validation tokens and vocabulary sizes (Table 1)."""
+    assert plugin_bridge.cpu_recipe_minutes(73_760, 10_000) == 7
+    assert plugin_bridge.cpu_recipe_minutes(217_646, 33_278) == 8
+    assert plugin_bridge.cpu_recipe_minutes(217_646, 267_735) == 20
+
+
 def test_on_a_gpu_the_message_proposes_the_gpu_preset(toy):
     with pytest.raises(ModelUnavailable, match=re.escape(" ".join(plugin_bridge.GPU_RECIPE))):
         plugin_bridge.resolve_checkpoint(
