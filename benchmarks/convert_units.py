@@ -29,7 +29,7 @@ import mwparserfromhell
 
 from wikitext_builder.render import render_article
 from wikitext_builder.render.convert import (
-    FEET_INCHES,
+    MULTIPLES,
     _composite,
     _output_codes,
     _output_settings,
@@ -97,11 +97,11 @@ def main() -> None:
                 inputs[code] += 1
                 outputs.update(outs)
                 for unit in [code, *outs]:
-                    if lookup(unit) is None and unit != FEET_INCHES:
+                    if lookup(unit) is None and unit not in MULTIPLES:
                         example.setdefault(unit, str(tpl))
 
     def known(code: str) -> bool:
-        return lookup(code) is not None or code == FEET_INCHES
+        return lookup(code) is not None or code in MULTIPLES
 
     print(f"{articles} articles, {templates} convert templates")
     print(f"{len(inputs)} input codes, {len(outputs)} output codes")

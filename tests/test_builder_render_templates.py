@@ -8,9 +8,11 @@ examples are quoted as they are documented), Module:Convert's rules (output unit
 ``integer_more_precision``, feet and pounds, give an integer input more precision; a
 composite input ending in inches uses the output unit's scale; temperatures keep three
 significant figures in kelvin; the input is spelled out and the output abbreviated unless
-``abbr`` says otherwise; ``disp=flip`` swaps the sides), the ship templates' display bit mask
-(4 prefix, 2 name, 1 id), Template:Nihongo's and the IPA-xx templates' documented examples,
-and WikiText-2's own rendering of verse.
+``abbr`` says otherwise; ``disp=flip`` swaps the sides), the units' names, symbols, scales
+and default outputs in Module:Convert/data (the expected numbers worked out by hand with the
+rounding rule above), the ship templates' display bit mask (4 prefix, 2 name, 1 id),
+Template:Nihongo's and the IPA-xx templates' documented examples, and WikiText-2's own
+rendering of verse.
 """
 
 from __future__ import annotations
@@ -181,7 +183,11 @@ def test_convert_units_and_forms(markup: str, expected: str) -> None:
         ("{{convert|3|m|kg}}", "3 metres"),  # an output of another kind is dropped
         ("{{convert|3|m|furlongs per fortnight}}", "3 metres"),
         ("{{convert|20|+/-|5|C}}", "20 ± 5 ° C"),  # a temperature change: never converted
-        ("{{convert|16000|oilbbl}}", "16 @,@ 000 oilbbl"),
+        # outputs in engineering notation (e9m3; Moilbbl's default: e3m3 or e6m3) are not rendered
+        ("{{convert|5|Toilbbl|e9m3}}", "5 trillion barrels"),
+        ("{{convert|500|Moilbbl}}", "500 million barrels"),
+        ("{{convert|82.12|Moilbbl/d}}", "82 @.@ 12 million barrels per day"),
+        ("{{convert|3|ft/mi}}", "3 feet per mile"),  # default by value (cm/km below 5.28): none
         # a negative composite input is ambiguous (was −1.37 m, from −5 ft + 6 in)
         ("{{convert|-5|ft|6|in|m}}", "− 5 feet 6 inches"),
         ("{{convert|1|mi|-200|yd|m}}", "1 mile − 200 yards"),
@@ -189,6 +195,77 @@ def test_convert_units_and_forms(markup: str, expected: str) -> None:
 )
 def test_convert_keeps_the_input_when_it_cannot_convert_faithfully(markup: str, expected: str) -> None:
     assert one(markup) == expected
+
+
+# --- {{convert}}: more of Module:Convert/data's units ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        # aliases: lbs is lb (integer_more_precision as an output too), USfloz is USoz, gal USgal
+        ("{{convert|140|lbs|kg}}", "140 pounds ( 64 kg )"),
+        ("{{convert|41|lbs|adj=on}}", "41 @-@ pound ( 19 kg )"),
+        ("{{convert|0.25|to|8|lbs|kg|abbr=on}}", "0 @.@ 25 to 8 lb ( 0 @.@ 11 to 3 @.@ 63 kg )"),
+        ("{{convert|27|kg|lbs}}", "27 kilograms ( 60 lb )"),
+        ("{{convert|72000|gal|l|abbr=on}}", "72 @,@ 000 US gal ( 270 @,@ 000 l )"),
+        # sp=us: the US units' name1_us and sym_us
+        ("{{convert|450|ml|USfloz|0|sp=us}}", "450 milliliters ( 15 U.S. fl oz )"),
+        ("{{convert|5|USgal|l|sp=us}}", "5 U.S. gallons ( 19 l )"),
+        # torque: lbft (pound-foot, lb⋅ft, default Nm), Nm (newton-metre, N⋅m, default lbfft)
+        ("{{convert|170|lbft|Nm|abbr=on}}", "170 lb ⋅ ft ( 230 N ⋅ m )"),
+        ("{{convert|100|lbft}}", "100 pound @-@ feet ( 140 N ⋅ m )"),
+        ("{{convert|136|lbft|Nm|abbr=on|0|disp=flip}}", "184 N ⋅ m ( 136 lb ⋅ ft )"),
+        ("{{convert|1|Nm}}", "1 newton @-@ metre ( 0 @.@ 74 lbf ⋅ ft )"),
+        ("{{convert|300|Nm|lbft|abbr=off}}", "300 newton @-@ metres ( 220 pound @-@ feet )"),
+        # oil barrels: oilbbl (barrel, bbl, 42 US gallons), oilbbl/d (default m3/d), Moilbbl
+        ("{{convert|16000|oilbbl}}", "16 @,@ 000 barrels ( 2 @,@ 500 m3 )"),
+        ("{{convert|1|oilbbl|USgal}}", "1 barrel ( 42 US gal )"),
+        ("{{convert|100000|oilbbl/d|m3/d}}", "100 @,@ 000 barrels per day ( 16 @,@ 000 m3 / d )"),
+        ("{{convert|17700|oilbbl/d}}", "17 @,@ 700 barrels per day ( 2 @,@ 810 m3 / d )"),
+        ("{{convert|3|Moilbbl|m3}}", "3 million barrels ( 480 @,@ 000 m3 )"),
+        # stlb, a multiple like ftin: rounded in pounds, then split; "0 st" is never shown
+        ("{{convert|235|lb|kg stlb}}", "235 pounds ( 107 kg ; 16 st 11 lb )"),
+        ("{{convert|100|kg|stlb}}", "100 kilograms ( 15 st 10 lb )"),
+        ("{{convert|5|kg|stlb}}", "5 kilograms ( 11 lb )"),
+        # the combination "kPa kg/cm2" is kPa and kgf/cm2 (kilogram-force per square centimetre)
+        ("{{convert|235|psi|kPa kg/cm2|0|abbr=on}}", "235 psi ( 1 @,@ 620 kPa ; 17 kgf / cm2 )"),
+        # NM (nautical mile, default km mi); shaku, board feet: always named ("usename")
+        ("{{convert|27.4|NM}}", "27 @.@ 4 nautical miles ( 50 @.@ 7 km ; 31 @.@ 5 mi )"),
+        ("{{convert|1|to|6|shaku|cm in}}", "1 to 6 shaku ( 30 to 182 cm ; 12 to 72 in )"),
+        ("{{convert|6|shaku|cm|abbr=on}}", "6 shaku ( 180 cm )"),
+        (
+            "{{convert|1400000000|board feet}}",
+            "1 @,@ 400 @,@ 000 @,@ 000 board feet ( 3 @,@ 300 @,@ 000 m3 )",
+        ),
+        ("{{convert|1|board feet|abbr=on}}", "1 board foot ( 0 @.@ 0024 m3 )"),
+        ("{{convert|25000|sqfoot}}", "25 @,@ 000 square foot ( 2 @,@ 300 m2 )"),  # plural "square foot"
+        # lt: long ton with the symbol LT (LT itself is always named)
+        ("{{convert|37654|lt|t}}", "37 @,@ 654 long tons ( 38 @,@ 258 t )"),
+        ("{{convert|37654|lt|t|abbr=on}}", "37 @,@ 654 LT ( 38 @,@ 258 t )"),
+        ("{{convert|90|STf|kN}}", "90 short tons @-@ force ( 800 kN )"),
+        ("{{convert|25|W.h|abbr=on}}", "25 W ⋅ h ( 90 kJ )"),
+        ("{{convert|140|lb/yd|kg/m|-1|adj=on}}", "140 @-@ pound @-@ per @-@ yard ( 70 kg / m )"),
+        ("{{convert|1982|/km2|/sqmi|abbr=on}}", "1 @,@ 982 / km2 ( 5 @,@ 130 / sq mi )"),
+        ("{{convert|1|ft/mi|m/km|1}}", "1 foot per mile ( 0 @.@ 2 m / km )"),
+        # temperature changes: scale only, no offset; shown as symbols unless abbr= is given
+        ("{{convert|20|F-change|0}}", "20 ° F ( 11 ° C )"),
+        ("{{convert|10|C-change}}", "10 ° C ( 18 ° F )"),
+        (
+            "{{convert|20|F-change|0|abbr=off}}",
+            "20 degrees Fahrenheit change ( 11 degrees Celsius change )",
+        ),
+    ],
+)
+def test_convert_module_data_units(markup: str, expected: str) -> None:
+    assert one(markup) == expected
+
+
+def test_convert_unit_aliases_share_their_target() -> None:
+    assert UNITS["lbs"] is UNITS["lb"]
+    assert UNITS["USfloz"] is UNITS["USoz"]
+    assert UNITS["gal"] is UNITS["USgal"]
+    assert UNITS["/km2"] is UNITS["/sqkm"]
 
 
 # --- ship names ---------------------------------------------------------------------------

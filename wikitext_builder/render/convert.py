@@ -19,7 +19,15 @@ documented rules:
 * **forms**: ranges (``to``, ``-``, ``x``, ``and``, ``or``, ``+/-``, ...), fractions
   (``3/4``, ``1+1/2``), composite input (``5|ft|6|in``), ``adj=on|mid`` (hyphenated names,
   ``62-foot-4-inch``), ``disp`` (``flip``, ``or``, ``out``, ``comma``, ``sqbr``, ``slash``),
-  ``sp=us``, ``sigfig``, a positional precision and the ``ftin`` output.
+  ``sp=us`` (with the US units' ``U.S.`` names and symbols), ``sigfig``, a positional
+  precision and the multiple outputs ``ftin`` and ``stlb`` ("16 st 11 lb");
+* **output combinations**: ``km mi`` converts to each unit in turn; a few combination codes
+  name other units than their words (``kPa kg/cm2`` shows kgf/cm2); if any part is unknown
+  the module gives an error, not the known parts, so the conversion is dropped whole.
+
+Facts (names, symbols, scales, default outputs) are Module:Convert/data's; units whose
+default output is an engineering-notation unit (``Moilbbl``: ``e3m3`` or ``e6m3``) have no
+default here, so without an explicit output only their input is shown.
 
 An unknown unit, a unit of another kind or anything else this module cannot render exactly
 drops the conversion and keeps the input: a number shown is never a wrong one.
@@ -52,6 +60,8 @@ class Unit(NamedTuple):
     subunit_more_precision: bool = False  # ends a composite input with more precision
     subunits: tuple[tuple[str, int], ...] = ()  # composite input: (sub code, count per unit)
     composite_default: str = ""  # default output of a composite input starting with this
+    symbol_us: str = ""  # symbol with sp=us when it differs ("sym_us": U.S. gal)
+    singular_us: str = ""  # name for one with sp=us when not the US spelling ("name1_us")
 
 
 UNITS: dict[str, Unit] = {}
@@ -105,6 +115,8 @@ _length(
 _length("in;inch;inches", 0.0254, "inch/inches", "in", "mm", subunit_more_precision=True)
 _length("yd;yard;yards", 0.9144, "yard", "yd", "m", subunits=(("ft", 3),), composite_default="m")
 _length("nmi", 1852.0, "nautical mile", "nmi", "km mi")
+_length("NM", 1852.0, "nautical mile", "NM", "km mi")
+_length("shaku", 0.30303030303030304, "shaku/shaku", "shaku", "m", always_name=True)
 _length("furlong;furlongs", 201.168, "furlong", "furlong", "ft m")
 _length("ch;chain;chains", 20.1168, "chain", "ch", "ft m")
 _length("fathom;fathoms", 1.8288, "fathom", "fathom", "ft m")
@@ -117,6 +129,7 @@ _define("m2;sqm", _unit("area", 1.0, "square metre", "m2", "sqft"))
 _define("cm2", _unit("area", 1e-4, "square centimetre", "cm2", "sqin"))
 _define("sqmi;mi2;sq mi", _unit("area", 2589988.110336, "square mile", "sq mi", "km2"))
 _define("sqft;ft2;sq ft", _unit("area", 0.09290304, "square foot/square feet", "sq ft", "m2"))
+_define("sqfoot", _unit("area", 0.09290304, "square foot/square foot", "sq ft", "m2"))
 _define("sqin;in2", _unit("area", 0.00064516, "square inch/square inches", "sq in", "cm2"))
 _define("sqyd;yd2", _unit("area", 0.83612736, "square yard", "sq yd", "m2"))
 _define("ha;hectare;hectares", _unit("area", 1e4, "hectare", "ha", "acre"))
@@ -133,12 +146,47 @@ _define("cumi;mi3", _unit("volume", 4168181825.440579, "cubic mile", "cu mi", "k
 _define("l;litre;litres;liter;liters", _unit("volume", 0.001, "litre", "l", "impgal USgal"))
 _define("L", _unit("volume", 0.001, "litre", "L", "impgal USgal"))
 _define("ml;millilitre;milliliter", _unit("volume", 1e-6, "millilitre", "ml", "impoz USoz"))
-_define("USgal;usgal", _unit("volume", 0.003785411784, "US gallon", "US gal", "l impgal"))
+_define(
+    "USgal;usgal;gal",
+    _unit(
+        "volume",
+        0.003785411784,
+        "US gallon",
+        "US gal",
+        "l impgal",
+        symbol_us="U.S. gal",
+        singular_us="U.S. gallon",
+    ),
+)
 _define("U.S.gal", _unit("volume", 0.003785411784, "U.S. gallon", "U.S. gal", "l impgal"))
 _define("impgal", _unit("volume", 0.00454609, "imperial gallon", "imp gal", "l USgal"))
-_define("USoz;usoz;usfloz", _unit("volume", 2.95735295625e-5, "US fluid ounce", "US fl oz", "ml"))
+_define(
+    "USoz;usoz;usfloz;USfloz",
+    _unit(
+        "volume",
+        2.95735295625e-5,
+        "US fluid ounce",
+        "US fl oz",
+        "ml",
+        symbol_us="U.S. fl oz",
+        singular_us="U.S. fluid ounce",
+    ),
+)
 _define("impoz", _unit("volume", 2.84130625e-5, "imperial fluid ounce", "imp fl oz", "ml USoz"))
 _define("acre.ft;acre-ft", _unit("volume", 1233.48183754752, "acre-foot/acre-feet", "acre⋅ft", "m3"))
+_define(
+    "board feet",
+    _unit("volume", 0.0023597372167, "board foot/board feet", "board foot", "m3", always_name=True),
+)
+_define(
+    "board foot",
+    _unit("volume", 0.0023597372167, "board foot/board foot", "board foot", "m3", always_name=True),
+)
+# oil barrels (Moilbbl, Goilbbl, Toilbbl: default e3m3 or e6m3, engineering notation: none here)
+_define("oilbbl", _unit("volume", 0.158987294928, "barrel", "bbl", "m3"))
+_define("Moilbbl", _unit("volume", 158987.294928, "million barrels/million barrels", "Mbbl", ""))
+_define("Goilbbl", _unit("volume", 158987294.928, "billion barrels/billion barrels", "Gbbl", ""))
+_define("Toilbbl", _unit("volume", 158987294928.0, "trillion barrels/trillion barrels", "Tbbl", ""))
 _define(
     "cuft/s;ft3/s",
     _unit(
@@ -161,6 +209,22 @@ _define(
         symbol_unless_abbr=True,
     ),
 )
+_define("oilbbl/d", _unit("flow", 1.8401307283333336e-6, "barrel per day/barrels per day", "bbl/d", "m3/d"))
+_define(
+    "koilbbl/d",
+    _unit("flow", 0.0018401307283333335, "thousand barrels per day/thousand barrels per day", "kbbl/d", ""),
+)
+_define(
+    "Moilbbl/d",
+    _unit("flow", 1.8401307283333335, "million barrels per day/million barrels per day", "Mbbl/d", ""),
+)
+_define(
+    "m3/d", _unit("flow", 1.1574074074074073e-5, "cubic metre per day/cubic metres per day", "m3/d", "cuft/d")
+)
+_define(
+    "cuft/d;ft3/d",
+    _unit("flow", 3.2774128000000003e-7, "cubic foot per day/cubic feet per day", "cu ft/d", "m3/d"),
+)
 # mass
 _define("kg;kilogram;kilograms", _unit("mass", 1.0, "kilogram", "kg", "lb"))
 _define("g;gram;grams", _unit("mass", 0.001, "gram", "g", "oz"))
@@ -172,8 +236,9 @@ _define("Mt;megatonne", _unit("mass", 1e9, "megatonne", "Mt", "LT ST"))
 _define("kt;kilotonne", _unit("mass", 1e6, "kilotonne", "kt", "LT ST"))
 _define("LT;long ton;long tons", _unit("mass", 1016.0469088, "long ton", "LT", "t", always_name=True))
 _define("ST;short ton;short tons", _unit("mass", 907.18474, "short ton", "ST", "t", always_name=True))
+_define("lt", _unit("mass", 1016.0469088, "long ton", "LT", "t"))
 _define(
-    "lb;pound;pounds",
+    "lb;lbs;pound;pounds",
     _unit(
         "mass",
         0.45359237,
@@ -215,10 +280,18 @@ _define("N", _unit("force", 1.0, "newton", "N", "lbf"))
 _define("kN", _unit("force", 1000.0, "kilonewton", "kN", "lbf"))
 _define("lbf", _unit("force", 4.4482216152605, "pound-force/pounds-force", "lbf", "N"))
 _define("kgf", _unit("force", 9.80665, "kilogram-force/kilograms-force", "kgf", "N"))
+_define(
+    "STf", _unit("force", 8896.443230521, "short ton-force/short tons-force", "STf", "kN", always_name=True)
+)
+_POUND_FOOT = 1.3558179483314004
+_define("lbft", _unit("torque", _POUND_FOOT, "pound-foot/pound-feet", "lb⋅ft", "Nm"))
+_define("lbfft", _unit("torque", _POUND_FOOT, "pound force-foot/pound force-feet", "lbf⋅ft", "Nm"))
+_define("Nm", _unit("torque", 1.0, "newton-metre", "N⋅m", "lbfft"))
 _define("J", _unit("energy", 1.0, "joule", "J", "cal"))
 _define("kJ", _unit("energy", 1000.0, "kilojoule", "kJ", "cal"))
 _define("cal", _unit("energy", 4.184, "calorie", "cal", "J"))
 _define("kcal", _unit("energy", 4184.0, "kilocalorie", "kcal", "kJ"))
+_define("W.h", _unit("energy", 3600.0, "watt-hour", "W⋅h", "kJ"))
 # temperature: converted through kelvin (factor: kelvin per degree; offset in _KELVIN_AT_ZERO)
 _define(
     "C;°C;Celsius",
@@ -230,6 +303,29 @@ _define(
 )
 _define("K", _unit("temperature", 1.0, "kelvin", "K", "C F", symbol_unless_abbr=True))
 _KELVIN_AT_ZERO = {"°C": 273.15, "°F": 273.15 - 32 * 5 / 9, "K": 0.0}
+# a temperature difference converts by the scale alone
+_define(
+    "C-change",
+    _unit(
+        "temperature change",
+        1.0,
+        "degree Celsius change/degrees Celsius change",
+        "°C",
+        "F-change",
+        symbol_unless_abbr=True,
+    ),
+)
+_define(
+    "F-change",
+    _unit(
+        "temperature change",
+        5 / 9,
+        "degree Fahrenheit change/degrees Fahrenheit change",
+        "°F",
+        "C-change",
+        symbol_unless_abbr=True,
+    ),
+)
 # pressure
 _define("Pa", _unit("pressure", 1.0, "pascal", "Pa", "psi"))
 _define("hPa", _unit("pressure", 100.0, "hectopascal", "hPa", "inHg"))
@@ -245,6 +341,22 @@ _define("atm", _unit("pressure", 101325.0, "standard atmosphere", "atm", "kPa"))
 _define("inHg", _unit("pressure", 3386.388640341, "inch of mercury/inches of mercury", "inHg", "kPa"))
 _define(
     "mmHg", _unit("pressure", 133.322387415, "millimetre of mercury/millimetres of mercury", "mmHg", "kPa")
+)
+_define(
+    "kgf/cm2",
+    _unit(
+        "pressure",
+        98066.5,
+        "kilogram-force per square centimetre/kilograms-force per square centimetre",
+        "kgf/cm2",
+        "psi",
+    ),
+)
+_define(
+    "kg/cm2",
+    _unit(
+        "pressure", 98066.5, "kilogram per square centimetre/kilograms per square centimetre", "kg/cm2", "psi"
+    ),
 )
 # density
 _define(
@@ -262,7 +374,38 @@ _define(
     "lb/cuin",
     _unit("density", 27679.904710203125, "pound per cubic inch/pounds per cubic inch", "lb/cu in", "g/cm3"),
 )
-FEET_INCHES = "ftin"  # the multiple output unit "N ft M in"
+# linear density, per unit area, gradient
+_define("kg/m", _unit("linear density", 1.0, "kilogram per metre/kilograms per metre", "kg/m", "lb/yd"))
+_define(
+    "lb/yd", _unit("linear density", 0.49605464785651798, "pound per yard/pounds per yard", "lb/yd", "kg/m")
+)
+_define(
+    "/sqkm;/km2", _unit("per unit area", 1e-6, "per square kilometre/per square kilometre", "/km2", "/sqmi")
+)
+_define(
+    "/sqmi",
+    _unit("per unit area", 3.8610215854244582e-7, "per square mile/per square mile", "/sq mi", "/sqkm"),
+)
+_define("m/km", _unit("gradient", 0.001, "metre per kilometre/metres per kilometre", "m/km", "ft/mi"))
+# default: cm/km below 5.28 ft/mi, else m/km (a default by value): none here
+_define("ft/mi", _unit("gradient", 0.00018939393939393939, "foot per mile/feet per mile", "ft/mi", ""))
+
+
+class Multiple(NamedTuple):
+    """An output in two units, the larger first ("5 ft 11 in"): one of the module's
+    combinations with a ``multiple``."""
+
+    large: str  # code of the larger unit
+    small: str  # code of the smaller unit, the one the value is rounded in
+    size: int  # small units in one large
+
+
+MULTIPLES: dict[str, Multiple] = {
+    "ftin": Multiple("ft", "in", 12),
+    "stlb": Multiple("st", "lb", 14),
+}
+# output combination codes whose parts are other codes than their words
+COMBINATIONS: dict[str, str] = {"kPa kg/cm2": "kPa kgf/cm2"}
 
 # range words between two numbers: (text when the unit is spelled out, text with symbols);
 # an "x" range with symbols repeats the unit after each number ("7 mm × 26 mm")
@@ -492,9 +635,12 @@ def unit_id(unit: Unit, side: str, singular: bool, opts: Options) -> tuple[str, 
     else:
         named = opts.abbr not in ("on", side)
     if not named:
-        return unit.symbol, False
-    name = unit.singular if singular or opts.adjective else unit.plural
-    name = american(name) if opts.us else name
+        return (unit.symbol_us if opts.us and unit.symbol_us else unit.symbol), False
+    if opts.us and unit.singular_us:
+        name = unit.singular_us + ("" if singular or opts.adjective else "s")
+    else:
+        name = unit.singular if singular or opts.adjective else unit.plural
+        name = american(name) if opts.us else name
     return (name.replace(" ", "-") if opts.adjective else name), True
 
 
@@ -503,6 +649,7 @@ def quantity(texts: list[str], seps: list[str], ident: tuple[str, bool], opts: O
     ``7 mm × 26 mm``, the adjectival ``400-to-500-tonne``."""
     name, named = ident
     hyphenated = opts.adjective and named
+    space = "" if name.startswith("/") else " "  # "1,982/km2", as the module omits it
     out = texts[0]
     for sep, text in zip(seps, texts[1:]):
         word = _RANGES[sep][0 if named else 1]
@@ -511,11 +658,11 @@ def quantity(texts: list[str], seps: list[str], ident: tuple[str, bool], opts: O
         elif word == "–" and text.startswith(MINUS):
             word = " – "
         if sep in _TIMES and name and not named:
-            out += f" {name}"
+            out += f"{space}{name}"
         out += word + text
     if not name:
         return out
-    return f"{out}-{name}{mid}" if hyphenated else f"{out} {name}{mid}"
+    return f"{out}-{name}{mid}" if hyphenated else f"{out}{space}{name}{mid}"
 
 
 # ---- outputs -----------------------------------------------------------------------------
@@ -565,57 +712,62 @@ def _precisions(
     return [precision] * len(values)
 
 
-def _feet_inches(
+def _multiple(
     numbers: list[Number],
     seps: list[str],
     source: Unit,
+    multiple: Multiple,
     precision: int | None,
     opts: Options,
     *,
     composite: bool,
     mid: str,
 ) -> str | None:
-    """The ``ftin`` output (``5 ft 11 in``): rounded in inches (the module's precision of
-    an inch output; whole inches unless that has decimals), then split into feet."""
-    inch = UNITS["in"]
-    if source.dimension != inch.dimension:
+    """A multiple output (``5 ft 11 in``, ``16 st 11 lb``): rounded in the small unit (the
+    module's precision of that output; whole units unless that has decimals), then split."""
+    small = UNITS[multiple.small]
+    if source.dimension != small.dimension:
         return None
-    values = [convert_value(n.value, source, inch) for n in numbers]
-    precisions = _precisions(numbers, values, source, inch, precision, opts, composite)
-    texts = [_feet_inches_text(v, p, opts) for v, p in zip(values, precisions)]
-    named = unit_id(inch, "out", False, opts)[1]
+    values = [convert_value(n.value, source, small) for n in numbers]
+    precisions = _precisions(numbers, values, source, small, precision, opts, composite)
+    texts = [_multiple_text(v, p, multiple, opts) for v, p in zip(values, precisions)]
+    named = unit_id(small, "out", False, opts)[1]
     return quantity(texts, seps, ("", named), opts) + mid
 
 
-def _feet_inches_text(inches: float, precision: int, opts: Options) -> str:
-    """One value of the ``ftin`` output; "0 in" is shown after feet, "0 ft" never."""
-    sign = MINUS if inches < 0 else ""
-    inches = abs(inches)
+def _multiple_text(value: float, precision: int, multiple: Multiple, opts: Options) -> str:
+    """One value of a multiple output, in small units; "0 in" is shown after feet, "0 ft"
+    never."""
+    sign = MINUS if value < 0 else ""
+    value = abs(value)
     if precision > 0:
-        rounded = float(f"{inches + 2e-14:.{precision}f}")
-        feet = int(rounded // 12)
-        rest = f"{rounded - 12 * feet:.{precision}f}"
+        rounded = float(f"{value + 2e-14:.{precision}f}")
+        large = int(rounded // multiple.size)
+        rest = f"{rounded - multiple.size * large:.{precision}f}"
     else:
-        feet, whole = divmod(math.floor(inches + 0.5), 12)
+        large, whole = divmod(math.floor(value + 0.5), multiple.size)
         rest = str(whole)
-    inch_id, named = unit_id(UNITS["in"], "out", is_one(rest), opts)
+    small_id, named = unit_id(UNITS[multiple.small], "out", is_one(rest), opts)
     sep = "-" if opts.adjective and named else " "
-    inch_text = f"{rest}{sep}{inch_id}" if inch_id else rest
-    if feet == 0:
-        return sign + inch_text
-    foot_id = unit_id(UNITS["ft"], "out", feet == 1, opts)[0]
-    feet_text = f"{feet:,}{sep}{foot_id}" if foot_id else f"{feet:,}"
-    return f"{sign}{feet_text}{sep}{inch_text}"
+    small_text = f"{rest}{sep}{small_id}" if small_id else rest
+    if large == 0:
+        return sign + small_text
+    large_id = unit_id(UNITS[multiple.large], "out", large == 1, opts)[0]
+    large_text = f"{large:,}{sep}{large_id}" if large_id else f"{large:,}"
+    return f"{sign}{large_text}{sep}{small_text}"
 
 
 def _output_codes(code: str) -> list[str]:
     """The output units of an output code: one unit (``sq mi``, ``ftin``) or several
-    (``km mi``, ``m+ft``); none when a part is no unit code (``furlongs per fortnight``)."""
+    (``km mi``, ``m+ft``, ``kg stlb``, the combination ``kPa kg/cm2``); none when a part is
+    no unit code (``furlongs per fortnight``): the module then shows an error, not the
+    known parts."""
     code = re.sub(r"[_ ]+", " ", code).strip()
-    if code in UNITS or code == FEET_INCHES:
+    code = COMBINATIONS.get(code, code)
+    if code in UNITS or code in MULTIPLES:
         return [code]
     parts = [part for part in re.split(r"\s*\+\s*|\s+", code) if part]
-    return parts if all(part in UNITS or part == FEET_INCHES for part in parts) else []
+    return parts if all(part in UNITS or part in MULTIPLES for part in parts) else []
 
 
 def _outputs(
@@ -634,8 +786,9 @@ def _outputs(
         return []  # "20 ± 5 °C": the 5 is a change, not a temperature
     found = []
     for code in codes:
-        if code == FEET_INCHES:
-            text = _feet_inches(numbers, seps, source, precision, opts, composite=composite, mid=mid)
+        if code in MULTIPLES:
+            multiple = MULTIPLES[code]
+            text = _multiple(numbers, seps, source, multiple, precision, opts, composite=composite, mid=mid)
         else:
             text = _output(numbers, seps, source, code, precision, opts, composite=composite, mid=mid)
         if text:
