@@ -218,8 +218,21 @@ def model_payload(model: CheckpointedModel, vocab: Vocabulary, dataset_name: str
         "vocab": list(vocab.tokens),
         "vocab_sha256": vocab.sha256(),
         "dataset": dataset_name,
-        "model": {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()},
+        "model": _on_cpu(model.state_dict()),
     }
+
+
+def _on_cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` moved to the CPU, tensors that share their memory (tied weights) still one
+    tensor: moved one by one from a GPU they would become copies, each saved in full."""
+    moved: dict[tuple[Any, ...], torch.Tensor] = {}
+    result = {}
+    for name, tensor in state.items():
+        key = (tensor.device, tensor.data_ptr(), tensor.dtype, tuple(tensor.shape), tensor.stride())
+        if key not in moved:
+            moved[key] = tensor.detach().cpu()
+        result[name] = moved[key]
+    return result
 
 
 def check_vocabulary(payload: dict[str, Any], vocab: Vocabulary, path: str | os.PathLike) -> None:

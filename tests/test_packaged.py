@@ -124,6 +124,19 @@ def test_a_damaged_packaged_checkpoint_is_refused(tmp_path: Path, monkeypatch: p
         checkpoints.verify_packaged(path)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: on the CPU no tensor moves")
+def test_a_checkpoint_written_from_a_gpu_stores_tied_weights_once() -> None:
+    vocab = load_dataset("ptb").vocab
+    model = checkpoints.build_model(
+        "zoneout_lstm", {"vocab_size": len(vocab), "embedding_size": 16, "hidden_size": 16}
+    ).cuda()
+
+    stored = checkpoints.model_payload(model, vocab, "ptb")["model"]
+
+    assert stored["core.embedding.weight"].device.type == "cpu"
+    assert stored["core.embedding.weight"] is stored["core.decoder.weight"]
+
+
 @pytest.mark.parametrize("precision", checkpoints.PRECISIONS)
 def test_package_round_trips_the_weights_within_the_precision_and_keeps_tied_weights_one_tensor(
     precision: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
