@@ -11,8 +11,8 @@ significant figures in kelvin; the input is spelled out and the output abbreviat
 ``abbr`` says otherwise; ``disp=flip`` swaps the sides), the units' names, symbols, scales
 and default outputs in Module:Convert/data (the expected numbers worked out by hand with the
 rounding rule above), the ship templates' display bit mask (4 prefix, 2 name, 1 id),
-Template:Nihongo's and the IPA-xx templates' documented examples, and WikiText-2's own
-rendering of verse.
+Template:Nihongo's and the IPA-xx templates' documented examples, the separator codes of
+Template:IPAc-en (Module:IPAc-en/data), and WikiText-2's own rendering of verse.
 """
 
 from __future__ import annotations
@@ -323,6 +323,28 @@ def test_ship_display_codes(markup: str, expected: str) -> None:
 )
 def test_nihongo_and_pronunciations(markup: str, expected: str) -> None:
     assert one(markup) == expected
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        # Template:IPAc-en's separator codes (Module:IPAc-en/data, "SEPARATORS"): they print
+        # their label, not the code: "_" a space between words, ",_" a comma and a space,
+        # "nbsp" a space, "–" a hyphen
+        ("{{IPAc-en|ˈ|m|aɪ|.|ə|_|ˈ|æ|n|dʒ|ə|l|oʊ}}", "/ ˈmaɪ.ə ˈændʒəloʊ /"),
+        ("{{IPAc-en|ˌ|s|aʊ|θ|_|d|ə|ˈ|k|oʊ|t|ə}}", "/ ˌsaʊθ dəˈkoʊtə /"),
+        ("{{IPAc-en|ˈ|ɑː|ŋ|ɡ|ə|l|ə|,_|ˈ|æ|ŋ|-}}", "/ ˈɑːŋɡələ , ˈæŋ- /"),
+        ("{{IPAc-en|ˈ|eɪ|nbsp|b|iː}}", "/ ˈeɪ biː /"),
+        ("{{IPAc-en|ˈ|eɪ|&nbsp;|b|iː}}", "/ ˈeɪ biː /"),
+        ("{{IPAc-en|ˈ|b|ɒ|–|t|ɒ|n}}", "/ ˈbɒ @-@ tɒn /"),
+        # a label key first, then words: the label, then the slashed words
+        ("{{IPAc-en|us|ˈ|eɪ|_|b|iː}}", "US : / ˈeɪ biː /"),
+    ],
+)
+def test_ipac_en_separators_print_their_labels(markup: str, expected: str) -> None:
+    line = one(markup)
+    assert line == expected
+    assert "_" not in line.split()  # WikiText-2 has no "_" token at all
 
 
 # --- verse ----------------------------------------------------------------------------------

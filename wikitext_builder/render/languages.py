@@ -248,15 +248,25 @@ def _respell(tpl: Template, r: NodeRenderer) -> str:
     return text.replace("-_-", " ").replace("_", " ")
 
 
+# IPAc-en's separator codes and the text they print (Module:IPAc-en/data, "SEPARATORS"):
+# ``_`` a space between words, ``,_`` a comma and a space, ``nbsp`` a space, ``–`` a hyphen.
+# Every other parameter is a phoneme (or ``-``, ``(``, ``)``, ``...``) printed as written.
+# (A separator is looked up by its markup: ``&nbsp;`` renders as a space, which is stripped.)
+_IPAC_SEPARATORS = {"_": " ", ",_": ", ", "nbsp": " ", "&nbsp;": " ", "–": "-"}
+
+
 def _ipac_en(tpl: Template, r: NodeRenderer) -> str:
-    """{{IPAc-en|ˈ|oʊ|l|d|əm}} -> /ˈoʊldəm/; a leading label key (``pron``, ``us``, ...)
-    prints its label; ``audio=`` and similar named parameters are dropped."""
-    pos = [p for p in r.positional(tpl) if p]
+    """{{IPAc-en|ˈ|oʊ|l|d|əm}} -> /ˈoʊldəm/; {{IPAc-en|ˈ|eɪ|_|b|iː}} -> /ˈeɪ biː/ (the
+    separator codes print their text); a leading label key (``pron``, ``us``, ...) prints
+    its label; ``audio=`` and similar named parameters are dropped."""
+    markup = [str(p.value).strip() for p in tpl.params if not p.showkey]
+    pos = [_IPAC_SEPARATORS.get(code, text) for code, text in zip(markup, r.positional(tpl))]
+    pos = [p for p in pos if p]
     label = ""
     if pos and pos[0].lower() in _PRONUNCIATION_LABELS:
         label = _PRONUNCIATION_LABELS[pos.pop(0).lower()].format(language="English")
     pos = [p for p in pos if p.lower() not in ("icon", "audio", "ipa")]
-    if not pos:
+    if not "".join(pos).strip():
         return ""
     return f"{label} /{''.join(pos)}/".strip()
 
