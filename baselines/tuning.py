@@ -22,6 +22,7 @@ from baselines.models.common import masked_log_sum
 from baselines.models.continuous_cache import cache_log_weights, mix
 from harness.evaluate import stream_grid
 from harness.plugin import PluginError
+from harness.results import portable_path
 
 TUNING_FILE = "neural_cache.json"
 
@@ -144,7 +145,7 @@ def tuning_record(
     takes its new values)."""
     return {
         **results,
-        "checkpoint": str(checkpoint),
+        "checkpoint": portable_path(checkpoint),
         "dataset": dataset,
         "split": split,
         "seconds": seconds,

@@ -22,10 +22,12 @@ from baselines.models import NeuralCache
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import TorchLanguageModel
 from baselines.training import Schedule, TrainOptions, bfloat16_is_emulated, learning_rate_schedule
+from baselines.tuning import tuning_record
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import ModelUnavailable
+from harness.results import SOURCE_ROOT
 
 TOY = "embedding_size=8,hidden_size=8"
 REPEATED = """ the cat sat on the mat . 
@@ -419,6 +421,14 @@ def test_checkpoint_holding_code_is_refused(toy, tmp_path, capsys):
         == 2
     )
     assert "holds Python objects other than tensors" in capsys.readouterr().err
+
+
+def test_the_tuning_file_records_its_checkpoint_relative_to_the_repository():
+    packaged = SOURCE_ROOT / "baselines" / "trained" / "ptb" / "zoneout_lstm.pt"
+
+    record = tuning_record({"best": {}}, {}, checkpoint=packaged, dataset="ptb", split="valid", seconds=1.0)
+
+    assert record["checkpoint"] == "<repo>/baselines/trained/ptb/zoneout_lstm.pt"
 
 
 def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
