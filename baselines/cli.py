@@ -147,6 +147,8 @@ def command_train(args: argparse.Namespace) -> int:
         with holding_run_dir(run_dir, option):
             trainer = Trainer(options, _session(args, device), dataset, run_dir)
             resumed = trainer.resume()
+            if args.init_from is not None and not resumed:
+                trainer.initialize_from(args.init_from)
             if trainer.rank == 0:
                 _announce(args, trainer, resumed)
             outcome = "already finished; nothing to do" if trainer.schedule.finished else trainer.run()
@@ -168,7 +170,12 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
     write_atomically(
         run_dir / "config.json",
         json.dumps(
-            {"options": trainer.identity(), "dataset": dataset.name, "command": " ".join(sys.argv)},
+            {
+                "options": trainer.identity(),
+                "dataset": dataset.name,
+                "initialized_from": trainer.initialized_from,
+                "command": " ".join(sys.argv),
+            },
             indent=2,
         )
         + "\n",
@@ -178,6 +185,8 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
         if resumed
         else "starting"
     )
+    if trainer.initialized_from is not None and not resumed:
+        where += f" from the layers of {trainer.initialized_from['checkpoint']}"
     print(
         f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
         f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
@@ -354,6 +363,14 @@ def _add_train_parser(commands: Any) -> None:
         "by --checkpoint",
     )
     train.add_argument("--device", default="auto", help=DEVICE_HELP)
+    train.add_argument(
+        "--init-from",
+        type=Path,
+        metavar="CHECKPOINT",
+        help="start a new run from the layers it shares with a trained model of the same sizes "
+        "(embedding, LSTM, decoder), e.g. a pointer_sentinel from a zoneout_lstm's best.pt; "
+        "ignored when the run resumes from its own checkpoint (default: fresh weights)",
+    )
     train.add_argument(
         "--batch-size", type=positive_int, default=32, help="streams trained together (default: 32)"
     )

@@ -46,7 +46,7 @@ from tqdm import tqdm
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
-from core.files import exclusive_directory, remove_stale_temporaries, write_atomically
+from core.files import exclusive_directory, file_sha256, remove_stale_temporaries, write_atomically
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
 
@@ -285,6 +285,7 @@ class Trainer:
             )
         self.generator = torch.Generator(device=self.device)
         self.stop_signal: int | None = None  # set by run(): the signal that stopped it, if any
+        self.initialized_from: dict[str, Any] | None = None  # see initialize_from; kept in checkpoints
 
     @property
     def schedule(self) -> Schedule:
@@ -327,6 +328,7 @@ class Trainer:
             )
         self.model.load_state_dict(payload["model"])
         self.optimizer.load_state_dict(payload["training"]["optimizer"])
+        self.initialized_from = payload["training"].get("initialized_from")
         self.progress = Progress(**payload["training"]["progress"])
         states = payload["training"]["states"]
         self.state = self.model.restore_state(_to_device(states[self.rank], self.device))
@@ -372,8 +374,32 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "progress": dataclasses.asdict(self.progress),
             "states": states,
+            "initialized_from": self.initialized_from,
         }
         checkpoints.save(self.run_dir / checkpoints.RESUME, payload)
+
+    def initialize_from(self, path: Path) -> None:
+        """Start this new run from the layers it shares with another trained model of the same
+        sizes (``model.core``: embedding, LSTM layers, decoder), e.g. a Pointer Sentinel-LSTM from a
+        zoneout LSTM's ``best.pt``; the rest (the pointer's query and sentinel) keeps its fresh
+        initialization. The source is recorded (path, SHA-256, kind, validation perplexity)."""
+        donor, payload = checkpoints.load_model(path, vocab=self.dataset.vocab)
+        theirs, mine = donor.core.state_dict(), self.model.core.state_dict()
+        unfit = [name for name in mine if name not in theirs or theirs[name].shape != mine[name].shape]
+        if unfit or theirs.keys() != mine.keys():
+            sizes = ("embedding_size", "hidden_size", "num_layers", "tie_weights")
+            raise TrainingError(
+                f"--init-from {path}: its {payload['kind']} model does not have this model's layers "
+                f"({', '.join(f'{name} {getattr(donor.config, name)}' for name in sizes)} against "
+                f"{', '.join(str(getattr(self.model.config, name)) for name in sizes)})"
+            )
+        self.model.core.load_state_dict(theirs)
+        self.initialized_from = {
+            "checkpoint": str(path),
+            "sha256": file_sha256(path),
+            "kind": payload["kind"],
+            "valid_perplexity": payload.get("valid_perplexity"),
+        }
 
     def _save_best(self, valid_ppl: float) -> None:
         if self.rank == 0:

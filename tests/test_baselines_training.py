@@ -23,6 +23,7 @@ from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import TorchLanguageModel
 from baselines.training import Schedule, TrainOptions, bfloat16_is_emulated, learning_rate_schedule
 from baselines.tuning import tuning_record
+from core.files import file_sha256
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
@@ -196,6 +197,59 @@ def test_the_pointer_trains_at_its_own_learning_rate_scale(toy, tmp_path, kind, 
     if kind == "pointer_sentinel":
         model, _ = checkpoints.load_model(tmp_path / "run" / "checkpoint.pt")
         assert len(param_groups[1]["params"]) == len(model.pointer_parameters()) == 3
+
+
+def test_a_pointer_starts_from_a_trained_zoneout_lstms_layers_and_records_it(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "lstm", "--max-steps", "3") == 0
+    donor = tmp_path / "lstm" / "best.pt"
+    assert train(toy, tmp_path / "fresh", "--max-steps", "0", kind="pointer_sentinel") == 0
+    assert (
+        train(toy, tmp_path / "warm", "--max-steps", "0", "--init-from", str(donor), kind="pointer_sentinel")
+        == 0
+    )
+    assert f"starting from the layers of {donor}" in capsys.readouterr().err
+
+    warm, fresh, lstm = (weights(tmp_path / run / "checkpoint.pt") for run in ("warm", "fresh", "lstm"))
+    core = [name for name in warm if name.startswith("core.")]
+    assert core and all(torch.equal(warm[name], lstm[name]) for name in core)
+    assert not torch.equal(fresh["core.embedding.weight"], lstm["core.embedding.weight"])
+    for name in warm.keys() - set(core):  # the pointer's own query and sentinel start fresh
+        assert torch.equal(warm[name], fresh[name]), name
+    source = {
+        "checkpoint": str(donor),
+        "sha256": file_sha256(donor),
+        "kind": "zoneout_lstm",
+        "valid_perplexity": checkpoints.load(donor)["valid_perplexity"],
+    }
+    assert json.loads((tmp_path / "warm" / "config.json").read_text())["initialized_from"] == source
+
+    # resumed, the run continues from its own weights and still names its source
+    assert (
+        train(toy, tmp_path / "warm", "--max-steps", "2", "--init-from", str(donor), kind="pointer_sentinel")
+        == 0
+    )
+    assert not torch.equal(
+        weights(tmp_path / "warm" / "checkpoint.pt")["core.embedding.weight"], lstm["core.embedding.weight"]
+    )
+    assert json.loads((tmp_path / "warm" / "config.json").read_text())["initialized_from"] == source
+
+
+def test_starting_from_a_model_of_other_sizes_is_a_one_line_error(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "lstm", "--max-steps", "1") == 0
+    capsys.readouterr()
+    other = ["--model-args", "embedding_size=12,hidden_size=12"]
+    donor = str(tmp_path / "lstm" / "best.pt")
+    assert train(toy, tmp_path / "pointer", *other, "--init-from", donor, kind="pointer_sentinel") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"error: --init-from {donor}: its zoneout_lstm model does not have this model's layers "
+        "(embedding_size 8, hidden_size 8, num_layers 2, tie_weights True against 12, 12, 2, True)"
+    ]
+    assert (
+        train(toy, tmp_path / "pointer", "--init-from", str(tmp_path / "none.pt"), kind="pointer_sentinel")
+        == 2
+    )
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_resuming_with_other_settings_is_refused(toy, tmp_path, capsys):
