@@ -560,6 +560,8 @@ class Trainer:
                 "valid_ppl": valid_ppl,
                 "learning_rate": rate,
                 "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
+                "device": self.session.device,
+                "threads": torch.get_num_threads(),
                 "seconds": progress.epoch_seconds,
                 "total_seconds": progress.total_seconds,
                 "best": improved,
@@ -589,6 +591,8 @@ class Trainer:
                 "valid_ppl": valid_ppl,
                 "learning_rate": self.schedule.learning_rate,
                 "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
+                "device": self.session.device,
+                "threads": torch.get_num_threads(),
                 "seconds": progress.epoch_seconds,
             }
         )
