@@ -339,7 +339,7 @@ def command_plot_curves(args: argparse.Namespace) -> int:
             raise UsageError(f"{path}: cannot read ({error.strerror})") from None
         except ValueError as error:
             raise UsageError(str(error)) from None
-    path = plot_curves(curves, args.title or "validation perplexity during training", args.output)
+    path = plot_curves(curves, args.title or "validation perplexity during training", args.output, args.x)
     print(f"wrote {path}")
     return 0
 
@@ -554,6 +554,13 @@ def _add_curves_parser(plots: Any) -> None:
         nargs="+",
         metavar="LOG.jsonl[=LABEL]",
         help="training logs (log.jsonl of a run directory), each with a label (default: its folder's name)",
+    )
+    curves.add_argument(
+        "--x",
+        choices=["minutes", "epochs"],
+        default="minutes",
+        help="the x axis: training minutes, or epochs for runs whose minutes do not compare "
+        "(trained partly on a GPU) (default: minutes)",
     )
     _add_figure_output_option(curves)
     _add_title_option(curves, "validation perplexity during training")

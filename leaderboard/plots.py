@@ -322,9 +322,10 @@ def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -
 
 
 def load_training_log(path: str | Path) -> pd.DataFrame:
-    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``minutes`` (training time
-    up to the record, validation excluded), ``valid_ppl``, ``learning_rate`` and ``partial`` (a
-    validation at a stop mid-epoch)."""
+    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``epochs`` (epochs trained up
+    to the record, a fraction for a stop mid-epoch), ``minutes`` (training time up to the record,
+    validation excluded), ``valid_ppl``, ``learning_rate`` and ``partial`` (a validation at a stop
+    mid-epoch)."""
     rows, finished_seconds = [], 0.0
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -334,9 +335,15 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
             seconds = (
                 record["total_seconds"] if not record["partial"] else finished_seconds + record["seconds"]
             )
+            epochs = (
+                record["epoch"]
+                if not record["partial"]
+                else record["epoch"] - 1 + record["step"] / record["steps_per_epoch"]
+            )
             rows.append(
                 {
                     "epoch": record["epoch"],
+                    "epochs": epochs,
                     "minutes": seconds / 60,
                     "valid_ppl": float(record["valid_ppl"]),
                     "learning_rate": record["learning_rate"],
@@ -347,6 +354,7 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
             ValueError,
             KeyError,
             TypeError,
+            ZeroDivisionError,
             RecursionError,
         ) as error:  # RecursionError: nested too deeply
             raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
@@ -357,13 +365,24 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str | Path) -> Path:
+#: The x axes of :func:`plot_curves`: a :func:`load_training_log` column and its label.
+CURVE_AXES = {
+    "minutes": "training time (minutes; validation excluded)",
+    "epochs": "epochs trained",
+}
+
+
+def plot_curves(
+    curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str | Path, x: str = "minutes"
+) -> Path:
     """``curves``: (label, :func:`load_training_log` frame) pairs, one line each; validation
-    perplexity (log scale) against training minutes, each run's best marked."""
+    perplexity (log scale) against ``x`` (a key of :data:`CURVE_AXES`: training minutes, or
+    epochs for runs whose minutes are not comparable, as when one moved between a GPU and CPUs),
+    each run's best marked."""
     figure, axis = plt.subplots(figsize=(7.5, 4.8))
     for label, frame in curves:
         (line,) = axis.plot(
-            frame["minutes"],
+            frame[x],
             frame["valid_ppl"],
             marker="o",
             markersize=3,
@@ -371,7 +390,7 @@ def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str
         )
         best = int(frame["valid_ppl"].to_numpy().argmin())
         axis.scatter(
-            [frame["minutes"].iloc[best]],
+            [frame[x].iloc[best]],
             [frame["valid_ppl"].iloc[best]],
             s=60,
             facecolors="none",
@@ -385,7 +404,7 @@ def plot_curves(curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str
     lowest = min(frame["valid_ppl"].min() for _, frame in curves)
     highest = max(frame["valid_ppl"].max() for _, frame in curves)
     axis.set_ylim(lowest / 1.1, highest * 1.1)
-    axis.set_xlabel("training time (minutes; validation excluded)")
+    axis.set_xlabel(CURVE_AXES[x])
     axis.set_ylabel("validation perplexity (log scale)")
     axis.set_title(title, fontsize=10)
     axis.grid(alpha=0.3, which="both")

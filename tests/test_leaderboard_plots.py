@@ -155,13 +155,24 @@ def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.Captu
             "seconds": 600,
             "total_seconds": 1200,
         },
-        {"epoch": 3, "partial": True, "step": 5, "valid_ppl": 240.0, "learning_rate": 20, "seconds": 60},
+        {
+            "epoch": 3,
+            "partial": True,
+            "step": 5,
+            "steps_per_epoch": 20,
+            "valid_ppl": 240.0,
+            "learning_rate": 20,
+            "seconds": 60,
+        },
     ]
     log.write_text("".join(json.dumps(record) + "\n" for record in records))
     frame = load_training_log(log)
     assert frame["minutes"].tolist() == [10, 20, 21]
+    assert frame["epochs"].tolist() == [1, 2, 2.25]
     assert main(["plot", "curves", f"{log}=lstm", str(log), "--output", str(tmp_path / "c.png")]) == 0
     assert_png(tmp_path / "c.png")
+    assert main(["plot", "curves", str(log), "--x", "epochs", "--output", str(tmp_path / "e.png")]) == 0
+    assert_png(tmp_path / "e.png")
     (tmp_path / "bad.jsonl").write_text('{"epoch": 1}\n')
     assert main(["plot", "curves", str(tmp_path / "bad.jsonl"), "--output", str(tmp_path / "x.png")]) == 2
     assert "bad.jsonl:1: not a training-log record" in capsys.readouterr().err
