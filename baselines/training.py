@@ -385,8 +385,7 @@ class Trainer:
         initialization. The source is recorded (path, SHA-256, kind, validation perplexity)."""
         donor, payload = checkpoints.load_model(path, vocab=self.dataset.vocab)
         theirs, mine = donor.core.state_dict(), self.model.core.state_dict()
-        unfit = [name for name in mine if name not in theirs or theirs[name].shape != mine[name].shape]
-        if unfit or theirs.keys() != mine.keys():
+        if theirs.keys() != mine.keys() or any(theirs[name].shape != mine[name].shape for name in mine):
             sizes = ("embedding_size", "hidden_size", "num_layers", "tie_weights")
             raise TrainingError(
                 f"--init-from {path}: its {payload['kind']} model does not have this model's layers "
