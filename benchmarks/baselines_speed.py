@@ -2,7 +2,9 @@
 
 1. Training step (batch 32, BPTT 100 by default): ``torch.nn.LSTM`` LM (oneDNN on CPU, cuDNN on
    GPU) vs the zoneout LSTM vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
-   minutes per epoch of the dataset's train split.
+   minutes per epoch of the dataset's train split. The models take turns step by step and each
+   reports its median step, so a machine whose speed drifts during the run (other processes,
+   the clock) slows them alike.
 2. Neural-cache evaluation (batch 1, the papers' protocol) vs the plain LSTM's evaluation and vs
    the per-token algorithm of awd-lstm-lm's ``pointer.py`` (LSTM outputs computed a chunk at a
    time, then the cache applied one token at a time over a one-hot history of the next words).
@@ -68,33 +70,17 @@ class CudnnLSTM(nn.Module):
         return LMOutput(log_probs.gather(2, targets.unsqueeze(2)).squeeze(2), state)
 
 
-def seconds_per_step(args: argparse.Namespace, model: nn.Module, train_ids: torch.Tensor, amp: bool) -> float:
-    """:func:`time_training` with the command line's batch, BPTT, steps and device."""
-    return time_training(
-        model,
-        train_ids,
-        batch=args.batch_size,
-        bptt=args.bptt,
-        steps=args.steps,
-        device=args.device,
-        amp=amp,
-    )
-
-
-def synchronize(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def time_training(
-    model: nn.Module, ids: torch.Tensor, *, batch: int, bptt: int, steps: int, device: str, amp: bool
-) -> float:
-    """Seconds per training step (after two warm-up steps)."""
+def training_steps(
+    args: argparse.Namespace, model: nn.Module, train_ids: torch.Tensor, amp: bool
+) -> Callable[[int], None]:
+    """``step(index)``: one training step of ``model`` on the ``index``-th chunk of the command
+    line's batch and BPTT (SGD, gradient clipping, the state carried from the previous step)."""
+    device, batch, bptt = args.device, args.batch_size, args.bptt
     model.to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
     generator = torch.Generator(device=device).manual_seed(0)
     state = model.initial_state(batch, device)
-    streams = ids[: batch * (bptt + 1) * (steps + 2)].view(batch, -1).to(device)
+    streams = train_ids[: batch * (bptt + 1) * (args.steps + 2)].view(batch, -1).to(device)
 
     def step(index: int) -> None:
         nonlocal state
@@ -110,14 +96,33 @@ def time_training(
         optimizer.step()
         state = detach_state(output.state)
 
-    for index in range(2):
-        step(index)
-    synchronize(device)
-    began = time.perf_counter()
-    for index in range(2, steps + 2):
-        step(index)
-    synchronize(device)
-    return (time.perf_counter() - began) / steps
+    return step
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_interleaved(
+    steps: dict[str, Callable[[int], None]], count: int, device: str
+) -> dict[str, list[float]]:
+    """Seconds of each of ``count`` steps of every model, after two warm-up steps each.
+
+    The models take turns step by step, so a change in the machine's speed while it runs (another
+    process, the clock) falls on all of them alike."""
+    for step in steps.values():
+        for index in range(2):
+            step(index)
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
+    for index in range(2, count + 2):
+        for name, step in steps.items():
+            synchronize(device)
+            began = time.perf_counter()
+            step(index)
+            synchronize(device)
+            seconds[name].append(time.perf_counter() - began)
+    return seconds
 
 
 def time_evaluation(model: nn.Module, ids: np.ndarray, eos_id: int, vocab_size: int, device: str) -> float:
@@ -180,22 +185,25 @@ def make_models(config: CoreConfig) -> dict[str, Callable[[], nn.Module]]:
 def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: torch.Tensor) -> None:
     tokens = args.batch_size * args.bptt
     print(
-        f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt} "
-        f"(ms/step, ratio to torch.nn.LSTM, tokens/s, minutes per epoch of {len(train_ids):,} tokens):"
+        f"\nTraining step, batch {args.batch_size} x BPTT {args.bptt}, the median of {args.steps} steps, "
+        "the models in turn (ms/step, ratio to torch.nn.LSTM, tokens/s, minutes per epoch of "
+        f"{len(train_ids):,} tokens):"
     )
-    seconds = {}
     emulated = args.amp and bfloat16_is_emulated(args.device)
     if emulated:
         print(
             "  this CPU has no native bfloat16, so autocast is emulated; torch.nn.LSTM runs in "
             "float32 (oneDNN has no bfloat16 LSTM here)"
         )
+    steps = {}
     for name, make in make_models(config).items():
         model = make()
         if args.compile and hasattr(model, "core"):
             model.core.compile_step()
         amp = args.amp and not (emulated and name == "torch.nn.LSTM")
-        seconds[name] = seconds_per_step(args, model, train_ids, amp)
+        steps[name] = training_steps(args, model, train_ids, amp)
+    times = time_interleaved(steps, args.steps, args.device)
+    seconds = {name: float(np.median(values)) for name, values in times.items()}
     reference = seconds["torch.nn.LSTM"]
     report(
         [
@@ -208,8 +216,10 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
             for name, value in seconds.items()
         ]
     )
+    ratios = np.array(times["zoneout LSTM"]) / np.array(times["torch.nn.LSTM"])
     print(
-        f"  zoneout LSTM / torch.nn.LSTM: x{seconds['zoneout LSTM'] / reference:.3f} (target: at most 1.05)"
+        f"  zoneout LSTM / torch.nn.LSTM: x{seconds['zoneout LSTM'] / reference:.3f} (target: at most 1.05; "
+        f"step by step x{ratios.min():.3f} to x{ratios.max():.3f})"
     )
     pointer_ratio = seconds["Pointer Sentinel-LSTM"] / seconds["zoneout LSTM"]
     print(
@@ -357,7 +367,12 @@ def main() -> None:
     train_ids = torch.tensor(dataset.tokens("train").ids, dtype=torch.long)
     torch.manual_seed(0)
     if args.worker:
-        print(json.dumps({"seconds": seconds_per_step(args, ZoneoutLSTM(config), train_ids, args.amp)}))
+        times = time_interleaved(
+            {"zoneout LSTM": training_steps(args, ZoneoutLSTM(config), train_ids, args.amp)},
+            args.steps,
+            args.device,
+        )
+        print(json.dumps({"seconds": float(np.median(times["zoneout LSTM"]))}))
         return
     print(
         f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "

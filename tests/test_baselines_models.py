@@ -13,6 +13,7 @@ from baselines.models.recurrent import (
     RepeatedMatmul,
     ZoneoutLSTMLayer,
     ZoneoutRecurrence,
+    linear,
     lstm_step,
     lstm_step_backward,
 )
@@ -265,22 +266,32 @@ def test_analysis_attention_matches_the_window():
 
 @pytest.mark.slow
 def test_compiled_step_equals_eager():
-    """The ``torch.compile`` path the GPU trains with (about a minute of compiling on CPU)."""
+    """The ``torch.compile`` path the GPU trains with (about a minute of compiling on CPU), in
+    training and in evaluation, with more than one stream (the gates are then column slices)."""
     torch.manual_seed(0)
     model = make("lstm")
-    ids = torch.from_numpy(_ids(15, seed=6)).view(1, -1)
+    ids = torch.from_numpy(_ids(16, seed=6)).view(2, -1)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
     runs = []
     for compiled in (False, True):
         if compiled:
             model.core.compile_step()
-        output = model(
-            ids[:, :-1], ids[:, 1:], model.initial_state(1, "cpu"), torch.Generator().manual_seed(3)
+        output = model.train()(
+            inputs, targets, model.initial_state(2, "cpu"), torch.Generator().manual_seed(3)
         )
         model.zero_grad()
         output.target_log_probs.sum().backward()
-        runs.append((output.target_log_probs.detach(), model.core.layers[0].weight_hh.grad.clone()))
-    torch.testing.assert_close(runs[0][0], runs[1][0])
-    torch.testing.assert_close(runs[0][1], runs[1][1])
+        with torch.inference_mode():
+            evaluation = model.eval()(inputs, targets, model.initial_state(2, "cpu"))
+        runs.append(
+            (
+                output.target_log_probs.detach(),
+                model.core.layers[0].weight_hh.grad.clone(),
+                evaluation.target_log_probs,
+            )
+        )
+    for eager, compiled in zip(*runs):
+        torch.testing.assert_close(eager, compiled)
 
 
 def _autograd_layer(layer: ZoneoutLSTMLayer, x, state, zone_h, zone_c):
@@ -360,6 +371,30 @@ def test_bfloat16_autocast_trains_close_to_float32():
         runs.append((outputs, weight_grad))
     torch.testing.assert_close(runs[1][0], runs[0][0], atol=0.03, rtol=0.03)
     torch.testing.assert_close(runs[1][1], runs[0][1], atol=0.05 * runs[0][1].abs().max().item(), rtol=0.05)
+
+
+def test_linear_equals_torchs_and_passes_gradcheck():
+    torch.manual_seed(0)
+    double = {"dtype": torch.float64, "requires_grad": True}
+    x, weight, bias = torch.randn(2, 3, 5, **double), torch.randn(4, 5, **double), torch.randn(4, **double)
+    torch.testing.assert_close(linear(x, weight, bias), torch.nn.functional.linear(x, weight, bias))
+    assert torch.autograd.gradcheck(linear, (x, weight, bias))
+
+
+def test_linear_under_autocast_computes_in_bfloat16_and_returns_float32_gradients():
+    torch.manual_seed(0)
+    x, weight, bias = (torch.randn(*shape, requires_grad=True) for shape in ((6, 5), (4, 5), (4,)))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mine, reference = linear(x, weight, bias), torch.nn.functional.linear(x, weight, bias)
+    assert mine.dtype == reference.dtype == torch.bfloat16
+    torch.testing.assert_close(mine, reference)
+    upstream = torch.randn(6, 4)
+    gradients = [
+        torch.autograd.grad(out.float().mul(upstream).sum(), (x, weight, bias)) for out in (mine, reference)
+    ]
+    for ours, torchs in zip(*gradients):
+        assert ours.dtype == torch.float32
+        torch.testing.assert_close(ours, torchs, atol=0.05, rtol=0.02)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
