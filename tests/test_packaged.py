@@ -81,7 +81,9 @@ def _packaged_files() -> list[str]:
     return [line.split(maxsplit=1)[1] for line in lines if line.strip()]
 
 
-def test_every_packaged_checkpoint_is_listed_checked_small_and_half_precision() -> None:
+def test_every_packaged_checkpoint_is_listed_checked_small_and_in_a_shipped_precision() -> None:
+    """float16 weights, or (``package --precision int8``) int8 matrices with a float32 scale per
+    row and float16 vectors."""
     listed = _packaged_files()
     shipped = sorted(
         path.relative_to(checkpoints.PACKAGED).as_posix() for path in checkpoints.PACKAGED.glob("*/*.pt")
@@ -93,7 +95,12 @@ def test_every_packaged_checkpoint_is_listed_checked_small_and_half_precision() 
         checkpoints.verify_packaged(path)
         assert path.stat().st_size <= MAX_CHECKPOINT_BYTES
         payload = checkpoints.load(path)
-        floats = [tensor for tensor in payload["model"].values() if tensor.is_floating_point()]
+        stored, scales = payload["model"], payload.get("int8_scales", {})
+        for weight, scale in scales.items():
+            assert stored[weight].dtype == torch.int8 and scale.dtype == torch.float32
+        floats = [
+            tensor for weight, tensor in stored.items() if weight not in scales and tensor.is_floating_point()
+        ]
         assert floats and all(tensor.dtype == torch.float16 for tensor in floats)
         assert name == f"{payload['dataset']}/{payload['kind']}.pt"
         model, _ = checkpoints.load_model(path, load_dataset(payload["dataset"]).vocab, kind=payload["kind"])
