@@ -212,7 +212,7 @@ class RepeatedMatmul:
 class _Linear(torch.autograd.Function):
     """``x @ weight^T + bias`` for ``x`` ``[N, I]``, whose backward pass computes both products
     with transposed operands and output, ``(weight^T @ g^T)^T`` and ``(x^T @ g)^T``: the same
-    numbers, laid out so that a CPU's GEMM runs them 10-30% faster than autograd's ``g @ weight``
+    products, laid out so that a CPU's GEMM runs them 10-30% faster than autograd's ``g @ weight``
     and ``g^T @ x`` for the baselines' shapes (docs/measurements.md).
 
     Under autocast the operands are cast as ``torch.nn.functional.linear`` casts them, and the
