@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared")
@@ -100,7 +101,7 @@ def _tree_rss(root: int) -> tuple[int, int]:
     return max(sizes, default=0), sum(sizes)
 
 
-def run_build(pool: Path, out_dir: Path, workers: int) -> dict[str, object]:
+def run_build(pool: Path, out_dir: Path, workers: int) -> dict[str, Any]:
     """One build from scratch; wall time and sampled peak memory."""
     command = [
         sys.executable,

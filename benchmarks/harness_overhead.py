@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 import numpy as np
 
 from baselines import kneser_ney
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
-from harness.plugin import Chunk
+from harness.plugin import Chunk, LanguageModel
 from harness.plugins import unigram
 
 
@@ -35,9 +38,12 @@ def bare_loop(model, ids: np.ndarray, eos_id: int, bptt: int) -> float:
     return total
 
 
-def best_of(repeats: int, run) -> tuple[float, float]:
-    """(fastest wall time in seconds, last result) over ``repeats`` runs."""
-    times, result = [], None
+Result = TypeVar("Result")
+
+
+def best_of(repeats: int, run: Callable[[], Result]) -> tuple[float, Result]:
+    """(fastest wall time in seconds, last result) over ``repeats >= 1`` runs."""
+    times = []
     for _ in range(repeats):
         began = time.perf_counter()
         result = run()
@@ -72,18 +78,22 @@ def main() -> None:
     eos = dataset.vocab.eos_id
     print(f"{dataset.name} test: {len(ids):,} tokens, batch size 1, bptt {args.bptt}, best of {args.repeats}")
     print(f"{'model':<10} {'bare loop s':>12} {'harness s':>10} {'ratio':>7}")
-    models = {
+    models: dict[str, LanguageModel] = {
         "unigram": unigram.load_model(dataset, device="cpu", checkpoint=None),
         "kn5": kneser_ney.load_model(dataset, device="cpu", checkpoint=None),
     }
     for name, model in models.items():
-        bare_seconds, bare_total = best_of(
-            args.repeats, lambda model=model: bare_loop(model, ids, eos, args.bptt)
-        )
+        bare_seconds, bare_total = best_of(args.repeats, partial(bare_loop, model, ids, eos, args.bptt))
         harness_seconds, evaluation = best_of(
             args.repeats,
-            lambda model=model: evaluate(
-                model, ids, eos_id=eos, vocab_size=len(dataset.vocab), bptt=args.bptt, progress=False
+            partial(
+                evaluate,
+                model,
+                ids,
+                eos_id=eos,
+                vocab_size=len(dataset.vocab),
+                bptt=args.bptt,
+                progress=False,
             ),
         )
         assert abs(evaluation.total_log_prob - bare_total) <= 1e-6 * abs(bare_total)

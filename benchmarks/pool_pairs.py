@@ -49,7 +49,7 @@ def untokenized(title: str) -> str:
 
 def wikitext2_articles(data_dir: Path) -> dict[str, tuple[str, str, list[str]]]:
     """title key -> (split, title as tokenized, the article's lines)."""
-    articles = {}
+    articles: dict[str, tuple[str, str, list[str]]] = {}
     for split in SPLITS:
         lines = (data_dir / f"wiki.{split}.tokens").read_text(encoding="utf-8").split("\n")
         starts = [i for i, line in enumerate(lines) if TITLE_LINE.match(line)] + [len(lines) + 1]
@@ -85,7 +85,7 @@ def main() -> int:
     with open(args.shared_dir / "wikipedia" / "wt2_pairs" / "PAIRS.tsv", encoding="utf-8") as handle:
         known = {title_key(row["title"]) for row in csv.DictReader(handle, delimiter="\t")}
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[tuple[str, str, str, str, int, int]] = []
     with gzip.open(pool, "rt", encoding="utf-8") as handle:
         for line in handle:
             record = json.loads(line)
