@@ -7,7 +7,8 @@
    the clock) slows them alike.
 2. Neural-cache evaluation (batch 1, the papers' protocol) vs the plain LSTM's evaluation and vs
    the per-token algorithm of awd-lstm-lm's ``pointer.py`` (LSTM outputs computed a chunk at a
-   time, then the cache applied one token at a time over a one-hot history of the next words).
+   time, then the cache applied one token at a time over a one-hot history of the next words),
+   timed once its cache is full, as it is for all but the first ``--window`` tokens of a split.
 
 ``--profile`` instead breaks one zoneout-LSTM training step down (forward, backward, optimizer;
 matmuls, softmax, element-wise work). ``--layout`` instead compares the ways to train two models
