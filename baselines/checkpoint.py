@@ -113,6 +113,8 @@ def verify_packaged(path: Path) -> None:
 #: How ``package`` may store a model's floating-point weights: all in float16, or the matrices in
 #: int8 with one float32 scale per row (:func:`quantize_rows`) and the vectors in float16.
 PRECISIONS = ("float16", "int8")
+#: The payload key of an int8 package's per-row scales (weight name -> float32 scales).
+INT8_SCALES = "int8_scales"
 
 
 def package(source: Path, dataset_name: str, precision: str = "float16") -> Path:
@@ -125,7 +127,7 @@ def package(source: Path, dataset_name: str, precision: str = "float16") -> Path
     shipped = {key: payload[key] for key in ("format", "kind", "config", "vocab", "vocab_sha256", "dataset")}
     shipped["model"], scales = _stored_weights(payload["model"], precision)
     if scales:
-        shipped["int8_scales"] = scales
+        shipped[INT8_SCALES] = scales
     shipped["valid_perplexity_float32"] = payload.get("valid_perplexity")
     target = PACKAGED / dataset_name / f"{payload['kind']}.pt"
     save(target, shipped)
@@ -174,7 +176,7 @@ def quantize_rows(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def float_weights(payload: dict[str, Any]) -> dict[str, torch.Tensor]:
     """A checkpoint's state dict with int8 matrices (from ``package --precision int8``) turned back
     into floats; float16 and float32 tensors as stored (``load_state_dict`` casts them)."""
-    scales = payload.get("int8_scales", {})
+    scales = payload.get(INT8_SCALES, {})
     return {
         name: tensor.float() * scales[name] if name in scales else tensor
         for name, tensor in payload["model"].items()

@@ -95,7 +95,7 @@ def test_every_packaged_checkpoint_is_listed_checked_small_and_in_a_shipped_prec
         checkpoints.verify_packaged(path)
         assert path.stat().st_size <= MAX_CHECKPOINT_BYTES
         payload = checkpoints.load(path)
-        stored, scales = payload["model"], payload.get("int8_scales", {})
+        stored, scales = payload["model"], payload.get(checkpoints.INT8_SCALES, {})
         for weight, scale in scales.items():
             assert stored[weight].dtype == torch.int8 and scale.dtype == torch.float32
         floats = [
