@@ -8,6 +8,7 @@ import lzma
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,7 +16,7 @@ from baselines import checkpoint as checkpoints
 from baselines.tuning import read_tuning, tuning_path
 from core.benchmarks import PACKAGED_DATA
 from core.catalogue import BENCHMARKS
-from core.files import DatasetError
+from core.files import DatasetError, file_sha256
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.results import SOURCE_ROOT, resolve_recorded_path
@@ -218,3 +219,45 @@ def test_plugins_fall_back_to_the_packaged_checkpoint_and_name_it(
     assert record["checkpoint"] == f"<repo>/{packaged.relative_to(SOURCE_ROOT).as_posix()}"
     assert resolve_recorded_path(record["checkpoint"]) == packaged
     assert record["perplexity"] < 1000
+
+
+def _packaged_results() -> list[Path]:
+    """The committed result files of the neural plugins scored on a packaged checkpoint."""
+    records = {
+        path: json.loads(path.read_text(encoding="utf-8")) for path in SOURCE_ROOT.glob("results/*/*.json")
+    }
+    return sorted(
+        path
+        for path, record in records.items()
+        if (record.get("plugin_metadata") or {}).get("checkpoint_packaged")
+    )
+
+
+@pytest.mark.parametrize("result", _packaged_results(), ids=lambda path: f"{path.parent.name}/{path.stem}")
+def test_the_committed_results_are_the_packaged_models_scores(
+    result: Path, tmp_path: Path, offline: None
+) -> None:
+    """A package replaced without scoring it again fails here: the result names the file it
+    scored by sha256, and the packaged file rescores the result's first tokens to its figures."""
+    record = json.loads(result.read_text(encoding="utf-8"))
+    packaged = resolve_recorded_path(record["checkpoint"])
+    assert packaged is not None and packaged.is_file(), record["checkpoint"]
+    assert record["plugin_metadata"]["checkpoint_sha256"] == file_sha256(packaged)
+    if record["split"] != "test":
+        return  # one split is enough to rescore
+    args = ",".join(f"{key}={value}" for key, value in record["model_args"].items())
+    rescored = tmp_path / "logprobs.npy"
+    argv = [
+        "eval",
+        record["model"],
+        "--dataset",
+        str(short_copy(record["dataset"], tmp_path)),
+        "--split",
+        "test",
+    ]
+    argv += ["--audit", "0", "--causality-audit", "0", "--save-token-logprobs", str(rescored)]
+    assert harness_main(argv + (["--model-args", args] if args else [])) == 0
+    first = np.load(rescored)
+    committed = np.load(result.with_name(record["token_log_probs_file"]))[: len(first)]
+    assert len(first) > 500
+    np.testing.assert_allclose(first, committed, rtol=0, atol=1e-4)
