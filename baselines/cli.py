@@ -125,6 +125,7 @@ def _session(args: argparse.Namespace, device: str) -> Session:
         max_minutes=args.max_minutes,
         max_steps=args.max_steps,
         checkpoint_minutes=args.checkpoint_minutes,
+        validate_every=args.validate_every,
     )
 
 
@@ -186,7 +187,8 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
         else "starting"
     )
     if trainer.initialized_from is not None and not resumed:
-        where += f" from the layers of {trainer.initialized_from['checkpoint']}"
+        copied = "weights" if trainer.initialized_from["layers"] == "all" else "layers"
+        where += f" from the {copied} of {trainer.initialized_from['checkpoint']}"
     print(
         f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
         f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
@@ -367,9 +369,10 @@ def _add_train_parser(commands: Any) -> None:
         "--init-from",
         type=Path,
         metavar="CHECKPOINT",
-        help="start a new run from the layers it shares with a trained model of the same sizes "
-        "(embedding, LSTM, decoder), e.g. a pointer_sentinel from a zoneout_lstm's best.pt; "
-        "ignored when the run resumes from its own checkpoint (default: fresh weights)",
+        help="start a new run from a trained model of the same sizes: all its weights if it is of "
+        "this kind (e.g. a packaged model), else the layers the two share (embedding, LSTM, "
+        "decoder), e.g. a pointer_sentinel from a zoneout_lstm's best.pt; ignored when the run "
+        "resumes from its own checkpoint (default: fresh weights)",
     )
     train.add_argument(
         "--batch-size", type=positive_int, default=32, help="streams trained together (default: 32)"
@@ -409,6 +412,13 @@ def _add_session_options(train: argparse.ArgumentParser) -> None:
         type=float,
         default=10.0,
         help="also checkpoint this often within an epoch (default: 10)",
+    )
+    train.add_argument(
+        "--validate-every",
+        type=positive_int,
+        metavar="STEPS",
+        help="also validate every STEPS steps within an epoch and keep the best weights in best.pt; "
+        "the schedule still compares epoch ends only (default: at epoch ends and stops)",
     )
 
 

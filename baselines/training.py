@@ -126,6 +126,7 @@ class Session:
     max_minutes: float | None = None
     max_steps: int | None = None
     checkpoint_minutes: float = 10.0
+    validate_every: int | None = None
     progress: bool = True
 
 
@@ -286,6 +287,7 @@ class Trainer:
         self.generator = torch.Generator(device=self.device)
         self.stop_signal: int | None = None  # set by run(): the signal that stopped it, if any
         self.initialized_from: dict[str, Any] | None = None  # see initialize_from; kept in checkpoints
+        self._validated_at: tuple[int, int] | None = None  # (epoch, step) of the last mid-epoch validation
 
     @property
     def schedule(self) -> Schedule:
@@ -379,12 +381,18 @@ class Trainer:
         checkpoints.save(self.run_dir / checkpoints.RESUME, payload)
 
     def initialize_from(self, path: Path) -> None:
-        """Start this new run from the layers it shares with another trained model of the same
-        sizes (``model.core``: embedding, LSTM layers, decoder), e.g. a Pointer Sentinel-LSTM from a
-        zoneout LSTM's ``best.pt``; the rest (the pointer's query and sentinel) keeps its fresh
-        initialization. The source is recorded (path, SHA-256, kind, validation perplexity)."""
+        """Start this new run from another trained model of the same sizes: all of its weights when
+        it is of this run's kind (e.g. a packaged model, trained further), else the layers the two
+        share (``model.core``: embedding, LSTM layers, decoder), e.g. a Pointer Sentinel-LSTM from a
+        zoneout LSTM's ``best.pt``, whose query and sentinel keep their fresh initialization. The
+        source is recorded (path, SHA-256, kind, validation perplexity, the layers copied)."""
         donor, payload = checkpoints.load_model(path, vocab=self.dataset.vocab)
-        theirs, mine = donor.core.state_dict(), self.model.core.state_dict()
+        whole = payload["kind"] == self.options.kind
+        theirs, mine = (
+            (donor.state_dict(), self.model.state_dict())
+            if whole
+            else (donor.core.state_dict(), self.model.core.state_dict())
+        )
         if theirs.keys() != mine.keys() or any(theirs[name].shape != mine[name].shape for name in mine):
             sizes = ("embedding_size", "hidden_size", "num_layers", "tie_weights")
             raise TrainingError(
@@ -392,12 +400,13 @@ class Trainer:
                 f"({', '.join(f'{name} {getattr(donor.config, name)}' for name in sizes)} against "
                 f"{', '.join(str(getattr(self.model.config, name)) for name in sizes)})"
             )
-        self.model.core.load_state_dict(theirs)
+        (self.model if whole else self.model.core).load_state_dict(theirs)
         self.initialized_from = {
             "checkpoint": str(path),
             "sha256": file_sha256(path),
             "kind": payload["kind"],
             "valid_perplexity": payload.get("valid_perplexity"),
+            "layers": "all" if whole else "shared",
         }
 
     def _save_best(self, valid_ppl: float) -> None:
@@ -530,6 +539,8 @@ class Trainer:
                     refresh=False,
                 )
                 bar.update(1)
+                if self._validation_due():
+                    self._validate_partial()
                 if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
                     self.save()
                     last_save = time.monotonic()
@@ -573,13 +584,21 @@ class Trainer:
         progress.epoch_tokens = 0
         self.state = self.model.initial_state(self.streams.shape[0], self.device)
 
+    def _validation_due(self) -> bool:
+        """Whether ``--validate-every`` asks for a validation after the step just taken (never
+        after an epoch's last step: the epoch's end validates)."""
+        every, step = self.session.validate_every, self.progress.next_chunk
+        return every is not None and step % every == 0 and step < self.chunks
+
     def _validate_partial(self) -> None:
-        """On a stop mid-epoch, validate the current weights so ``best.pt`` is never older than
-        the training; the schedule is untouched, so resuming stays exact."""
-        if self.progress.next_chunk == 0:
-            return
-        valid_ppl = self.validate()
+        """Validate the current weights mid-epoch, on a stop (so ``best.pt`` is never older than
+        the training) and every ``--validate-every`` steps; a new best is written to ``best.pt``
+        with a checkpoint. The schedule is untouched, so resuming stays exact."""
         progress = self.progress
+        if progress.next_chunk == 0 or self._validated_at == (progress.epoch, progress.next_chunk):
+            return
+        self._validated_at = (progress.epoch, progress.next_chunk)
+        valid_ppl = self.validate()
         self._log(
             {
                 "epoch": progress.epoch,

@@ -105,6 +105,25 @@ def test_resumed_training_reproduces_the_uninterrupted_run(toy, tmp_path, kind):
     assert len(full_epochs) == 2
 
 
+def test_validating_within_epochs_keeps_the_best_weights_and_leaves_training_unchanged(toy, tmp_path):
+    assert train(toy, tmp_path / "plain", "--max-epochs", "2") == 0
+    often = ["--max-epochs", "2", "--validate-every", "2"]
+    assert train(toy, tmp_path / "often", *often, "--max-steps", "4") == 0
+    assert train(toy, tmp_path / "often", *often) == 0  # resumed
+
+    plain, often = (weights(tmp_path / run / "checkpoint.pt") for run in ("plain", "often"))
+    assert all(torch.equal(plain[name], often[name]) for name in plain)
+    records = epoch_records(tmp_path / "often")
+    epoch_ends = [r for r in records if not r["partial"]]
+    assert [r["valid_ppl"] for r in epoch_ends] == [r["valid_ppl"] for r in epoch_records(tmp_path / "plain")]
+    steps = [(r["epoch"], r["step"]) for r in records if r["partial"]]
+    chunks = records[0]["steps_per_epoch"]
+    every_two = [(epoch, step) for epoch in (1, 2) for step in range(2, chunks, 2)]
+    assert steps == every_two  # the stop at step 4 validated once
+    best = min(r["valid_ppl"] for r in records)
+    assert checkpoints.load(tmp_path / "often" / "best.pt")["valid_perplexity"] == best
+
+
 def test_training_follows_the_recipe_and_logs_each_epoch(toy, tmp_path, capsys):
     assert train(toy, tmp_path / "run", "--max-epochs", "4", "--lr", "1") == 0
     records = epoch_records(tmp_path / "run")
@@ -221,6 +240,7 @@ def test_a_pointer_starts_from_a_trained_zoneout_lstms_layers_and_records_it(toy
         "sha256": file_sha256(donor),
         "kind": "zoneout_lstm",
         "valid_perplexity": checkpoints.load(donor)["valid_perplexity"],
+        "layers": "shared",
     }
     assert json.loads((tmp_path / "warm" / "config.json").read_text())["initialized_from"] == source
 
@@ -233,6 +253,26 @@ def test_a_pointer_starts_from_a_trained_zoneout_lstms_layers_and_records_it(toy
         weights(tmp_path / "warm" / "checkpoint.pt")["core.embedding.weight"], lstm["core.embedding.weight"]
     )
     assert json.loads((tmp_path / "warm" / "config.json").read_text())["initialized_from"] == source
+
+
+def test_a_run_starts_from_all_the_weights_of_a_packaged_model_of_its_kind(
+    toy, tmp_path, capsys, monkeypatch
+):
+    assert train(toy, tmp_path / "trained", "--max-steps", "3", kind="pointer_sentinel") == 0
+    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
+    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
+    best = tmp_path / "trained" / "best.pt"
+    package = checkpoints.package(best, checkpoints.load(best)["dataset"], "int8")
+    start = ["--max-steps", "0", "--init-from", str(package)]
+    assert train(toy, tmp_path / "more", *start, kind="pointer_sentinel") == 0
+    assert f"starting from the weights of {package}" in capsys.readouterr().err
+
+    shipped, _ = checkpoints.load_model(package)
+    started = weights(tmp_path / "more" / "checkpoint.pt")
+    assert started.keys() == shipped.state_dict().keys()
+    assert all(torch.equal(started[name], value) for name, value in shipped.state_dict().items())
+    recorded = json.loads((tmp_path / "more" / "config.json").read_text())["initialized_from"]
+    assert (recorded["kind"], recorded["layers"]) == ("pointer_sentinel", "all")
 
 
 def test_starting_from_a_model_of_other_sizes_is_a_one_line_error(toy, tmp_path, capsys):
