@@ -854,6 +854,7 @@ def test_a_run_written_by_older_code_resumes_to_the_uninterrupted_weights(toy, t
     assert whole.keys() == resumed.keys()
     for name in whole:
         # Bit-identical on the CPU that wrote the runs; float32 kernels of another CPU round the
-        # first 5 steps differently (4e-7 on an AVX2-only CPU, against an AVX-512 one); runs that
-        # differ in their random streams (another --seed) differ by about 1.
-        torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=1e-5, msg=name)
+        # first 5 steps differently, and 28 steps carry it on (4e-7 on an AVX2-only CPU, 1.1e-5
+        # for the pointer on another AVX-512 one); runs that differ in their random streams
+        # (another --seed) differ by about 1.
+        torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=1e-4, msg=name)
