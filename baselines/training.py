@@ -287,7 +287,6 @@ class Trainer:
         self.generator = torch.Generator(device=self.device)
         self.stop_signal: int | None = None  # set by run(): the signal that stopped it, if any
         self.initialized_from: dict[str, Any] | None = None  # see initialize_from; kept in checkpoints
-        self._validated_at: tuple[int, int] | None = None  # (epoch, step) of the last mid-epoch validation
 
     @property
     def schedule(self) -> Schedule:
@@ -521,7 +520,8 @@ class Trainer:
                 if reason is not None:
                     bar.close()
                     self.save()
-                    self._validate_partial()
+                    if not self._validation_due():  # else this step was validated already
+                        self._validate_partial()
                     return (
                         f"{reason}: stopped in epoch {epoch} at step "
                         f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
@@ -595,9 +595,8 @@ class Trainer:
         the training) and every ``--validate-every`` steps; a new best is written to ``best.pt``
         with a checkpoint. The schedule is untouched, so resuming stays exact."""
         progress = self.progress
-        if progress.next_chunk == 0 or self._validated_at == (progress.epoch, progress.next_chunk):
+        if progress.next_chunk == 0:
             return
-        self._validated_at = (progress.epoch, progress.next_chunk)
         valid_ppl = self.validate()
         self._log(
             {
