@@ -129,6 +129,8 @@ def package(source: Path, dataset_name: str, precision: str = "float16") -> Path
     if scales:
         shipped[INT8_SCALES] = scales
     shipped["valid_perplexity_float32"] = payload.get("valid_perplexity")
+    if "calibration" in payload:
+        shipped["calibration"] = payload["calibration"]
     target = PACKAGED / dataset_name / f"{payload['kind']}.pt"
     save(target, shipped)
     sums = _packaged_sums()

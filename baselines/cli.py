@@ -1,4 +1,4 @@
-"""``python -m baselines {train,tune,analyze,package}`` (console script ``lm-baselines``)."""
+"""``python -m baselines {train,tune,analyze,calibrate,package}`` (console script ``lm-baselines``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch
 
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze, attention_record
+from baselines.calibration import calibration_record, fit_sentinel_shift, mixture_parts
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import (
@@ -310,6 +311,40 @@ def command_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_calibrate(args: argparse.Namespace) -> int:
+    output = check_output_file(args.output, "--output")
+    device = resolve_device(args.device)
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    check_not_an_input(output, "--output", [args.checkpoint, *dataset.files()])
+    pointer, payload = checkpoints.load_model(args.checkpoint, dataset.vocab, kind=PointerSentinelLSTM.kind)
+    assert isinstance(pointer, PointerSentinelLSTM)  # load_model checked the kind
+    ids = dataset.tokens(args.split).ids[: args.max_tokens]
+    parts = mixture_parts(
+        pointer, ids, eos_id=dataset.vocab.eos_id, batch_size=args.batch_size, bptt=args.bptt, device=device
+    )
+    shift = fit_sentinel_shift(parts)
+    record = calibration_record(
+        parts,
+        shift,
+        pointer.config.sentinel_bias,
+        dataset=dataset.name,
+        split=args.split,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+    )
+    payload["config"] = {**payload["config"], "sentinel_bias": record["sentinel_bias"]}
+    payload["calibration"] = record
+    checkpoints.save(output, payload)
+    print(
+        f"sentinel bias {record['sentinel_bias']:+.2f} (shift {shift:+.2f}), fitted on {record['tokens']:,} "
+        f"tokens of {dataset.name} {args.split} with dropout off: perplexity there "
+        f"{record['perplexity_before']:.2f} -> {record['perplexity_after']:.2f}",
+        flush=True,
+    )
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
 def command_package(args: argparse.Namespace) -> int:
     check_output_dir(checkpoints.PACKAGED / args.dataset, "the package's trained/ directory")
     check_output_file(checkpoints.PACKAGED_SUMS, "the package's checksum file")
@@ -553,14 +588,47 @@ def _add_analyze_parser(commands: Any) -> None:
     inspect.set_defaults(handler=command_analyze)
 
 
+def _add_calibrate_parser(commands: Any) -> None:
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="fit the Pointer Sentinel-LSTM's sentinel bias on the training text with dropout off",
+        description="Fit one number, a bias added to every sentinel score of a Pointer "
+        "Sentinel-LSTM, on a split with dropout off, and write the checkpoint with it (training "
+        "sees the pointer through dropout and trusts it less than evaluation should).",
+    )
+    calibrate.add_argument(
+        "checkpoint", type=existing_file, help="a pointer_sentinel checkpoint (a best.pt or a packaged model)"
+    )
+    _add_dataset_options(calibrate)
+    calibrate.add_argument(
+        "--output", required=True, metavar="FILE.pt", help="the calibrated checkpoint to write"
+    )
+    calibrate.add_argument(
+        "--split", choices=SPLITS, default="train", help="the text fitted on (default: train)"
+    )
+    calibrate.add_argument(
+        "--max-tokens", type=positive_int, help="fit on the split's first N tokens (default: all)"
+    )
+    calibrate.add_argument(
+        "--batch-size", type=positive_int, default=32, help="contiguous streams scored together (default: 32)"
+    )
+    calibrate.add_argument(
+        "--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)"
+    )
+    calibrate.add_argument("--device", default="auto", help=DEVICE_HELP)
+    calibrate.set_defaults(handler=command_calibrate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
-        prog="python -m baselines", description="Train, tune and inspect the baseline models."
+        prog="python -m baselines",
+        description="Train, tune, inspect, calibrate and package the baseline models.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(commands)
     _add_tune_parser(commands)
     _add_analyze_parser(commands)
+    _add_calibrate_parser(commands)
     ship = commands.add_parser(
         "package",
         help="ship a trained checkpoint in the package (float16 or int8 weights, listed in "

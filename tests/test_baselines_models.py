@@ -3,11 +3,14 @@ normalization, gradients, determinism."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import reference_models
 import torch
 
+from baselines.calibration import shifted_log_probs
 from baselines.models import CoreConfig, NeuralCache, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.models.recurrent import (
     RepeatedMatmul,
@@ -252,6 +255,39 @@ def test_zoneout_training_masks_keep_previous_values():
     # Zoneout probability near 1: almost every unit keeps its previous (zero) value.
     outputs, _ = layer(x, state, 0.999, 0.999, torch.Generator().manual_seed(0))
     assert (outputs == 0).float().mean() > 0.95
+
+
+def test_the_sentinel_bias_moves_the_gate_as_calibration_computes_it(float64):
+    """A model whose sentinel scores carry a bias ``d`` gives each target the probability that
+    :func:`shifted_log_probs` computes from the unbiased model's mixture parts."""
+    ids = torch.from_numpy(_ids(30, seed=5)).view(2, -1)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    plain = make("pointer", window=6).eval()
+    biased = PointerSentinelLSTM(dataclasses.replace(plain.config, sentinel_bias=-1.7))
+    biased.load_state_dict(plain.state_dict())
+    biased.eval()
+    with torch.no_grad():
+        output = plain(inputs, targets, plain.initial_state(2, "cpu"), analyze=True)
+        shifted = biased(inputs, targets, biased.initial_state(2, "cpu")).target_log_probs
+    analysis = output.analysis
+    mixed = torch.logaddexp(analysis["gate"].log() + analysis["vocab_log_prob"], analysis["pointer_log_prob"])
+    torch.testing.assert_close(mixed, output.target_log_probs)
+    parts = torch.stack(
+        [
+            analysis["gate"].log(),
+            analysis["attention"].sum(-1).log(),
+            analysis["vocab_log_prob"],
+            analysis["pointer_log_prob"],
+        ]
+    ).flatten(1)
+    expected = shifted_log_probs(parts.numpy(), -1.7)
+    np.testing.assert_allclose(shifted.flatten().numpy(), expected, rtol=1e-10, atol=1e-10)
+    assert not np.allclose(expected, output.target_log_probs.flatten().numpy())
+
+
+def test_the_sentinel_bias_must_be_finite():
+    with pytest.raises(ValueError, match="sentinel_bias must be finite"):
+        PointerConfig(**SIZES, sentinel_bias=float("nan"))
 
 
 def test_analysis_attention_matches_the_window():

@@ -711,6 +711,55 @@ def test_analyze_writes_gates_and_attention(toy, tmp_path):
         )
 
 
+def test_calibrate_writes_the_bias_that_the_plugin_then_scores(toy, tmp_path, capsys, monkeypatch):
+    assert train(toy, tmp_path / "run", "--max-steps", "3", kind="pointer_sentinel") == 0
+    best, calibrated = tmp_path / "run" / "best.pt", tmp_path / "calibrated.pt"
+    before = file_sha256(best)
+    calibrate = ["calibrate", str(best), "--dataset", str(toy), "--device", "cpu"]
+    fit = ["--split", "valid", "--batch-size", "1", "--output", str(calibrated)]  # the harness's layout
+    capsys.readouterr()
+    assert baselines_main([*calibrate, *fit]) == 0
+    assert capsys.readouterr().out.startswith("sentinel bias ")
+    payload = checkpoints.load(calibrated)
+    record = payload["calibration"]
+    assert payload["config"]["sentinel_bias"] == record["sentinel_bias"] == record["shift"] != 0
+    assert (record["split"], record["tokens"]) == ("valid", len(load_dataset(str(toy)).tokens("valid").ids))
+    assert record["perplexity_after"] < record["perplexity_before"]
+    assert file_sha256(best) == before
+    assert weights(calibrated).keys() == weights(best).keys()
+
+    scored = ["eval", "baselines.pointer_sentinel", "--dataset", str(toy), "--split", "valid"]
+    assert (
+        harness_main([*scored, "--checkpoint", str(calibrated), "--output-dir", str(tmp_path / "out")]) == 0
+    )
+    (result,) = (tmp_path / "out").glob("*.valid.json")
+    assert json.loads(result.read_text())["perplexity"] == pytest.approx(record["perplexity_after"], rel=1e-6)
+
+    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
+    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
+    shipped = checkpoints.load(checkpoints.package(calibrated, payload["dataset"], "int8"))
+    assert (shipped["config"], shipped["calibration"]) == (payload["config"], record)
+
+
+def test_calibrate_refuses_other_models_and_its_own_input(toy, tmp_path, capsys):
+    assert train(toy, tmp_path / "lstm", "--max-steps", "1") == 0
+    assert train(toy, tmp_path / "pointer", "--max-steps", "1", kind="pointer_sentinel") == 0
+    capsys.readouterr()
+    for checkpoint, output, message in [
+        (
+            tmp_path / "lstm" / "best.pt",
+            tmp_path / "out.pt",
+            "holds a zoneout_lstm model, not pointer_sentinel",
+        ),
+        (tmp_path / "pointer" / "best.pt", tmp_path / "pointer" / "best.pt", "--output"),
+    ]:
+        command = ["calibrate", str(checkpoint), "--dataset", str(toy), "--output", str(output)]
+        assert baselines_main(command) == 2
+        error = capsys.readouterr().err.strip()
+        assert error.startswith("error: ") and message in error and "\n" not in error
+    assert not (tmp_path / "out.pt").exists()
+
+
 def test_distributed_training_matches_one_process(toy, tmp_path):
     """Two gloo processes with half the streams each take the same steps as one process
     (no dropout or zoneout, so the only difference is the order of the gradient sums)."""

@@ -3,11 +3,13 @@
 A zoneout LSTM whose softmax is mixed with a pointer over the last ``L`` inputs::
 
     q_t = tanh(W o_t + b)                       # o_t: top-layer output at position t, [D]
-    z_i = q_t . o_i    for the L positions i = t-L+1 .. t;    z_s = q_t . s   (sentinel)
+    z_i = q_t . o_i    for the L positions i = t-L+1 .. t;    z_s = q_t . s + b   (sentinel)
     a   = softmax([z; z_s]);  g = a_s                          # the sentinel's share
     p(y) = g p_vocab(y) + sum_{i : x_i = y} a_i                # x_i: the input at position i
 
 and trained on ``-log p(y) - log(g + sum_{i : x_i = y} a_i)`` (the paper's pointer loss).
+The sentinel's bias ``b`` is not the paper's: it is 0 in training, and ``python -m baselines
+calibrate`` sets it afterwards (:mod:`baselines.calibration`: dropout off, on the training text).
 
 **Training differs from the paper's scheme, not its model.** The paper advances one token per
 step (k1 = 1, k2 = L) so that every prediction attends over a full window of L outputs. Here
@@ -22,6 +24,7 @@ normal epoch; the difference is that gradients do not flow into outputs of earli
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
 import torch
@@ -33,14 +36,18 @@ from baselines.models.recurrent import CoreConfig, LayerState, LSTMCore, full_pr
 
 @dataclasses.dataclass(frozen=True)
 class PointerConfig(CoreConfig):
-    """:class:`CoreConfig` plus the pointer window ``L``."""
+    """:class:`CoreConfig` plus the pointer window ``L`` and the sentinel's bias ``b`` (0 unless
+    calibrated: :mod:`baselines.calibration`)."""
 
     window: int = 100
+    sentinel_bias: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.window < 1:
             raise ValueError(f"window must be >= 1, got {self.window}")
+        if not math.isfinite(self.sentinel_bias):
+            raise ValueError(f"sentinel_bias must be finite, got {self.sentinel_bias}")
 
 
 class PointerState(NamedTuple):
@@ -100,8 +107,11 @@ class PointerSentinelLSTM(nn.Module):
 
         With ``analyze``, ``analysis`` holds ``gate`` ``[B, T]`` (the sentinel share ``g``),
         ``attention`` ``[B, T, L]`` (the weight of each window slot, oldest first, zero where the
-        stream has fewer than ``L`` previous positions) and ``window_ids`` ``[B, T, L]`` (the
-        input word in each slot, ``-1`` where empty).
+        stream has fewer than ``L`` previous positions), ``window_ids`` ``[B, T, L]`` (the
+        input word in each slot, ``-1`` where empty) and the parts of the target's probability
+        ``p(y) = g p_vocab(y) + p_pointer(y)``, each ``[B, T]``: ``log_gate``,
+        ``vocab_log_prob`` (``log p_vocab(y)``) and ``pointer_log_prob`` (``log`` of the
+        attention on the window slots holding ``y``, ``-inf`` where none does).
         """
         features, core_state = self.core(inputs, state.core, generator)  # [B, T, D]
         batch, length, _ = features.shape
@@ -116,6 +126,7 @@ class PointerSentinelLSTM(nn.Module):
         )
         pointer_scores = pointer_scores.masked_fill(~visible, float("-inf"))
         sentinel_scores = full_precision(query @ self.sentinel.to(query.dtype)).unsqueeze(2)  # [B, T, 1]
+        sentinel_scores = sentinel_scores + self.config.sentinel_bias
         log_attention = torch.log_softmax(torch.cat([pointer_scores, sentinel_scores], 2), dim=2)
         log_gate = log_attention[..., -1]  # [B, T]
         log_attention = log_attention[..., :-1]  # [B, T, M+T]
@@ -139,7 +150,10 @@ class PointerSentinelLSTM(nn.Module):
 
         keep = min(self.config.window, memory_length + length)
         new_state = PointerState(core_state, keys[:, -keep:], key_ids[:, -keep:])
-        analysis = self._analysis(log_gate, log_attention, key_ids, memory_length) if analyze else None
+        analysis = None
+        if analyze:
+            analysis = self._analysis(log_gate, log_attention, key_ids, memory_length)
+            analysis.update(log_gate=log_gate, vocab_log_prob=target_log_vocab, pointer_log_prob=log_pointer)
         return LMOutput(target_log_probs, new_state, distributions, pointer_loss, analysis)
 
     def _analysis(
