@@ -41,11 +41,14 @@ class TorchLanguageModel:
         module: CheckpointedModel | NeuralCache,
         device: str | torch.device,
         checkpoint: Path | None = None,
+        calibration: dict[str, Any] | None = None,
     ) -> None:
         self.module = module.to(device).eval()
         self.device = torch.device(device)
         self.checkpoint = None if checkpoint is None else str(checkpoint)  # for the result JSON
         self.metadata = {} if checkpoint is None else _describe_checkpoint(checkpoint)
+        if calibration is not None:  # what `baselines calibrate` fitted, as the checkpoint records it
+            self.metadata["calibration"] = calibration
         self.num_parameters = sum(parameter.numel() for parameter in module.parameters())
         self.state: Any = None
 
@@ -53,7 +56,8 @@ class TorchLanguageModel:
         self.state = self.module.initial_state(batch_size, self.device)
 
     def result_metadata(self) -> dict[str, Any]:
-        """For the result JSON's ``plugin_metadata``: which checkpoint file was scored."""
+        """For the result JSON's ``plugin_metadata``: which checkpoint file was scored, and its
+        ``calibration`` record when it has one."""
         return self.metadata
 
     @torch.inference_mode()
@@ -173,6 +177,6 @@ def load_plugin_model(
     """What the ``zoneout_lstm`` and ``pointer_sentinel`` plugins return."""
     command = ["python", "-m", "harness", "eval", f"baselines.{kind}", "--dataset", dataset_argument(dataset)]
     path = resolve_checkpoint(kind, dataset, checkpoint, device=device, command=command)
-    module, _ = checkpoints.load_model(path, dataset.vocab, kind=kind)
+    module, payload = checkpoints.load_model(path, dataset.vocab, kind=kind)
     announce_checkpoint(kind, path)
-    return TorchLanguageModel(module, device, checkpoint=path)
+    return TorchLanguageModel(module, device, checkpoint=path, calibration=payload.get("calibration"))

@@ -733,7 +733,9 @@ def test_calibrate_writes_the_bias_that_the_plugin_then_scores(toy, tmp_path, ca
         harness_main([*scored, "--checkpoint", str(calibrated), "--output-dir", str(tmp_path / "out")]) == 0
     )
     (result,) = (tmp_path / "out").glob("*.valid.json")
-    assert json.loads(result.read_text())["perplexity"] == pytest.approx(record["perplexity_after"], rel=1e-6)
+    scores = json.loads(result.read_text())
+    assert scores["perplexity"] == pytest.approx(record["perplexity_after"], rel=1e-6)
+    assert scores["plugin_metadata"]["calibration"] == record
 
     monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
     monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
