@@ -40,15 +40,17 @@ def mixture_parts(
     bptt: int = 100,
     device: str | torch.device = "cpu",
     progress: bool = True,
+    dropout: bool = False,
 ) -> np.ndarray:
-    """Score ``ids`` (int ``[N]``) with dropout off, in ``batch_size`` streams laid out as the
-    harness lays them out, and return the parts of each target's probability.
+    """Score ``ids`` (int ``[N]``) with dropout off (or, with ``dropout``, with dropout and zoneout
+    on, as training sees the model), in ``batch_size`` streams laid out as the harness lays them
+    out, and return the parts of each target's probability.
 
     Returns:
         float64 ``[4, N]``, the rows ``log g``, ``log (1 - g)``, ``log p_vocab(y)`` and
         ``log p_pointer(y)`` (``-inf`` where the target is not in the window).
     """
-    model = model.to(device).eval()
+    model = model.to(device).train(dropout)
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     state = model.initial_state(batch_size, device)
     parts = []

@@ -115,20 +115,32 @@ def verify_packaged(path: Path) -> None:
 PRECISIONS = ("float16", "int8")
 #: The payload key of an int8 package's per-row scales (weight name -> float32 scales).
 INT8_SCALES = "int8_scales"
+#: The payload key that marks a package: the validation perplexity of the float32 weights.
+PACKAGED_PERPLEXITY = "valid_perplexity_float32"
 
 
 def package(source: Path, dataset_name: str, precision: str = "float16") -> Path:
     """Ship the model of checkpoint ``source`` as ``trained/DATASET/KIND.pt``: the model part
     only, its weights stored in ``precision`` (one of :data:`PRECISIONS`); ``trained/SHA256SUMS``
-    is updated."""
+    is updated. A source that is itself a package (e.g. one that ``baselines calibrate`` changed)
+    keeps its stored weights, and must have been packaged in ``precision``."""
     payload = load(source)
     if payload["dataset"] != dataset_name:
         raise CheckpointError(f"checkpoint {source} was trained on {payload['dataset']}, not {dataset_name}")
     shipped = {key: payload[key] for key in ("format", "kind", "config", "vocab", "vocab_sha256", "dataset")}
-    shipped["model"], scales = _stored_weights(payload["model"], precision)
+    if PACKAGED_PERPLEXITY in payload:  # already packaged: its weights stay as they are stored
+        stored = "int8" if INT8_SCALES in payload else "float16"
+        if stored != precision:
+            raise CheckpointError(
+                f"checkpoint {source} is a package in {stored}; package the float32 checkpoint it "
+                f"came from to store it in {precision}"
+            )
+        shipped["model"], scales = payload["model"], payload.get(INT8_SCALES, {})
+    else:
+        shipped["model"], scales = _stored_weights(payload["model"], precision)
     if scales:
         shipped[INT8_SCALES] = scales
-    shipped["valid_perplexity_float32"] = payload.get("valid_perplexity")
+    shipped[PACKAGED_PERPLEXITY] = payload.get("valid_perplexity", payload.get(PACKAGED_PERPLEXITY))
     if "calibration" in payload:
         shipped["calibration"] = payload["calibration"]
     target = PACKAGED / dataset_name / f"{payload['kind']}.pt"

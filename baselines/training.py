@@ -404,7 +404,7 @@ class Trainer:
             "checkpoint": str(path),
             "sha256": file_sha256(path),
             "kind": payload["kind"],
-            "valid_perplexity": payload.get("valid_perplexity"),
+            "valid_perplexity": payload.get("valid_perplexity", payload.get(checkpoints.PACKAGED_PERPLEXITY)),
             "layers": "all" if whole else "shared",
         }
 

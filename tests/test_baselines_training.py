@@ -273,6 +273,34 @@ def test_a_run_starts_from_all_the_weights_of_a_packaged_model_of_its_kind(
     assert all(torch.equal(started[name], value) for name, value in shipped.state_dict().items())
     recorded = json.loads((tmp_path / "more" / "config.json").read_text())["initialized_from"]
     assert (recorded["kind"], recorded["layers"]) == ("pointer_sentinel", "all")
+    assert recorded["valid_perplexity"] == checkpoints.load(best)["valid_perplexity"] is not None
+
+
+def test_packaging_a_package_keeps_its_stored_weights_and_refuses_another_precision(
+    toy, tmp_path, capsys, monkeypatch
+):
+    assert train(toy, tmp_path / "run", "--max-steps", "2", kind="pointer_sentinel") == 0
+    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
+    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
+    best = tmp_path / "run" / "best.pt"
+    dataset = checkpoints.load(best)["dataset"]
+    for precision in checkpoints.PRECISIONS:
+        first = checkpoints.load(checkpoints.package(best, dataset, precision))
+        shutil.copy(checkpoints.PACKAGED / dataset / "pointer_sentinel.pt", tmp_path / "package.pt")
+        again = checkpoints.load(checkpoints.package(tmp_path / "package.pt", dataset, precision))
+        assert again.keys() == first.keys()
+        assert again["valid_perplexity_float32"] == first["valid_perplexity_float32"] is not None
+        for key in ("model", checkpoints.INT8_SCALES):
+            stored, restored = first.get(key, {}), again.get(key, {})
+            assert stored.keys() == restored.keys()
+            assert all(torch.equal(stored[name], restored[name]) for name in stored)
+    package = ["package", str(tmp_path / "package.pt"), "--dataset", dataset, "--precision", "float16"]
+    capsys.readouterr()
+    assert baselines_main(package) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: checkpoint {tmp_path / 'package.pt'} is a package in int8; package the float32 "
+        "checkpoint it came from to store it in float16"
+    )
 
 
 def test_starting_from_a_model_of_other_sizes_is_a_one_line_error(toy, tmp_path, capsys):

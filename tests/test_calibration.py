@@ -72,3 +72,16 @@ def test_a_calibrated_config_round_trips():
     config = PointerConfig(vocab_size=9, sentinel_bias=-2.5)
     assert PointerConfig(**dataclasses.asdict(config)) == config
     assert PointerConfig(vocab_size=9).sentinel_bias == 0.0
+
+
+def test_dropout_on_scores_the_model_as_training_sees_it(float64):
+    ids = np.random.default_rng(2).integers(0, 9, size=100)
+    model = pointer()
+    off = parts_of(model, ids)
+    on = mixture_parts(model, ids, eos_id=EOS, batch_size=3, bptt=7, progress=False, dropout=True)
+    assert not np.allclose(on, off)
+    plain = dataclasses.replace(model.config, dropout=0.0, zoneout_hidden=0.0, zoneout_cell=0.0)
+    without = PointerSentinelLSTM(plain)
+    without.load_state_dict(model.state_dict())
+    on = mixture_parts(without, ids, eos_id=EOS, batch_size=3, bptt=7, progress=False, dropout=True)
+    np.testing.assert_allclose(on, parts_of(without, ids))
