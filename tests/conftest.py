@@ -109,3 +109,14 @@ def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
         monkeypatch.setattr(os, "access", access)
     yield directory
     directory.chmod(0o755)
+
+
+@pytest.fixture
+def float64() -> Iterator[None]:
+    """torch's default dtype float64 for the test (the models' exactness checks)."""
+    import torch  # here, not at the top: most tests never import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)

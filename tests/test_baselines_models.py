@@ -36,14 +36,6 @@ SIZES = {
 }
 
 
-@pytest.fixture
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
-
-
 def _ids(length: int, seed: int = 0) -> np.ndarray:
     # Few types, so the pointer and the cache find plenty of repeats.
     return np.random.default_rng(seed).integers(0, 5, size=length).astype(np.int64)

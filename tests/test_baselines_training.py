@@ -45,6 +45,14 @@ def toy(tmp_path: Path) -> Path:
     return directory
 
 
+@pytest.fixture
+def package_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``baselines package`` writes into ``tmp_path/trained_models``, not into the package."""
+    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
+    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
+    return checkpoints.PACKAGED
+
+
 def train(toy: Path, out: Path | None, *extra: str, kind: str = "zoneout_lstm") -> int:
     """``baselines train`` on the toy corpus; ``out`` None trains into the default directory."""
     where = [] if out is None else ["--output-dir", str(out)]
@@ -256,11 +264,9 @@ def test_a_pointer_starts_from_a_trained_zoneout_lstms_layers_and_records_it(toy
 
 
 def test_a_run_starts_from_all_the_weights_of_a_packaged_model_of_its_kind(
-    toy, tmp_path, capsys, monkeypatch
+    toy, tmp_path, capsys, package_dir
 ):
     assert train(toy, tmp_path / "trained", "--max-steps", "3", kind="pointer_sentinel") == 0
-    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
-    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
     best = tmp_path / "trained" / "best.pt"
     package = checkpoints.package(best, checkpoints.load(best)["dataset"], "int8")
     start = ["--max-steps", "0", "--init-from", str(package)]
@@ -277,16 +283,14 @@ def test_a_run_starts_from_all_the_weights_of_a_packaged_model_of_its_kind(
 
 
 def test_packaging_a_package_keeps_its_stored_weights_and_refuses_another_precision(
-    toy, tmp_path, capsys, monkeypatch
+    toy, tmp_path, capsys, package_dir
 ):
     assert train(toy, tmp_path / "run", "--max-steps", "2", kind="pointer_sentinel") == 0
-    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
-    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
     best = tmp_path / "run" / "best.pt"
     dataset = checkpoints.load(best)["dataset"]
     for precision in checkpoints.PRECISIONS:
         first = checkpoints.load(checkpoints.package(best, dataset, precision))
-        shutil.copy(checkpoints.PACKAGED / dataset / "pointer_sentinel.pt", tmp_path / "package.pt")
+        shutil.copy(package_dir / dataset / "pointer_sentinel.pt", tmp_path / "package.pt")
         again = checkpoints.load(checkpoints.package(tmp_path / "package.pt", dataset, precision))
         assert again.keys() == first.keys()
         assert again["valid_perplexity_float32"] == first["valid_perplexity_float32"] is not None
@@ -739,7 +743,7 @@ def test_analyze_writes_gates_and_attention(toy, tmp_path):
         )
 
 
-def test_calibrate_writes_the_bias_that_the_plugin_then_scores(toy, tmp_path, capsys, monkeypatch):
+def test_calibrate_writes_the_bias_that_the_plugin_then_scores(toy, tmp_path, capsys, package_dir):
     assert train(toy, tmp_path / "run", "--max-steps", "3", kind="pointer_sentinel") == 0
     best, calibrated = tmp_path / "run" / "best.pt", tmp_path / "calibrated.pt"
     before = file_sha256(best)
@@ -765,8 +769,6 @@ def test_calibrate_writes_the_bias_that_the_plugin_then_scores(toy, tmp_path, ca
     assert scores["perplexity"] == pytest.approx(record["perplexity_after"], rel=1e-6)
     assert scores["plugin_metadata"]["calibration"] == record
 
-    monkeypatch.setattr(checkpoints, "PACKAGED", tmp_path / "trained_models")
-    monkeypatch.setattr(checkpoints, "PACKAGED_SUMS", tmp_path / "trained_models" / "SHA256SUMS")
     shipped = checkpoints.load(checkpoints.package(calibrated, payload["dataset"], "int8"))
     assert (shipped["config"], shipped["calibration"]) == (payload["config"], record)
 

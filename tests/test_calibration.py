@@ -5,21 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pytest
 import torch
 
 from baselines.calibration import FINE_STEP, fit_sentinel_shift, mixture_parts, shifted_log_probs
 from baselines.models import PointerConfig, PointerSentinelLSTM
 
 EOS = 0
-
-
-@pytest.fixture
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
 
 
 def pointer(sentinel_bias: float = 0.0) -> PointerSentinelLSTM:
