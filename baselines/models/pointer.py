@@ -109,9 +109,9 @@ class PointerSentinelLSTM(nn.Module):
         ``attention`` ``[B, T, L]`` (the weight of each window slot, oldest first, zero where the
         stream has fewer than ``L`` previous positions), ``window_ids`` ``[B, T, L]`` (the
         input word in each slot, ``-1`` where empty) and the parts of the target's probability
-        ``p(y) = g p_vocab(y) + p_pointer(y)``, each ``[B, T]``: ``log_gate``,
-        ``vocab_log_prob`` (``log p_vocab(y)``) and ``pointer_log_prob`` (``log`` of the
-        attention on the window slots holding ``y``, ``-inf`` where none does).
+        ``p(y) = g p_vocab(y) + p_pointer(y)`` besides ``g``, each ``[B, T]``: ``vocab_log_prob``
+        (``log p_vocab(y)``) and ``pointer_log_prob`` (``log`` of the attention on the window
+        slots holding ``y``, ``-inf`` where none does).
         """
         features, core_state = self.core(inputs, state.core, generator)  # [B, T, D]
         batch, length, _ = features.shape
@@ -153,7 +153,7 @@ class PointerSentinelLSTM(nn.Module):
         analysis = None
         if analyze:
             analysis = self._analysis(log_gate, log_attention, key_ids, memory_length)
-            analysis.update(log_gate=log_gate, vocab_log_prob=target_log_vocab, pointer_log_prob=log_pointer)
+            analysis.update(vocab_log_prob=target_log_vocab, pointer_log_prob=log_pointer)
         return LMOutput(target_log_probs, new_state, distributions, pointer_loss, analysis)
 
     def _analysis(
