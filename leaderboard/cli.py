@@ -114,7 +114,7 @@ def command_build(args: argparse.Namespace) -> int:
 
 def command_regenerate(args: argparse.Namespace) -> int:
     from leaderboard.readme import update_readme
-    from leaderboard.table import table_paths, write_tables
+    from leaderboard.table import stale_tables, table_paths, write_tables
 
     results = Path(args.results)
     if not results.is_dir():
@@ -127,11 +127,15 @@ def command_regenerate(args: argparse.Namespace) -> int:
     before = {path: path.read_bytes() for path in table_paths(tables, out, formats) if path.is_file()}
     written = write_tables(tables, out, formats)
     changed = [path for path in written if before.get(path) != path.read_bytes()]
+    stale = [] if collection.rejected else stale_tables(tables, out, formats)
+    for path in stale:
+        path.unlink()
     state = f"{len(changed)} changed" if changed else "all unchanged"
+    removed = f", {len(stale)} removed ({', '.join(p.name for p in stale)}: no results)" if stale else ""
     print(
-        f"{out}: {len(written)} file(s), {state}, from {len(collection.results)} result file(s) "
-        f"({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out"
-        f"{_reports_shown(collection)})"
+        f"{out}: {len(written)} file(s), {state}{removed}, from {len(collection.results)} result "
+        f"file(s) ({len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept "
+        f"out{_reports_shown(collection)})"
     )
     if args.readme is not None:
         updated, unchanged = update_readme(args.readme, tables)
@@ -437,7 +441,8 @@ def _add_regenerate_parser(commands: Any) -> None:
         "regenerate",
         help="the project's committed tables, in one go",
         description="Rebuild the committed leaderboard (csv and markdown) "
-        f"from {DEFAULT_RESULTS}/; exit 1 when a file was rejected.",
+        f"from {DEFAULT_RESULTS}/ and remove the tables of datasets it no longer has; exit 1 "
+        "when a file was rejected (and remove nothing).",
     )
     regen.add_argument(
         "--results",

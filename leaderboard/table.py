@@ -498,6 +498,23 @@ def table_paths(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[st
     return [table_path(dataset, out, fmt) for dataset in tables for fmt in formats]
 
 
+def stale_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
+    """The tables in ``out`` of datasets that ``tables`` no longer has: each ``DATASET.csv`` that
+    reads as a leaderboard CSV (:func:`read_table`), with its other formats beside it."""
+    current = set(table_paths(tables, out, ["csv"]))
+    stale = []
+    for path in sorted(out.glob(f"*.{EXTENSIONS['csv']}")):
+        if path in current:
+            continue
+        try:
+            read_table(path)
+        except (ValueError, pd.errors.ParserError, UnicodeDecodeError):
+            continue  # not a table of ours: left alone
+        siblings = (path.with_suffix(f".{EXTENSIONS[fmt]}") for fmt in formats)
+        stale += [sibling for sibling in siblings if sibling.is_file()]
+    return stale
+
+
 def write_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -340,6 +340,28 @@ def test_regenerate_refreshes_tables_and_readme(
     assert "updated ptb" in capsys.readouterr().out
 
 
+def test_regenerate_removes_the_tables_of_datasets_without_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    results = tmp_path / "results"
+    make_result(results, "m.test", ppl=100.0)
+    old = make_result(results / "corpus", "k.test", ppl=150.0, dataset="old-corpus")
+    assert main(["regenerate"]) == 0
+    tables = tmp_path / "leaderboard" / "tables"
+    assert {p.name for p in tables.iterdir()} >= {"old-corpus.csv", "old-corpus.md", "ptb.csv"}
+    (tables / "notes.csv").write_text("name,value\nx,1\n")  # someone else's CSV: kept
+    old.unlink()
+    (results / "bad.json").write_text("{not json")
+    assert main(["regenerate"]) == 1  # a rejected file: nothing is removed
+    assert (tables / "old-corpus.csv").is_file() and "removed" not in capsys.readouterr().out
+    (results / "bad.json").unlink()
+    assert main(["regenerate"]) == 0
+    assert "2 removed (old-corpus.csv, old-corpus.md: no results)" in capsys.readouterr().out
+    names = {p.name for p in tables.iterdir()}
+    assert {"notes.csv", "ptb.csv", "ptb.md"} <= names and not any("old-corpus" in n for n in names)
+
+
 def test_token_log_probs_are_found_beside_a_moved_result(tmp_path: Path) -> None:
     path = make_result(tmp_path / "old", "m.test", ppl=100.0)
     record = json.loads(path.read_text())

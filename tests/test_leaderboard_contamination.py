@@ -257,7 +257,7 @@ def test_without_reports_the_committed_tables_and_readme_are_unchanged(
     shutil.copy(REPO / "README.md", readme)
     monkeypatch.chdir(REPO)
     out = tmp_path / "tables"
-    argv = ["regenerate", "--include-unaudited", "--output-dir", str(out), "--readme", str(readme)]
+    argv = ["regenerate", "--output-dir", str(out), "--readme", str(readme)]
     assert main(argv) == 0
     assert files(out) == files(REPO / "leaderboard" / "tables")
     assert readme.read_bytes() == (REPO / "README.md").read_bytes()
