@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -329,20 +330,38 @@ def command_plot_gates(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_plot_curves(args: argparse.Namespace) -> int:
-    from leaderboard.plots import load_training_log, plot_curves
+def _log_part(part: str) -> tuple[str, tuple[int, int | None] | None]:
+    """``LOG.jsonl[@EPOCH[:STEP]]`` -> (the log, the cut or None)."""
+    path, at, cut = part.rpartition("@")
+    match = re.fullmatch(r"(\d+)(?::(\d+))?", cut) if at else None
+    if match is None:
+        return part, None
+    return path, (int(match[1]), int(match[2]) if match[2] is not None else None)
 
-    logs = [spec.partition("=")[0] for spec in args.logs]
-    check_output_file(args.output, "--output", inputs=logs)
-    curves = []
-    for spec in args.logs:
-        path, _, label = spec.partition("=")
+
+def _training_curve(spec: str) -> tuple[str, pd.DataFrame]:
+    """One curve of ``plot curves``: ``LOG[@CUT][,LOG[@CUT]...][=LABEL]``."""
+    from leaderboard.plots import cut_training_log, join_training_logs, load_training_log
+
+    paths, _, label = spec.partition("=")
+    frames = []
+    for path, cut in map(_log_part, paths.split(",")):
         try:
-            curves.append((label or Path(path).parent.name, load_training_log(path)))
+            frame = load_training_log(path)
+            frames.append(cut_training_log(frame, *cut, path) if cut else frame)
         except OSError as error:
             raise UsageError(f"{path}: cannot read ({error.strerror})") from None
         except ValueError as error:
             raise UsageError(str(error)) from None
+    return label or Path(_log_part(paths.split(",")[0])[0]).parent.name, join_training_logs(frames)
+
+
+def command_plot_curves(args: argparse.Namespace) -> int:
+    from leaderboard.plots import plot_curves
+
+    logs = [_log_part(part)[0] for spec in args.logs for part in spec.partition("=")[0].split(",")]
+    check_output_file(args.output, "--output", inputs=logs)
+    curves = [_training_curve(spec) for spec in args.logs]
     path = plot_curves(curves, args.title or "validation perplexity during training", args.output, args.x)
     print(f"wrote {path}")
     return 0
@@ -558,7 +577,11 @@ def _add_curves_parser(plots: Any) -> None:
         "logs",
         nargs="+",
         metavar="LOG.jsonl[=LABEL]",
-        help="training logs (log.jsonl of a run directory), each with a label (default: its folder's name)",
+        help="training logs (log.jsonl of a run directory), each with a label (default: its "
+        "folder's name). A warm-started path is one curve of several logs, "
+        "LOG@EPOCH[:STEP],...,LOG[=LABEL]: each log cut at its validation at the end of EPOCH (or "
+        "at STEP of it), whose weights the next run started from (--init-from), and the next "
+        "counted on from there",
     )
     curves.add_argument(
         "--x",

@@ -322,10 +322,10 @@ def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -
 
 
 def load_training_log(path: str | Path) -> pd.DataFrame:
-    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``epochs`` (epochs trained up
-    to the record, a fraction for a stop mid-epoch), ``minutes`` (training time up to the record,
-    validation excluded), ``valid_ppl``, ``learning_rate`` and ``partial`` (a validation at a stop
-    mid-epoch)."""
+    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``step`` (the step of a
+    validation mid-epoch, else None), ``epochs`` (epochs trained up to the record, a fraction for
+    a validation mid-epoch), ``minutes`` (training time up to the record, validation excluded),
+    ``valid_ppl``, ``learning_rate`` and ``partial`` (a validation mid-epoch)."""
     rows, finished_seconds = [], 0.0
     for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -343,6 +343,7 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
             rows.append(
                 {
                     "epoch": record["epoch"],
+                    "step": record["step"] if record["partial"] else None,
                     "epochs": epochs,
                     "minutes": seconds / 60,
                     "valid_ppl": float(record["valid_ppl"]),
@@ -363,6 +364,32 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise ValueError(f"{path}: no training-log records")
     return pd.DataFrame(rows)
+
+
+def cut_training_log(frame: pd.DataFrame, epoch: int, step: int | None, name: str) -> pd.DataFrame:
+    """The records of a :func:`load_training_log` frame up to its validation at the end of
+    ``epoch`` (``step`` None) or at ``step`` of it, the point whose weights a later run started
+    from; ``name`` (the log) is for the error when the log has no such validation."""
+    same_step = frame["step"].isna() if step is None else frame["step"] == step
+    at = frame.index[(frame["epoch"] == epoch) & same_step]
+    if at.empty:
+        where = f"the end of epoch {epoch}" if step is None else f"epoch {epoch} step {step}"
+        raise ValueError(f"{name}: no validation at {where} to cut the log at")
+    return frame.loc[: at[0]]
+
+
+def join_training_logs(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """One curve from the logs of runs that each started from the last weights of the run before
+    (``--init-from``, after :func:`cut_training_log`): each log's ``epochs`` and ``minutes`` are
+    counted on from the previous log's last record, so that the x axis is the time of the whole
+    path."""
+    joined = []
+    epochs = minutes = 0.0
+    for frame in frames:
+        frame = frame.assign(epochs=frame["epochs"] + epochs, minutes=frame["minutes"] + minutes)
+        epochs, minutes = frame["epochs"].iloc[-1], frame["minutes"].iloc[-1]
+        joined.append(frame)
+    return pd.concat(joined, ignore_index=True)
 
 
 #: The x axes of :func:`plot_curves`: a :func:`load_training_log` column and its label.

@@ -12,7 +12,13 @@ from test_leaderboard import make_result
 
 from harness.cli import main as harness_main
 from leaderboard.cli import main
-from leaderboard.plots import bucket_difference, frequency_buckets, load_training_log
+from leaderboard.plots import (
+    bucket_difference,
+    cut_training_log,
+    frequency_buckets,
+    join_training_logs,
+    load_training_log,
+)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -176,6 +182,50 @@ def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "bad.jsonl").write_text('{"epoch": 1}\n')
     assert main(["plot", "curves", str(tmp_path / "bad.jsonl"), "--output", str(tmp_path / "x.png")]) == 2
     assert "bad.jsonl:1: not a training-log record" in capsys.readouterr().err
+
+
+def test_a_warm_started_path_is_one_curve_counted_on_from_each_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    def record(epoch: int, ppl: float, seconds: float, step: int | None = None) -> dict:
+        if step is None:
+            return {
+                "epoch": epoch,
+                "partial": False,
+                "valid_ppl": ppl,
+                "learning_rate": 1,
+                "total_seconds": seconds,
+            }
+        fields = {"step": step, "steps_per_epoch": 10, "seconds": seconds}
+        return {"epoch": epoch, "partial": True, "valid_ppl": ppl, "learning_rate": 1, **fields}
+
+    donor, pointer = tmp_path / "donor.jsonl", tmp_path / "pointer.jsonl"
+    donor_records = [
+        record(1, 300, 600),
+        record(2, 200, 1200, step=5),
+        record(2, 190, 1500),
+        record(3, 150, 2100),
+    ]
+    donor.write_text("".join(json.dumps(r) + "\n" for r in donor_records))
+    pointer.write_text("".join(json.dumps(r) + "\n" for r in [record(1, 120, 300), record(2, 110, 600)]))
+    png = tmp_path / "w.png"
+    assert main(["plot", "curves", f"{donor}@2:5,{pointer}=warm", "--output", str(png)]) == 0
+    assert_png(png)
+    path = join_training_logs(
+        [cut_training_log(load_training_log(donor), 2, 5, "donor"), load_training_log(pointer)]
+    )
+    assert path["valid_ppl"].tolist() == [300, 200, 120, 110]  # the donor's later records left out
+    assert path["epochs"].tolist() == [1, 1.5, 2.5, 3.5]
+    assert path["minutes"].tolist() == [10, 30, 35, 40]  # the mid-epoch record: 600 s + 1200 s
+    assert cut_training_log(load_training_log(donor), 2, None, "donor")["valid_ppl"].tolist() == [
+        300,
+        200,
+        190,
+    ]
+    assert main(["plot", "curves", f"{donor}@2:6,{pointer}", "--output", str(png)]) == 2
+    assert "donor.jsonl: no validation at epoch 2 step 6 to cut the log at" in capsys.readouterr().err
+    assert main(["plot", "curves", f"{tmp_path / 'none.jsonl'}@2,{pointer}", "--output", str(png)]) == 2
+    assert "none.jsonl: cannot read" in capsys.readouterr().err
 
 
 def test_zipf_of_directory_corpora(corpus: Path, tmp_path: Path) -> None:
