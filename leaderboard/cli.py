@@ -330,7 +330,11 @@ def command_plot_gates(args: argparse.Namespace) -> int:
     return 0
 
 
-def _log_part(part: str) -> tuple[str, tuple[int, int | None] | None]:
+#: Where a training log is cut in ``plot curves``: (epoch, step), step None for the epoch's end.
+LogCut = tuple[int, int | None]
+
+
+def _log_part(part: str) -> tuple[str, LogCut | None]:
     """``LOG.jsonl[@EPOCH[:STEP]]`` -> (the log, the cut or None)."""
     path, at, cut = part.rpartition("@")
     match = re.fullmatch(r"(\d+)(?::(\d+))?", cut) if at else None
@@ -339,13 +343,20 @@ def _log_part(part: str) -> tuple[str, tuple[int, int | None] | None]:
     return path, (int(match[1]), int(match[2]) if match[2] is not None else None)
 
 
-def _training_curve(spec: str) -> tuple[str, pd.DataFrame]:
-    """One curve of ``plot curves``: ``LOG[@CUT][,LOG[@CUT]...][=LABEL]``."""
+def _curve_spec(spec: str) -> tuple[list[tuple[str, LogCut | None]], str]:
+    """``LOG[@CUT][,LOG[@CUT]...][=LABEL]`` -> (each log with its cut, the label; default: the
+    first log's folder name)."""
+    paths, _, label = spec.partition("=")
+    parts = [_log_part(part) for part in paths.split(",")]
+    return parts, label or Path(parts[0][0]).parent.name
+
+
+def _training_curve(parts: list[tuple[str, LogCut | None]]) -> pd.DataFrame:
+    """One curve of ``plot curves``: its logs, each cut where given, joined in order."""
     from leaderboard.plots import cut_training_log, join_training_logs, load_training_log
 
-    paths, _, label = spec.partition("=")
     frames = []
-    for path, cut in map(_log_part, paths.split(",")):
+    for path, cut in parts:
         try:
             frame = load_training_log(path)
             frames.append(cut_training_log(frame, *cut, path) if cut else frame)
@@ -353,15 +364,15 @@ def _training_curve(spec: str) -> tuple[str, pd.DataFrame]:
             raise UsageError(f"{path}: cannot read ({error.strerror})") from None
         except ValueError as error:
             raise UsageError(str(error)) from None
-    return label or Path(_log_part(paths.split(",")[0])[0]).parent.name, join_training_logs(frames)
+    return join_training_logs(frames)
 
 
 def command_plot_curves(args: argparse.Namespace) -> int:
     from leaderboard.plots import plot_curves
 
-    logs = [_log_part(part)[0] for spec in args.logs for part in spec.partition("=")[0].split(",")]
-    check_output_file(args.output, "--output", inputs=logs)
-    curves = [_training_curve(spec) for spec in args.logs]
+    specs = [_curve_spec(spec) for spec in args.logs]
+    check_output_file(args.output, "--output", inputs=[path for parts, _ in specs for path, _ in parts])
+    curves = [(label, _training_curve(parts)) for parts, label in specs]
     path = plot_curves(curves, args.title or "validation perplexity during training", args.output, args.x)
     print(f"wrote {path}")
     return 0
