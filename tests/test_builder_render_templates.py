@@ -22,7 +22,7 @@ import math
 import pytest
 
 from wikitext_builder.render import render_article
-from wikitext_builder.render.convert import UNITS, default_precision, format_rounded, parse_number
+from wikitext_builder.render.convert import UNITS, Unit, default_precision, format_rounded, parse_number
 
 
 def body(wikitext: str) -> list[str]:
@@ -266,6 +266,70 @@ def test_convert_unit_aliases_share_their_target() -> None:
     assert UNITS["USfloz"] is UNITS["USoz"]
     assert UNITS["gal"] is UNITS["USgal"]
     assert UNITS["/km2"] is UNITS["/sqkm"]
+
+
+def _unit_definitions() -> dict[str, float]:
+    """Each distinct unit's size in SI base units, from its legal or conventional definition
+    (NIST SP 811, appendix B; the international yard and pound of 1959; the IAU's astronomical
+    unit, light-year and parsec), written independently of Module:Convert's table."""
+    ft, inch, lb, g0, day = 0.3048, 0.0254, 0.45359237, 9.80665, 86400.0
+    mi, yd, us_gal, imp_gal = 5280 * ft, 3 * ft, 231 * inch**3, 4.54609e-3
+    bbl, lbf, au = 42 * us_gal, lb * g0, 149_597_870_700.0
+    acre = 43_560 * ft**2
+    return {
+        # length
+        "m": 1, "km": 1e3, "cm": 1e-2, "mm": 1e-3, "mi": mi, "ft": ft, "in": inch, "yd": yd,
+        "nmi": 1852, "NM": 1852, "shaku": 10 / 33, "furlong": 660 * ft, "ch": 66 * ft,
+        "fathom": 6 * ft, "AU": au, "ly": 299_792_458 * 365.25 * day, "pc": 648_000 / math.pi * au,
+        # area
+        "km2": 1e6, "m2": 1, "cm2": 1e-4, "sqmi": mi**2, "sqft": ft**2, "sqin": inch**2,
+        "sqfoot": ft**2, "sqyd": yd**2, "ha": 1e4, "acre": acre,
+        # volume
+        "m3": 1, "km3": 1e9, "cm3": 1e-6, "cc": 1e-6, "cuft": ft**3, "cuyd": yd**3, "cuin": inch**3,
+        "cumi": mi**3, "l": 1e-3, "L": 1e-3, "ml": 1e-6, "USgal": us_gal, "U.S.gal": us_gal,
+        "impgal": imp_gal, "USoz": us_gal / 128, "impoz": imp_gal / 160, "acre.ft": acre * ft,
+        "board feet": 144 * inch**3, "board foot": 144 * inch**3, "oilbbl": bbl,
+        "Moilbbl": 1e6 * bbl, "Goilbbl": 1e9 * bbl, "Toilbbl": 1e12 * bbl,
+        # flow
+        "cuft/s": ft**3, "m3/s": 1, "oilbbl/d": bbl / day, "koilbbl/d": 1e3 * bbl / day,
+        "Moilbbl/d": 1e6 * bbl / day, "m3/d": 1 / day, "cuft/d": ft**3 / day,
+        # mass
+        "kg": 1, "g": 1e-3, "mg": 1e-6, "gr": lb / 7000, "t": 1e3, "MT": 1e3, "Mt": 1e9,
+        "kt": 1e6, "LT": 2240 * lb, "lt": 2240 * lb, "ST": 2000 * lb, "lb": lb, "oz": lb / 16,
+        "ozt": 480 * lb / 7000, "st": 14 * lb, "long cwt": 112 * lb,
+        # speed
+        "km/h": 1 / 3.6, "mph": mi / 3600, "mi/h": mi / 3600, "kn": 1852 / 3600, "m/s": 1, "ft/s": ft,
+        "km/s": 1e3, "mi/s": mi,
+        # power
+        "hp": 550 * ft * lbf, "shp": 550 * ft * lbf, "ihp": 550 * ft * lbf,
+        "bhp": 550 * ft * lbf, "PS": 75 * g0, "W": 1, "kW": 1e3, "MW": 1e6,
+        # force, torque, energy
+        "N": 1, "kN": 1e3, "lbf": lbf, "kgf": g0, "STf": 2000 * lbf, "lbft": lbf * ft,
+        "lbfft": lbf * ft, "Nm": 1,
+        "J": 1, "kJ": 1e3, "cal": 4.184, "kcal": 4184, "W.h": 3600,
+        # temperature (kelvin per degree) and its changes
+        "C": 1, "F": 5 / 9, "K": 1, "C-change": 1, "F-change": 5 / 9,
+        # pressure: mmHg and inHg are the conventional 13,595.1 kg/m3 mercury under g0
+        "Pa": 1, "hPa": 100, "kPa": 1e3, "MPa": 1e6, "mbar": 100, "mb": 100, "bar": 1e5,
+        "psi": lbf / inch**2, "atm": 101_325, "mmHg": 13_595.1e-3 * g0,
+        "inHg": 13_595.1 * inch * g0, "kgf/cm2": g0 * 1e4, "kg/cm2": g0 * 1e4,
+        # densities, gradients, per area
+        "kg/m3": 1, "lb/cuft": lb / ft**3, "g/cm3": 1e3, "lb/cuin": lb / inch**3,
+        "kg/m": 1, "lb/yd": lb / yd, "/sqkm": 1e-6, "/sqmi": 1 / mi**2, "m/km": 1e-3,
+        "ft/mi": ft / mi,
+    }  # fmt: skip
+
+
+def test_every_unit_has_the_size_its_definition_gives() -> None:
+    """A wrong scale would print a wrong number (the metric ton once read as a megatonne):
+    every unit of the table (each alias is the same record) against its definition."""
+    definitions = _unit_definitions()
+    units_by_first_code: dict[int, tuple[str, Unit]] = {}
+    for code, unit in UNITS.items():
+        units_by_first_code.setdefault(id(unit), (code, unit))  # aliases are the same record
+    for code, unit in units_by_first_code.values():
+        assert code in definitions, f"{code}: no definition to check its scale against"
+        assert math.isclose(unit.factor, definitions[code], rel_tol=1e-9), (code, unit.factor)
 
 
 # --- ship names ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ from test_leaderboard import make_result
 
 from leaderboard.bootstrap import _block_sums, paired_bootstrap
 from leaderboard.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def synthetic(n: int, shift: float, seed: int, rho: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -136,3 +139,13 @@ def test_compare_refuses_incompatible_or_missing_inputs(
     (tmp_path / "results" / "b.test.logprobs.npy").unlink()
     assert main(["compare", str(a), str(b)]) == 2
     assert "no token_log_probs_file" in capsys.readouterr().err
+
+
+def test_the_readmes_compare_example_is_what_the_command_prints(capsys: pytest.CaptureFixture) -> None:
+    """The tour's ``compare`` example, rerun on the committed results, prints its shown output."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"python -m leaderboard (compare [^\n]*)\n```\n\n```\n(.*?)```", readme, re.S)
+    assert match, "README.md: the compare example (a bash block, then its output) was not found"
+    command, *paths = match.group(1).split()
+    assert main([command, *(str(REPO / path) for path in paths)]) == 0
+    assert capsys.readouterr().out == match.group(2)
