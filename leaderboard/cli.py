@@ -361,7 +361,8 @@ def _training_curve(parts: list[tuple[str, LogCut | None]]) -> pd.DataFrame:
             frame = load_training_log(path)
             frames.append(cut_training_log(frame, *cut, path) if cut else frame)
         except OSError as error:
-            raise UsageError(f"{path}: cannot read ({error.strerror})") from None
+            hint = "; a cut reads LOG@EPOCH or LOG@EPOCH:STEP" if "@" in Path(path).name else ""
+            raise UsageError(f"{path}: cannot read ({error.strerror}){hint}") from None
         except ValueError as error:
             raise UsageError(str(error)) from None
     return join_training_logs(frames)

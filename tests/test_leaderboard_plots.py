@@ -226,6 +226,11 @@ def test_a_warm_started_path_is_one_curve_counted_on_from_each_cut(
     assert "donor.jsonl: no validation at epoch 2 step 6 to cut the log at" in capsys.readouterr().err
     assert main(["plot", "curves", f"{tmp_path / 'none.jsonl'}@2,{pointer}", "--output", str(png)]) == 2
     assert "none.jsonl: cannot read" in capsys.readouterr().err
+    assert main(["plot", "curves", f"{donor}@two", "--output", str(png)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {donor}@two: cannot read (No such file or directory); "
+        "a cut reads LOG@EPOCH or LOG@EPOCH:STEP\n"
+    )
 
 
 def test_zipf_of_directory_corpora(corpus: Path, tmp_path: Path) -> None:
