@@ -40,10 +40,12 @@ from core.cli import (
     ArgumentParser,
     UsageError,
     add_data_dir_option,
+    below_one,
     check_not_an_input,
     check_output_dir,
     check_output_file,
     existing_file,
+    non_negative_float,
     non_negative_int,
     positive_float,
     positive_int,
@@ -437,14 +439,18 @@ def _add_session_options(train: argparse.ArgumentParser) -> None:
         help="torch.compile the LSTM step (default: auto, on for CUDA)",
     )
     train.add_argument(
-        "--max-minutes", type=float, help="stop (resumably) after this long (default: no limit)"
+        "--max-minutes",
+        type=non_negative_float,
+        help="stop (resumably) after this long (default: no limit)",
     )
     train.add_argument(
-        "--max-steps", type=int, help="stop (resumably) after this many steps (default: no limit)"
+        "--max-steps",
+        type=non_negative_int,
+        help="stop (resumably) after this many steps (default: no limit; 0 writes the initial weights)",
     )
     train.add_argument(
         "--checkpoint-minutes",
-        type=float,
+        type=positive_float,
         default=10.0,
         help="also checkpoint this often within an epoch (default: 10)",
     )
@@ -476,18 +482,20 @@ def _add_recipe_options(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--pointer-lr-scale",
-        type=float,
+        type=non_negative_float,
         default=0.05,
         help="learning-rate multiplier of the pointer's query and sentinel (pointer_sentinel) "
         "(default: 0.05)",
     )
     train.add_argument(
         "--patience",
-        type=int,
+        type=positive_int,
         default=3,
         help="stop after this many epochs in a row without a new best validation perplexity (default: 3)",
     )
-    train.add_argument("--max-epochs", type=int, default=64, help="stop after this many epochs (default: 64)")
+    train.add_argument(
+        "--max-epochs", type=positive_int, default=64, help="stop after this many epochs (default: 64)"
+    )
     train.add_argument(
         "--anneal-from",
         type=non_negative_int,
@@ -520,14 +528,14 @@ def _add_tune_parser(commands: Any) -> None:
     )
     tune_parser.add_argument(
         "--thetas",
-        type=float,
+        type=non_negative_float,
         nargs="+",
         default=DEFAULT_THETAS,
         help=f"the grid's theta values (default: {' '.join(map(str, DEFAULT_THETAS))})",
     )
     tune_parser.add_argument(
         "--interpolations",
-        type=float,
+        type=below_one,
         nargs="+",
         default=DEFAULT_INTERPOLATIONS,
         help=f"the grid's lambda values (default: {' '.join(map(str, DEFAULT_INTERPOLATIONS))})",
@@ -576,11 +584,13 @@ def _add_analyze_parser(commands: Any) -> None:
         "--window", type=positive_int, default=100, help="cache size (neural_cache) (default: 100)"
     )
     inspect.add_argument(
-        "--theta", type=float, help="the cache's theta (default: the tuned one, from the tuning file)"
+        "--theta",
+        type=non_negative_float,
+        help="the cache's theta (default: the tuned one, from the tuning file)",
     )
     inspect.add_argument(
         "--interpolation",
-        type=float,
+        type=below_one,
         help="the cache's lambda (default: the tuned one, from the tuning file)",
     )
     inspect.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)")

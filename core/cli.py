@@ -134,6 +134,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def below_one(text: str) -> float:
+    """A number of at least 0 and below 1 (the neural cache's lambda)."""
+    value = _number(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return value
+
+
 def share(text: str) -> float:
     """A number greater than 0 and at most 1 (a threshold on a share)."""
     value = _number(text)

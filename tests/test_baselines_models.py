@@ -282,6 +282,14 @@ def test_the_sentinel_bias_must_be_finite():
         PointerConfig(**SIZES, sentinel_bias=float("nan"))
 
 
+@pytest.mark.parametrize("theta, interpolation", [(-1.0, 0.3), (float("nan"), 0.3), (0.7, 1.0), (0.7, -0.1)])
+def test_the_cache_refuses_settings_that_are_no_distribution(theta, interpolation):
+    """A negative or undefined flatness, or a lambda outside [0, 1): the mixture would not be a
+    distribution, or would not be the cache's."""
+    with pytest.raises(ValueError, match="neural cache: (theta|interpolation)"):
+        NeuralCache(make("lstm"), window=4, theta=theta, interpolation=interpolation)
+
+
 def test_analysis_attention_matches_the_window():
     model = make("pointer", window=3).eval()
     ids = torch.tensor([[1, 2, 3, 4, 1, 2]])

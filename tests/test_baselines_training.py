@@ -393,6 +393,35 @@ def test_train_refuses_a_zero_size(toy, tmp_path, capsys, option):
     assert capsys.readouterr().err.strip() == f"error: argument {option}: must be at least 1, got 0"
 
 
+NOT_NEGATIVE = "must be a finite number of at least 0, got"
+
+
+@pytest.mark.parametrize(
+    "command, error",
+    [
+        ("train zoneout_lstm --max-minutes -1", f"--max-minutes: {NOT_NEGATIVE} -1"),
+        ("train zoneout_lstm --max-minutes nan", f"--max-minutes: {NOT_NEGATIVE} nan"),
+        ("train zoneout_lstm --max-steps -2", "--max-steps: must not be negative, got -2"),
+        (
+            "train zoneout_lstm --checkpoint-minutes 0",
+            "--checkpoint-minutes: must be a finite number greater than 0, got 0",
+        ),
+        ("train zoneout_lstm --patience 0", "--patience: must be at least 1, got 0"),
+        ("train zoneout_lstm --max-epochs 0", "--max-epochs: must be at least 1, got 0"),
+        ("train pointer_sentinel --pointer-lr-scale -0.1", f"--pointer-lr-scale: {NOT_NEGATIVE} -0.1"),
+        ("tune --thetas 0.1 inf", f"--thetas: {NOT_NEGATIVE} inf"),
+        ("tune --interpolations 0.1 1.5", "--interpolations: must be at least 0 and below 1, got 1.5"),
+        ("analyze neural_cache --interpolation 1", "--interpolation: must be at least 0 and below 1, got 1"),
+        ("analyze neural_cache --theta -1", f"--theta: {NOT_NEGATIVE} -1"),
+    ],
+)
+def test_out_of_range_settings_are_refused_before_any_work(toy, capsys, command, error):
+    """A lambda of 1.5 would tune a grid of negative probabilities for minutes; a negative
+    time limit would stop a run before its first step."""
+    assert baselines_main([*command.split(), "--dataset", str(toy)]) == 2
+    assert capsys.readouterr().err == f"error: argument {error}\n"
+
+
 @pytest.mark.parametrize(
     "model_args, message",
     [

@@ -14,6 +14,7 @@ batched matmul with a banded causal mask: no per-token loop.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -50,6 +51,8 @@ class NeuralCache(nn.Module):
             raise ValueError(f"neural cache: window must be >= 1, got {window}")
         if not 0.0 <= interpolation < 1.0:
             raise ValueError(f"neural cache: interpolation (lambda) must be in [0, 1), got {interpolation}")
+        if not 0.0 <= theta < math.inf:
+            raise ValueError(f"neural cache: theta must be a finite number of at least 0, got {theta}")
         self.lstm = lstm
         self.window = window
         self.theta = theta
