@@ -1,6 +1,7 @@
 """Issue 26's rule, "no numeric value may ever be wrong", on real articles: every {{convert}}
 and {{cvt}} of the shared 1,500-article pool is rendered, and each number shown as a conversion
-must be the shown input converted, to within half the output's last shown digit.
+must be the shown input converted, to within half the output's last shown digit (of a whole
+number, its last digit before trailing zeros, which may be rounding: 1,500 is 1,450 to 1,550).
 
 The check reads the rendered text only ("2 to 5 kilometres ( 1 @.@ 2 to 3 @.@ 1 mi )"): the
 units by their names and symbols, the scales from the unit table (which
