@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from wikitext_builder.render import render_article
 from wikitext_builder.render.convert import UNITS, Unit, american
 
-REPO = Path(__file__).resolve().parent.parent
 POOL = (
     Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared")
     / "wikipedia/pool/ga_fa_pool.jsonl.gz"
@@ -163,12 +163,13 @@ def wrong_numbers(template: str, names: dict[str, Unit]) -> list[str] | None:
     inputs = read_side(sides[0], names)
     if not inputs:
         return None
-    wrong = []
+    expected, wrong = in_si(inputs), []
     for output in sides[1]:
         targets = read_side(output, names)
-        if not targets or len(in_si(inputs)) != len(in_si(targets)):
+        shown = in_si(targets) if targets else []
+        if len(shown) != len(expected):
             return None
-        for (want, _), (have, tolerance) in zip(in_si(inputs), in_si(targets)):
+        for (want, _), (have, tolerance) in zip(expected, shown):
             if abs(want - have) > tolerance * 1.0001 + 1e-12 * abs(want):
                 wrong.append(f"{template} -> {plain(rendered)}: {output} (expected {want:g} in SI units)")
     return wrong

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
 from test_leaderboard import make_result
 
 from leaderboard.bootstrap import _block_sums, paired_bootstrap
 from leaderboard.cli import main
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def synthetic(n: int, shift: float, seed: int, rho: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
