@@ -48,6 +48,7 @@ from baselines.models import (
 )
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from baselines.training import PRESETS, bfloat16_is_emulated
+from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 
@@ -357,23 +358,23 @@ def main() -> None:
     parser.add_argument("--dataset", default="ptb")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--bptt", type=int, default=100)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--eval-tokens", type=int, default=20_000)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--bptt", type=positive_int, default=100)
+    parser.add_argument("--steps", type=positive_int, default=5)
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--eval-tokens", type=positive_int, default=20_000)
     parser.add_argument(
         "--naive-tokens",
-        type=int,
+        type=positive_int,
         default=200,
         help="tokens the per-token loop times once its cache is full",
     )
-    parser.add_argument("--window", type=int, default=2000)
+    parser.add_argument("--window", type=positive_int, default=2000)
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast in training")
     parser.add_argument("--compile", action="store_true", help="torch.compile the LSTM step")
     parser.add_argument("--profile", action="store_true", help="break one training step down instead")
     parser.add_argument("--layout", action="store_true", help="compare process/thread layouts instead")
-    parser.add_argument("--layout-batch-sizes", type=int, nargs="+", default=[32])
+    parser.add_argument("--layout-batch-sizes", type=positive_int, nargs="+", default=[32])
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.cli import positive_int
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared")
 DEFAULT_POOL = SHARED / "wikipedia" / "pool" / "ga_fa_pool.jsonl.gz"
@@ -168,11 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool", type=Path, default=DEFAULT_POOL, help="default: %(default)s")
     parser.add_argument(
         "--articles",
-        type=int,
+        type=positive_int,
         default=WIKITEXT_103_ARTICLES,
         help="records in the repeated pool (default: WikiText-103's %(default)s)",
     )
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="default: 1 2")
+    parser.add_argument("--workers", type=positive_int, nargs="+", default=[1, 2], help="default: 1 2")
     parser.add_argument("--workdir", type=Path, help="parent of the temporary directory")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--json", type=Path, help="write the figures here")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from core.cli import non_negative_float, positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import create_model, load_factory
@@ -27,10 +28,10 @@ def main() -> None:
     parser.add_argument("--split", default="test")
     parser.add_argument("--plugins", nargs="+", default=["unigram", "kneser_ney"])
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=6)
+    parser.add_argument("--repeats", type=positive_int, default=6)
     parser.add_argument(
         "--tolerance",
-        type=float,
+        type=non_negative_float,
         help="the audit's tolerance (default: 0, or 1e-4 for scores on an accelerator)",
     )
     args = parser.parse_args()

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.cli import positive_int, share
 from core.files import write_atomically
 from harness.contamination import DEFAULT_THRESHOLD
 from wikitext_builder.corpus import render_all
@@ -181,10 +182,10 @@ def print_table(results: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pool", type=Path, default=DEFAULT_POOL, help=f"the pool (default {DEFAULT_POOL})")
-    parser.add_argument("--limit", type=int, help="only the first N records (default: all)")
-    parser.add_argument("--workers", type=int, default=2, help="renderer processes (default 2)")
+    parser.add_argument("--limit", type=positive_int, help="only the first N records (default: all)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="renderer processes (default 2)")
     parser.add_argument(
-        "--threshold", type=float, default=DEFAULT_THRESHOLD, help=f"(default {DEFAULT_THRESHOLD})"
+        "--threshold", type=share, default=DEFAULT_THRESHOLD, help=f"(default {DEFAULT_THRESHOLD})"
     )
     parser.add_argument("--data-dir", type=Path, help="passed to the harness (default: its own search)")
     parser.add_argument("--workdir", type=Path, help="for temporary files (default: the system's)")

@@ -19,6 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from baselines import kneser_ney
+from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import Chunk, LanguageModel
@@ -54,8 +55,8 @@ def best_of(repeats: int, run: Callable[[], Result]) -> tuple[float, Result]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="directory holding ptb/ (default: a synthetic corpus)")
-    parser.add_argument("--bptt", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--bptt", type=positive_int, default=100)
+    parser.add_argument("--repeats", type=positive_int, default=5)
     args = parser.parse_args()
     if args.data_dir:
         dataset = load_dataset("ptb", data_dir=args.data_dir, download=False)

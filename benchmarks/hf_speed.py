@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugins import hf
@@ -61,17 +62,17 @@ def best_of(repeats: int, run) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", help="directory holding wikitext-2/ (default: the toy text)")
-    parser.add_argument("--lines", type=int, default=300, help="lines of WikiText-2 test scored")
+    parser.add_argument("--lines", type=positive_int, default=300, help="lines of WikiText-2 test scored")
     parser.add_argument(
         "--model",
         help="a model directory or hub name (default: build a small "
         "random-weight GPT-2, 4 x 256, 4,000 BPE types)",
     )
-    parser.add_argument("--max-context", type=int, default=1024)
-    parser.add_argument("--stride", type=int, default=512)
-    parser.add_argument("--window-batch", type=int, default=8)
+    parser.add_argument("--max-context", type=positive_int, default=1024)
+    parser.add_argument("--stride", type=positive_int, default=512)
+    parser.add_argument("--window-batch", type=positive_int, default=8)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="hf_speed_"))

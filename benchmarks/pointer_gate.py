@@ -22,6 +22,7 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.plugin_bridge import detach_state
 from baselines.training import PRESETS, chunk_loss, parameter_groups, step_seed, training_streams
+from core.cli import non_negative_float, non_negative_int, positive_float, positive_int
 from harness.datasets import load_dataset
 
 
@@ -61,16 +62,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir")
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
-    parser.add_argument("--pointer-lr-scale", type=float, nargs="+", default=[1.0, 0.05])
+    parser.add_argument("--pointer-lr-scale", type=non_negative_float, nargs="+", default=[1.0, 0.05])
     parser.add_argument("--loss", choices=["sum", "mean"], default="mean")
-    parser.add_argument("--lr", type=float, default=20.0)
-    parser.add_argument("--clip", type=float, default=0.25)
-    parser.add_argument("--batch-size", type=int, default=20)
-    parser.add_argument("--bptt", type=int, default=35)
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--every", type=int, default=25)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lr", type=positive_float, default=20.0)
+    parser.add_argument("--clip", type=positive_float, default=0.25)
+    parser.add_argument("--batch-size", type=positive_int, default=20)
+    parser.add_argument("--bptt", type=positive_int, default=35)
+    parser.add_argument("--steps", type=positive_int, default=150)
+    parser.add_argument("--every", type=positive_int, default=25)
+    parser.add_argument("--seed", type=non_negative_int, default=1)
+    parser.add_argument("--threads", type=positive_int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     dataset = load_dataset("ptb", data_dir=args.data_dir)

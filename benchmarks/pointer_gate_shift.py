@@ -25,6 +25,7 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.calibration import fit_sentinel_shift, mixture_parts, shifted_log_probs
 from baselines.models import PointerSentinelLSTM
+from core.cli import non_negative_int, positive_int
 from harness.datasets import load_dataset
 
 
@@ -34,11 +35,13 @@ def main() -> None:
     parser.add_argument("--checkpoint", required=True, help="a pointer_sentinel checkpoint")
     parser.add_argument("--dataset", default="ptb")
     parser.add_argument("--split", default="valid", choices=["train", "valid", "test"])
-    parser.add_argument("--max-tokens", type=int, help="the split's first N tokens (default: all)")
-    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--max-tokens", type=positive_int, help="the split's first N tokens (default: all)")
+    parser.add_argument("--batch-size", type=positive_int, default=1)
     parser.add_argument("--dropout", action="store_true", help="dropout and zoneout on, as in training")
     parser.add_argument("--shifts", type=float, nargs="+", default=[-5, -4, -3, -2, -1, 0, 1])
-    parser.add_argument("--seed", type=int, default=0, help="of the dropout masks (with --dropout)")
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="of the dropout masks (with --dropout)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)

@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core.cli import positive_int
+
 REPO = Path(__file__).resolve().parent.parent
 #: The last commit whose harness re-encodes every split on every run.
 BASELINE_REF = "797ae2a"
@@ -126,9 +128,9 @@ def perplexity(stdout: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True, help="directory holding wikitext-2/")
-    parser.add_argument("--copies", type=int, default=49)
-    parser.add_argument("--types", type=int, default=267_000)
-    parser.add_argument("--later-runs", type=int, default=2)
+    parser.add_argument("--copies", type=positive_int, default=49)
+    parser.add_argument("--types", type=positive_int, default=267_000)
+    parser.add_argument("--later-runs", type=positive_int, default=2)
     parser.add_argument(
         "--baseline-ref",
         default=BASELINE_REF,
