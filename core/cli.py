@@ -9,6 +9,9 @@
   checksum mismatch, a plugin that cannot load), is one line ``error: MESSAGE`` on stderr and
   exit status 2; argparse's own errors (an unknown option, ``--bptt 0``) go the same way;
 - Ctrl-C is one line on stderr and exit status 130;
+- when the reader of standard output stops reading (``| head``), the command still finishes its
+  work (its files are written), drops the rest of its output and exits 141, the status of a
+  shell tool stopped by SIGPIPE;
 - anything else is a bug and keeps its traceback.
 
 Output flags follow one convention: ``--output FILE`` for a command's result, ``--output-dir DIR``
@@ -36,6 +39,8 @@ from typing import Any, NoReturn
 EXIT_USAGE = 2
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
 EXIT_INTERRUPTED = 130
+#: Exit status when the reader of standard output has gone (128 + SIGPIPE), as a shell reports it.
+EXIT_BROKEN_PIPE = 141
 
 
 class UsageError(Exception):
@@ -74,15 +79,58 @@ def run(
         interrupted: the line printed on Ctrl-C (say how to resume, where a command can).
     """
     user_errors: tuple[type[Exception], ...] = (UsageError, *errors)
+    stdout = sys.stdout = _OutputToAReader(sys.stdout)
     try:
         args = parser.parse_args(argv)
-        return args.handler(args)
+        status = args.handler(args)
+        stdout.flush()
+        return status or (EXIT_BROKEN_PIPE if stdout.reader_gone else 0)
     except user_errors as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        sys.stdout = stdout.stream
+
+
+class _OutputToAReader:
+    """Standard output while a command runs: once its reader has gone (``| head`` has read
+    enough), the rest of the output is dropped rather than raising ``BrokenPipeError`` from
+    whichever ``print`` comes next, so the command still writes the files it was asked for."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                self.stream.write(text)
+            except BrokenPipeError:
+                self._drop_the_rest()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._drop_the_rest()
+
+    def _drop_the_rest(self) -> None:
+        self.reader_gone = True
+        try:  # the interpreter's own flush at exit then writes nowhere rather than failing again
+            descriptor = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):  # a stream without a file descriptor
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, descriptor)
+        os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 # ---- argparse types ------------------------------------------------------------------------------

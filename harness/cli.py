@@ -211,6 +211,7 @@ def command_list(args: argparse.Namespace) -> int:
         directory = locate_benchmark(name, args.data_dir)
         where = str(directory) if directory else f"downloadable (about {benchmark.approx_mb:g} MB)"
         print(f"  {name:<17} {where}")
+        print(f"  {'':<17} cite: {benchmark.citation}")
     print("  DIR               any directory with wiki.{train,valid,test}.tokens (wikitext_builder output)")
     print("plugins (harness.models entry points; any importable module path works too):")
     for name, target in sorted(discover_plugins().items()):

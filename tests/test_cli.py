@@ -227,6 +227,8 @@ def test_list_shows_datasets_and_plugins(capsys: pytest.CaptureFixture) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "wikitext-103      downloadable (about 181 MB)" in out
+    assert "cite: Merity et al. 2016, Pointer Sentinel Mixture Models" in out
+    assert "cite: Mikolov et al. 2010" in out
     assert "kneser_ney        baselines.kneser_ney" in out
 
 

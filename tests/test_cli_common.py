@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import subprocess
 import sys
 from importlib import import_module
+from pathlib import Path
 
 import pytest
 from conftest import REPO
@@ -149,6 +151,51 @@ def test_run_contract(capsys: pytest.CaptureFixture) -> None:
     assert capsys.readouterr().err == "interrupted: rerun to resume\n"
     with pytest.raises(ValueError, match="a bug"):  # a bug keeps its traceback
         run(_parser(handler), ["--size", "5"], errors=(ToolError,))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["harness", "list"],
+        ["harness", "eval", "unigram", "--dataset", "ptb", "--split", "valid", "--output", "OUT"],
+        [
+            "leaderboard",
+            "compare",
+            "results/ptb/baselines.zoneout_lstm.ptb.test.json",
+            "results/ptb/baselines.pointer_sentinel.ptb.test.json",
+        ],
+    ],
+    ids=["harness-list", "harness-eval", "leaderboard-compare"],
+)
+def test_a_reader_that_stops_reading_costs_no_work(argv: list[str], tmp_path: Path) -> None:
+    """``python -m harness eval ... --output FILE | head -1``: once the reader has gone, the command
+    still writes its result, then exits with the shell's SIGPIPE status, 141, and no traceback
+    (unbuffered, so the first line printed meets the closed pipe at once)."""
+    output = tmp_path / "result.json"
+    writes_a_file = "OUT" in argv
+    argv = [str(output) if part == "OUT" else part for part in argv]
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first line is written
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-m", *argv],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    finally:
+        os.close(write_end)
+    assert (ran.returncode, ran.stderr.decode()) == (141, "")
+    assert output.is_file() == writes_a_file
+
+
+def test_a_broken_pipe_other_than_standard_output_is_a_bug(capsys: pytest.CaptureFixture) -> None:
+    def handler(args: argparse.Namespace) -> int:
+        raise BrokenPipeError("a worker's pipe")
+
+    with pytest.raises(BrokenPipeError, match="a worker's pipe"):
+        run(_parser(handler), [])
 
 
 @pytest.mark.parametrize(
