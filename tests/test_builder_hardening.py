@@ -14,8 +14,9 @@ from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, artic
 from conftest import assert_one_line_error
 
 from core.files import LOCK_FILE
+from core.format import UTF8_BOM
 from wikitext_builder.cli import main
-from wikitext_builder.corpus import MAX_ARTICLE_BYTES, OUTPUT_FILES
+from wikitext_builder.corpus import MAX_ARTICLE_BYTES, OUTPUT_FILES, TEXT_FILES
 from wikitext_builder.sources import MediaWikiClient, Skipped, iter_jsonl
 from wikitext_builder.validate import ERROR, validate_lines
 
@@ -190,6 +191,27 @@ def test_when_no_article_renders_the_error_says_why(tmp_path: Path, capsys) -> N
     assert_one_line_error(
         capsys, "0 articles rendered (skipped: 4 malformed markup, 1 no title)", "no article for train"
     )
+
+
+def test_a_byte_order_mark_is_neither_a_bad_record_nor_text(tmp_path: Path) -> None:
+    """A pool or a folder whose files an editor saved with a UTF-8 byte-order mark builds the
+    corpus it builds without one: the mark is not read as a broken first record, nor rendered
+    into the first article's text."""
+    folder = write_folder(tmp_path / "folder", 4)
+    marked_folder = tmp_path / "marked-folder"
+    marked_folder.mkdir()
+    for path in folder.iterdir():
+        (marked_folder / path.name).write_bytes(UTF8_BOM + path.read_bytes())
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps(pool_record(index)) + "\n" for index in range(4)))
+    marked_pool = tmp_path / "marked-pool.jsonl"
+    marked_pool.write_bytes(UTF8_BOM + pool.read_bytes())
+    for option, plain, marked in (("--folder", folder, marked_folder), ("--jsonl", pool, marked_pool)):
+        outputs = [tmp_path / option / source.name for source in (plain, marked)]
+        for source, output in zip((plain, marked), outputs):
+            assert main([option, str(source), "--output-dir", str(output), *SMALL]) == 0, source
+        for name in TEXT_FILES:
+            assert (outputs[0] / name).read_bytes() == (outputs[1] / name).read_bytes(), (option, name)
 
 
 def test_stats_of_a_file_that_is_not_utf8_is_a_assert_one_line_error(tmp_path: Path, capsys) -> None:

@@ -282,7 +282,7 @@ def command_render(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as error:
         raise SourceError(f"{path}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError as error:

@@ -527,11 +527,11 @@ def _folder_files(directory: Path) -> list[Path]:
 
 
 def iter_folder(directory: Path) -> Iterator[Article]:
-    """Every ``*.wikitext`` file of a folder, in name order; the title is the file name with
-    underscores read as spaces."""
+    """Every ``*.wikitext`` file of a folder, in name order (a leading byte-order mark left out);
+    the title is the file name with underscores read as spaces."""
     for path in _folder_files(directory):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")
         except UnicodeDecodeError as error:
             raise SourceError(f"{path}: not valid UTF-8 at byte {error.start}") from None
         except OSError as error:
@@ -617,11 +617,13 @@ def _json_kind(value: object) -> str:
 
 
 def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """The 1-based lines of a text file, decompressed; a damaged file is a one-line SourceError."""
+    """The 1-based lines of a text file, decompressed, without a leading byte-order mark (as an
+    editor may save one); a damaged file is a one-line SourceError."""
     number = 0
     try:
         with open_text(path) as raw:
-            for number, line in enumerate(io.TextIOWrapper(cast(BinaryIO, raw), encoding="utf-8"), start=1):
+            text = io.TextIOWrapper(cast(BinaryIO, raw), encoding="utf-8-sig")
+            for number, line in enumerate(text, start=1):
                 yield number, line
     except UnicodeDecodeError:
         raise SourceError(f"{path}: not valid UTF-8 after line {number}") from None
