@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -166,13 +168,15 @@ class ResultRecord:
     def from_json(cls, data: Any) -> ResultRecord:
         """The record of a parsed result file, validated: :class:`NotAResultRecord` when ``data``
         is no result at all, :class:`InvalidResultRecord` (one line) when a key is missing or of
-        the wrong type, the version is not supported, or figures contradict each other or the
+        the wrong type (:data:`REQUIRED_KEYS`, :data:`KEYS_ADDED_IN_2`, :data:`OPTIONAL_KEYS`), the
+        version or the ``scoring`` is not supported, or figures contradict each other or the
         audit records."""
         _check_required_keys(data)
         _check_required_types(data)
-        protocol = Protocol.from_json(data["protocol"])
         if data["schema_version"] >= 2:
             _check_types_added_in_2(data)
+        _check_optional_types(data)
+        protocol = Protocol.from_json(data["protocol"])
         recorded = {field.name: data[field.name] for field in dataclasses.fields(cls) if field.name in data}
         record = cls(**{**recorded, "protocol": protocol})
         record._check_audited()
@@ -220,13 +224,10 @@ class ResultRecord:
         if not math.isclose(math.log(ppl), nll, rel_tol=1e-6, abs_tol=1e-9):
             raise InvalidResultRecord(f"perplexity {ppl} is not exp(nll {nll}) (file edited by hand?)")
         bits = self.bits_per_token
-        if bits is not None and not (
-            isinstance(bits, (int, float))
-            and math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9)
-        ):
+        if bits is not None and not math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9):
             raise InvalidResultRecord(f"bits_per_token {bits!r} is not nll / ln 2 (file edited by hand?)")
         parameters = self.num_parameters
-        if parameters is not None and (not isinstance(parameters, int) or parameters < 0):
+        if parameters is not None and parameters < 0:
             raise InvalidResultRecord("num_parameters must be a non-negative integer or null")
 
 
@@ -248,17 +249,52 @@ def _check_required_keys(data: Any) -> None:
         )
 
 
+def _check_type(key: str, value: Any, json_types: tuple[type, ...]) -> None:
+    """``value``, the value of ``key``, must be of one of ``json_types`` (a boolean is no number)."""
+    if not isinstance(value, json_types) or (isinstance(value, bool) and bool not in json_types):
+        wanted = " or ".join("null" if t is type(None) else t.__name__ for t in json_types)
+        raise InvalidResultRecord(f"{key} must be {wanted}, got {value!r}")
+
+
 def _check_required_types(data: dict[str, Any]) -> None:
-    """The keys of :data:`REQUIRED_KEYS` must have their JSON types (a boolean is no number)."""
-    for key, types in REQUIRED_KEYS.items():
-        value = data[key]
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-            wanted = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-            raise InvalidResultRecord(f"{key} must be {wanted}, got {value!r}")
+    """The keys of :data:`REQUIRED_KEYS` must have their JSON types."""
+    for key, json_types in REQUIRED_KEYS.items():
+        _check_type(key, data[key], json_types)
+
+
+def _json_types(hint: Any) -> tuple[type, ...]:
+    """The JSON types of a :class:`ResultRecord` field annotated ``hint``: ``float`` takes an
+    integer too, ``X | None`` takes null, ``dict[...]`` and ``list[...]`` are their container."""
+    if isinstance(hint, types.UnionType):
+        return tuple(json_type for part in typing.get_args(hint) for json_type in _json_types(part))
+    origin = typing.get_origin(hint) or hint
+    return (int, float) if origin is float else (origin,)
+
+
+#: The keys a result file may lack (see :class:`ResultRecord`), with the JSON types they must have
+#: when present, from the fields' annotations.
+OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
+    name: _json_types(hint)
+    for name, hint in typing.get_type_hints(ResultRecord).items()
+    if name not in REQUIRED_KEYS
+}
+
+
+def _check_optional_types(data: dict[str, Any]) -> None:
+    """The keys of :data:`OPTIONAL_KEYS` that ``data`` has must have their JSON types;
+    ``unaudited_reasons`` holds strings and ``scoring`` is one of :data:`SCORINGS`."""
+    for key, json_types in OPTIONAL_KEYS.items():
+        if key in data:
+            _check_type(key, data[key], json_types)
+    reasons = data.get("unaudited_reasons") or []
+    if not all(isinstance(reason, str) for reason in reasons):
+        raise InvalidResultRecord(f"unaudited_reasons must be a list of strings, got {reasons!r}")
+    if data.get("scoring", "word") not in SCORINGS:
+        raise InvalidResultRecord(f"scoring {data['scoring']!r} is not one of {', '.join(SCORINGS)}")
 
 
 def _check_types_added_in_2(data: dict[str, Any]) -> None:
     """The keys of :data:`KEYS_ADDED_IN_2` must be present with their JSON types."""
-    for key, types in KEYS_ADDED_IN_2.items():
-        if not isinstance(data.get(key), types):
-            raise InvalidResultRecord(f"{key} missing or not a {types[0].__name__}")
+    for key, json_types in KEYS_ADDED_IN_2.items():
+        if not isinstance(data.get(key), json_types):
+            raise InvalidResultRecord(f"{key} missing or not a {json_types[0].__name__}")

@@ -2,15 +2,17 @@
 
 - ``python -m leaderboard build RESULTS --output-dir DIR [--format csv markdown html]``: one
   table per dataset (``ptb``, ``wikitext-2``, ``wikitext-103`` and every builder corpus with
-  results), our runs (``kind = reproduced``) merged with the published figures of
-  :data:`table.REPORTED_CSV` (``kind = reported``), ranked by test perplexity. Malformed or
-  incompatible files are named on stderr and skipped. Contamination reports among the files
+  results), our runs (``kind`` ``reproduced baseline``, ``user model`` or ``subword``; with
+  ``--include-unaudited`` also ``unaudited``) merged with the published figures of
+  :data:`table.REPORTED_CSV` (``kind`` ``reported``), ranked by test perplexity (see
+  :mod:`leaderboard.table`). Malformed or incompatible files are named on stderr and rejected;
+  files that are not results are named and skipped. Contamination reports among the files
   (``harness contamination --result``) add the clean-subset perplexity of the results they fit
   (:mod:`leaderboard.clean_subset`).
 - ``python -m leaderboard regenerate``: the project's committed tables from ``results/``.
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
   difference over the saved per-token log-probabilities.
-- ``python -m leaderboard plot {bars,frequency,gates,zipf} ...``: the figures.
+- ``python -m leaderboard plot {bars,frequency,gates,curves,zipf} ...``: the figures.
 """
 
 from leaderboard.bootstrap import Comparison, paired_bootstrap

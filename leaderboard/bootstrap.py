@@ -43,6 +43,14 @@ class Comparison:
     seed: int | None
 
     @property
+    def significant(self) -> bool:
+        """Whether the percentile interval of the mean NLL difference excludes 0: the verdict at
+        ``confidence``. It follows the interval rather than :attr:`p_value`, whose +1 correction
+        can put it at or above ``1 - confidence`` while the interval's end is just beyond 0."""
+        low, high = self.nll_ci
+        return low > 0 or high < 0
+
+    @property
     def p_floor(self) -> float:
         """The smallest p-value this number of resamples can give."""
         return 2.0 / (self.samples + 1)

@@ -121,6 +121,8 @@ def _named_result(path: Path, data: dict[str, Any], results: dict[Path, Result])
     """The result among ``results`` (by resolved path) that the report at ``path`` names (see the
     module docstring); None when the file it names exists but is not among them;
     :class:`ReportError` when it is nowhere."""
+    if "\0" in data["result"]:  # no file system takes it: Path.resolve() would raise
+        raise ReportError(f"{path}: contamination report: result {data['result']!r} is no path (a NUL byte)")
     recorded = Path(data["result"])
     candidates = [recorded, path.parent / recorded, path.parent / recorded.name]
     for candidate in candidates:

@@ -16,6 +16,7 @@ from core.cli import (
     check_output_dir,
     check_output_file,
     existing_file,
+    non_negative_int,
     positive_int,
     run,
 )
@@ -35,6 +36,9 @@ INCLUDE_UNAUDITED_HELP = (
     "also show results that do not show both harness audits passed (kind "
     "'unaudited', never ranked); by default they are left out"
 )
+#: The most bootstrap resamples ``compare`` draws: 16 MB of resampled means, and far more than an
+#: interval's ends need.
+MAX_SAMPLES = 1_000_000
 #: The error types of the leaderboard (and of the harness datasets it reads) whose message is a
 #: one-line user error.
 USER_ERRORS = (ResultError, DatasetError)
@@ -160,6 +164,14 @@ def _confidence(text: str) -> float:
     return value
 
 
+def _samples(text: str) -> int:
+    """A number of bootstrap resamples: at least 1 and at most :data:`MAX_SAMPLES`."""
+    value = positive_int(text)
+    if value > MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_SAMPLES:,}, got {value:,}")
+    return value
+
+
 def _block_length(text: str) -> int | None:
     """``auto`` (None: the bootstrap's default) or a positive number of tokens."""
     return None if text == "auto" else positive_int(text)
@@ -194,7 +206,8 @@ def command_compare(args: argparse.Namespace) -> int:
 
 
 def _print_comparison(a: Result, b: Result, result: Comparison, confidence: float) -> None:
-    """Both perplexities, their difference with its interval, the p-value and the verdict."""
+    """Both perplexities, their difference with its interval, the p-value and the verdict
+    (:attr:`leaderboard.bootstrap.Comparison.significant`: whether the NLL interval excludes 0)."""
     level = f"{100 * confidence:g}%"
     where = f"{a.record.dataset}/{a.split}"
     print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
@@ -214,9 +227,9 @@ def _print_comparison(a: Result, b: Result, result: Comparison, confidence: floa
         else f"p = {result.p_value:.4g}"
     )
     verdict = (
-        "no significant difference"
-        if result.p_value >= 1 - confidence
-        else ("A is better" if result.ppl_diff < 0 else "B is better")
+        ("A is better" if result.ppl_diff < 0 else "B is better")
+        if result.significant
+        else "no significant difference"
     )
     print(
         f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
@@ -509,11 +522,14 @@ def _add_compare_parser(commands: Any) -> None:
     compare.add_argument("b", metavar="B.json", help="a result file of the same dataset split")
     compare.add_argument(
         "--samples",
-        type=positive_int,
+        type=_samples,
         default=10_000,
-        help="bootstrap resamples, at least 10 / (1 - confidence) (default: 10,000)",
+        help=f"bootstrap resamples, at least 10 / (1 - confidence), at most {MAX_SAMPLES:,} "
+        "(default: 10,000)",
     )
-    compare.add_argument("--seed", type=int, default=0, help="seed of the resampling (default: 0)")
+    compare.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of the resampling (default: 0)"
+    )
     compare.add_argument(
         "--block-length",
         type=_block_length,

@@ -1,7 +1,7 @@
 """The leaderboard's figures (matplotlib, Agg backend, PNG).
 
 - :func:`plot_bars`: a leaderboard as horizontal bars of test perplexity (valid where a row has
-  no test figure), reported rows and the rows measured here in different colours.
+  no test figure), reported rows, the rows measured here and unaudited rows in different colours.
 - :func:`plot_frequency`: the seed paper's Figure 4: the mean per-token difference in log
   perplexity (NLL, nats) between two models, in 10 buckets of target words by train frequency.
 - :func:`plot_gates`: histogram of a pointer-sentinel model's per-token gate ``g`` (the share of
@@ -32,6 +32,7 @@ from core.files import write_atomically  # noqa: E402
 
 REPORTED_COLOUR = "#9aa5b1"
 REPRODUCED_COLOUR = "#1f77b4"
+UNAUDITED_COLOUR = "#f5b971"
 
 
 def _save(figure: plt.Figure, out: str | Path) -> Path:
@@ -56,6 +57,8 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     """Bars of a ranked leaderboard (columns of :data:`table.COLUMNS`), best at the top.
     ``log``: logarithmic perplexity axis; by default when the largest figure is over 5 times
     the smallest (a unigram model beside AWD-LSTM)."""
+    from leaderboard.table import UNAUDITED, format_number
+
     rows = frame[frame["test_ppl"].notna() | frame["valid_ppl"].notna()].copy()
     if rows.empty:
         raise ValueError(f"{title}: no row has a valid or test perplexity to plot")
@@ -67,14 +70,13 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     height = max(2.5, 0.32 * len(rows) + 1.2)
     figure, axis = plt.subplots(figsize=(9, height))
     positions = np.arange(len(rows))[::-1]
-    colours = [REPORTED_COLOUR if kind == "reported" else REPRODUCED_COLOUR for kind in rows["kind"]]
+    colour_of_kind = {"reported": REPORTED_COLOUR, UNAUDITED: UNAUDITED_COLOUR}
+    colours = [colour_of_kind.get(kind, REPRODUCED_COLOUR) for kind in rows["kind"]]
     hatches = ["//" if which == "valid" else "" for which in rows["which"]]
     left = values.min() / 1.5 if log else 0
     bars = axis.barh(positions, values - left, left=left, color=colours, edgecolor="black", linewidth=0.4)
     for bar, hatch in zip(bars, hatches):
         bar.set_hatch(hatch)
-    from leaderboard.table import format_number
-
     for position, value, which in zip(positions, values, rows["which"]):
         axis.text(
             value * (1.02 if log else 1.0) + (0 if log else values.max() * 0.01),
@@ -106,6 +108,9 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
         Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="measured here (baselines, user models)"),
         Patch(facecolor=REPORTED_COLOUR, edgecolor="black", label="reported (published)"),
     ]
+    if (rows["kind"] == UNAUDITED).any():
+        label = "unaudited (measured here, not ranked)"
+        handles.append(Patch(facecolor=UNAUDITED_COLOUR, edgecolor="black", label=label))
     if (rows["which"] == "valid").any():
         handles.append(
             Patch(facecolor="white", edgecolor="black", hatch="//", label="valid figure (no test figure)")
@@ -267,6 +272,9 @@ def load_gates(path: str | Path) -> np.ndarray:
         raise ValueError(f"{path}: no such file") from None
     except (OSError, ValueError) as error:
         raise ValueError(f"{path}: not a readable .npy array ({error})") from None
+    if not isinstance(gates, np.ndarray):  # an .npz archive: np.load opens it as an NpzFile
+        gates.close()
+        raise ValueError(f"{path}: not a .npy array (an .npz archive of arrays)")
     if gates.ndim != 1 or not np.issubdtype(gates.dtype, np.floating) or len(gates) == 0:
         raise ValueError(
             f"{path}: expected a non-empty 1-D float array of gate values, got {gates.dtype} {gates.shape}"
@@ -340,13 +348,16 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
                 if not record["partial"]
                 else record["epoch"] - 1 + record["step"] / record["steps_per_epoch"]
             )
+            valid_ppl = float(record["valid_ppl"])
+            if not math.isfinite(valid_ppl):  # JSON's Infinity or NaN: a damaged log
+                raise ValueError(f"valid_ppl {valid_ppl} is not a finite number")
             rows.append(
                 {
                     "epoch": record["epoch"],
                     "step": record["step"] if record["partial"] else None,
                     "epochs": epochs,
                     "minutes": seconds / 60,
-                    "valid_ppl": float(record["valid_ppl"]),
+                    "valid_ppl": valid_ppl,
                     "learning_rate": record["learning_rate"],
                     "partial": record["partial"],
                 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -109,6 +110,11 @@ def validate(data: Any, path: Path) -> Result:
     (:meth:`core.result_schema.ResultRecord.from_json`'s message, after the file's name)."""
     if isinstance(data, dict) and _nesting(data) > MAX_NESTING:  # would exhaust json.dumps later
         raise ResultError(_too_deep(path))
+    try:  # JSON's \ud800 escapes give strings that no table or figure can write
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = ascii(error.object[error.start : error.end])
+        raise ResultError(f"{path}: not a harness result (a string holds {bad}: {error.reason})") from None
     if is_report(data):
         raise ResultError(f"{path}: a contamination report (harness contamination), not a harness result")
     try:
@@ -134,6 +140,10 @@ def read_json(path: Path) -> Any:
         raise ResultError(f"{path}: not valid JSON (line {error.lineno}: {error.msg})") from None
     except RecursionError:  # the decoder recurses once per level of nesting
         raise ResultError(_too_deep(path)) from None
+    except ValueError:  # an integer longer than Python converts
+        raise ResultError(
+            f"{path}: not a harness result (an integer of more than {sys.get_int_max_str_digits():,} digits)"
+        ) from None
     return data
 
 
@@ -231,8 +241,29 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
     return kept
 
 
+def _input_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+    """The ``*.json`` files that ``paths`` name or hold (directories searched recursively), each
+    once (a file named twice, or also found in a directory named, is read the first time), in
+    order; and a note for each file named that is not ``*.json`` (a training log, per-token
+    log-probabilities: a shell glob names them too), which is skipped."""
+    files: dict[Path, Path] = {}  # by resolved path
+    notes = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.json") if p.is_file())
+        elif path.suffix == ".json":
+            found = [path]
+        else:
+            found = []
+            notes.append(f"{path}: not a .json file, so not a harness result; skipped")
+        for file in found:
+            files.setdefault(file.resolve(), file)
+    return list(files.values()), notes
+
+
 def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Collection:
-    """Every result file under ``paths`` (directories searched recursively for ``*.json``),
+    """Every result file under ``paths`` (directories searched recursively for ``*.json``; files
+    named that are not ``*.json`` are noted and skipped; a file found twice is read once),
     validated; incompatible files are rejected by name, never merged (JSON objects that are not
     result files at all, with neither ``schema_version`` nor ``perplexity``, are named in
     ``notes`` instead, so that metadata beside the results does not fail a strict build):
@@ -251,13 +282,8 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
     name (:func:`leaderboard.clean_subset.attach_reports`): those that fit go to
     ``contamination``, the others are rejected or noted by name.
     """
-    files: list[Path] = []
-    for path in map(Path, paths):
-        if path.is_dir():
-            files.extend(sorted(p for p in path.rglob("*.json") if p.is_file()))
-        else:
-            files.append(path)
-    results, rejected, notes, unaudited = [], [], [], []
+    files, notes = _input_files(paths)
+    results, rejected, unaudited = [], [], []
     reports: list[tuple[Path, dict[str, Any]]] = []
     for file in files:
         try:
@@ -342,6 +368,9 @@ def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise ResultError(f"{path}: not a readable .npy array ({error})") from None
+    if not isinstance(values, np.ndarray):  # an .npz archive: np.load opens it as an NpzFile
+        values.close()
+        raise ResultError(f"{path}: not a .npy array (an .npz archive of arrays)")
     if values.ndim != 1 or not np.issubdtype(values.dtype, np.floating):
         raise ResultError(f"{path}: expected a 1-D float array, got {values.dtype} {values.shape}")
     if len(values) != result.record.tokens:

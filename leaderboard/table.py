@@ -24,6 +24,7 @@ table with no report has exactly the columns above.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import html
 import math
 import re
@@ -483,9 +484,14 @@ EXTENSIONS = {"csv": "csv", "markdown": "md", "html": "html"}
 
 
 def file_stem(dataset: str) -> str:
-    """A file name for a dataset name (builder corpora are named after their directory)."""
+    """A file name for a dataset name (builder corpora are named after their directory): the name
+    itself when it is a safe file name (``ptb``, ``my_corpus``), else its safe characters and the
+    first 8 hex digits of its sha256 (``my corpus`` -> ``my_corpus-954a6719``), so that two names
+    never share a file."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset).strip("._") or "dataset"
-    return stem
+    if stem == dataset:
+        return stem
+    return f"{stem}-{hashlib.sha256(dataset.encode('utf-8')).hexdigest()[:8]}"
 
 
 def table_path(dataset: str, out: Path, fmt: str) -> Path:
@@ -537,8 +543,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: not a leaderboard CSV (missing {', '.join(missing)})")
-    for column in frame.columns:
-        if column in NUMBER_COLUMNS:
-            frame[column] = pd.to_numeric(frame[column].where(~frame[column].isin(["", NO_REPORT])))
-    frame["rank"] = pd.to_numeric(frame["rank"].replace("", None)).astype("Int64")
+    try:
+        for column in frame.columns:
+            if column in NUMBER_COLUMNS:
+                frame[column] = pd.to_numeric(frame[column].where(~frame[column].isin(["", NO_REPORT])))
+        frame["rank"] = pd.to_numeric(frame["rank"].replace("", None)).astype("Int64")
+    except (ValueError, TypeError) as error:  # TypeError: a rank that is no whole number
+        raise ValueError(f"{path}: not a leaderboard CSV ({error})") from None
     return frame[table_columns(frame)]

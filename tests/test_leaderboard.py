@@ -193,6 +193,10 @@ def test_same_configuration_with_different_figures_is_not_paired_by_guess(tmp_pa
         ("{not json", "not valid JSON"),
         ("[1, 2]", "not a harness result"),
         (json.dumps({"schema_version": 1}), "missing keys"),
+        (
+            '{"schema_version": ' + "1" * 5000 + "}",
+            "not a harness result (an integer of more than 4,300 digits)",
+        ),
     ],
 )
 def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, reason: str) -> None:
@@ -218,6 +222,9 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
         ),
         ({"audited": False}, "audited is false but the audit records say otherwise"),
         ({"bits_per_token": 1.0}, "bits_per_token 1.0 is not nll / ln 2"),
+        ({"created": 12345}, "created must be str or null, got 12345"),
+        ({"scoring": "bpe"}, "scoring 'bpe' is not one of word, subword"),
+        ({"device": "cpu\ud800"}, "not a harness result (a string holds '\\ud800': surrogates not allowed)"),
     ],
 )
 def test_malformed_results_are_rejected_by_name(tmp_path: Path, overrides: dict, reason: str) -> None:
@@ -372,6 +379,61 @@ def test_token_log_probs_are_found_beside_a_moved_result(tmp_path: Path) -> None
     (tmp_path / "old" / "m.test.logprobs.npy").unlink()
     with pytest.raises(ResultError, match="not found"):
         load_token_log_probs(load_result(path))
+
+
+def test_token_log_probs_in_an_npz_archive_are_rejected_in_one_line(tmp_path: Path) -> None:
+    path = make_result(tmp_path / "results", "m.test", ppl=100.0)
+    with open(tmp_path / "results" / "m.test.logprobs.npy", "wb") as handle:
+        np.savez(handle, np.full(1000, -math.log(100.0)))
+    _, _, collection = table(tmp_path)
+    assert collection.results == []
+    assert collection.rejected == [
+        f"{path.with_suffix('.logprobs.npy')}: not a .npy array (an .npz archive of arrays)"
+    ]
+
+
+def test_files_named_that_are_not_json_are_noted_and_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``build results/ptb/*``: the shell names the per-token .npy files and training logs too."""
+    results = tmp_path / "results"
+    make_result(results, "m.test", ppl=100.0)
+    (results / "run.log.jsonl").write_text('{"epoch": 1}\n', encoding="utf-8")
+    named = sorted(str(path) for path in results.iterdir())
+    assert main(["build", *named, "--output-dir", str(tmp_path / "tables"), "--strict"]) == 0
+    err = capsys.readouterr().err
+    assert "rejected" not in err
+    for name in ("m.test.logprobs.npy", "run.log.jsonl"):
+        assert f"note: {results / name}: not a .json file, so not a harness result; skipped\n" in err
+
+
+def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    path = make_result(results, "m.test", ppl=100.0)
+    collection = collect([results, path, results, Path(f"{results}/../results/m.test.json")])
+    assert [result.path for result in collection.results] == [path]
+    warnings: list[str] = []
+    assert len(build_tables(collection, None, warnings=warnings)["ptb"]) == 1 and warnings == []
+
+
+def test_datasets_whose_names_make_the_same_file_name_get_a_file_each(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    make_result(results, "a.test", model="model.a", ppl=100.0, dataset="my_corpus")
+    make_result(results, "b.test", model="model.b", ppl=200.0, dataset="my corpus")
+    out = tmp_path / "tables"
+    assert main(["build", str(results), "--output-dir", str(out), "--no-reported"]) == 0
+    assert sorted(path.name for path in out.iterdir()) == ["my_corpus-954a6719.csv", "my_corpus.csv"]
+    assert "model.a" in (out / "my_corpus.csv").read_text()
+    assert "model.b" in (out / "my_corpus-954a6719.csv").read_text()
+
+
+def test_the_package_docstring_names_every_kind_and_figure() -> None:
+    import leaderboard
+    from leaderboard.table import KINDS
+
+    assert leaderboard.__doc__ is not None
+    assert "plot {bars,frequency,gates,curves,zipf}" in leaderboard.__doc__
+    assert all(f"``{kind}``" in leaderboard.__doc__ for kind in KINDS)
 
 
 def test_the_committed_results_are_all_read(capsys: pytest.CaptureFixture) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, assert_one_line_error
 from test_leaderboard import make_result
 
 from leaderboard.bootstrap import _block_sums, paired_bootstrap
@@ -112,6 +112,33 @@ def test_compare_prints_the_difference_interval_and_p_value(
     assert "A: model.a on ptb/test: perplexity" in out
     assert "95% CI [" in out and "p <=" in out and "A is better" in out
     assert "circular blocks of 71 tokens" in out  # ceil(sqrt(5000))
+
+
+def test_the_verdict_follows_the_interval_where_the_p_value_is_at_the_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """With 200 resamples, 5 on the far side of 0 put the +1-corrected p at 12 / 201 > 0.05 while
+    the 2.5% percentile is already beyond 0: the interval excludes 0, and so does the verdict."""
+    a, b = _results_with_logprobs(tmp_path, shift=0.014)
+    assert main(["compare", str(a), str(b), "--samples", "200", "--seed", "20"]) == 0
+    out = capsys.readouterr().out
+    nll_ci = re.search(r"mean NLL [^,]*, 95% CI \[([-+.\d]+), ([-+.\d]+)\]", out)
+    assert nll_ci and float(nll_ci[2]) < 0
+    assert "p = 0.0597" in out and out.endswith("; A is better at the 95% level\n")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--samples", "1000000000000000"], "argument --samples: must be at most 1,000,000"),
+        (["--seed", "-1"], "argument --seed: must not be negative, got -1"),
+    ],
+)
+def test_compare_refuses_out_of_range_options_before_any_work(
+    option: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["compare", "a.json", "b.json", *option]) == 2
+    assert_one_line_error(capsys, message)
 
 
 def test_compare_refuses_incompatible_or_missing_inputs(

@@ -173,6 +173,22 @@ def test_a_report_kept_apart_or_moved_with_its_result_still_finds_it(
     assert "rejected" not in capsys.readouterr().err
 
 
+def test_a_report_and_its_result_named_twice_are_read_once(
+    toy: Toy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A directory and a file in it, or one directory twice: each file counts once."""
+    report = toy.results / "m.test.contamination.json"
+    make_report(toy, report)
+    capsys.readouterr()
+    assert build(toy.results, report, toy.results, toy.result, out=toy.root / "out", strict=True) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and "2 result file(s) used, 0 rejected" in captured.out
+    assert "1 contamination report(s) shown" in captured.out
+    assert rows(toy.root / "out" / "toywiki.csv")[0]["clean_test_ppl"] == format_number(
+        round(toy.clean_ppl, 2)
+    )
+
+
 @pytest.mark.parametrize(
     ("edit", "reason"),
     [
@@ -186,6 +202,10 @@ def test_a_report_kept_apart_or_moved_with_its_result_still_finds_it(
         ({"settings": {}}, "contamination report: settings.threshold missing or not int or float"),
         ({"report_version": 2}, "report_version 2 is not supported"),
         ({"result": "gone/nowhere.json"}, "gone/nowhere.json, is not found (none read has that name)"),
+        (
+            {"result": "m.test\0.json"},
+            "contamination report: result 'm.test\\x00.json' is no path (a NUL byte)",
+        ),
     ],
 )
 def test_a_report_that_does_not_fit_its_result_is_refused_in_one_line(

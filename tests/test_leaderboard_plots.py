@@ -4,13 +4,17 @@ The frequency plot runs end to end: real harness evaluations of a toy corpus, th
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from conftest import assert_one_line_error
 from test_leaderboard import make_result
 
 from harness.cli import main as harness_main
+from leaderboard import plots
 from leaderboard.cli import main
 from leaderboard.plots import (
     bucket_difference,
@@ -50,6 +54,42 @@ def test_bars_from_results_and_from_a_table(tmp_path: Path) -> None:
         == 0
     )
     assert_png(tmp_path / "b.png")
+
+
+def test_unaudited_bars_look_different_and_have_a_legend_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda figure, out: figures.append(figure) or Path(out))
+    frame = pd.DataFrame(
+        {
+            "model": ["mine", "theirs", "unchecked"],
+            "valid_ppl": [None, None, None],
+            "test_ppl": [90.0, 100.0, 80.0],
+            "kind": ["user model", "reported", "unaudited"],
+        }
+    )
+    plots.plot_bars(frame, "ptb leaderboard", tmp_path / "bars.png")
+    (axis,) = figures[0].axes
+    colours = {
+        label.get_text(): bar.get_facecolor() for label, bar in zip(axis.get_yticklabels(), axis.patches)
+    }
+    assert len(set(colours.values())) == 3  # measured here, reported, unaudited
+    legend = [text.get_text() for text in axis.get_legend().get_texts()]
+    assert "unaudited (measured here, not ranked)" in legend
+
+
+def test_a_table_with_a_rank_that_is_no_whole_number_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    make_result(tmp_path / "results", "m.test", ppl=100.0)
+    assert main(["build", str(tmp_path / "results"), "--output-dir", str(tmp_path / "tables")]) == 0
+    table = tmp_path / "tables" / "ptb.csv"
+    lines = table.read_text().splitlines()
+    table.write_text("\n".join([lines[0], "1.5" + lines[1][lines[1].index(",") :], *lines[2:]]) + "\n")
+    capsys.readouterr()
+    assert main(["plot", "bars", str(table), "--output", str(tmp_path / "bars.png")]) == 2
+    assert_one_line_error(capsys, f"{table}: not a leaderboard CSV")
 
 
 def test_frequency_plot_end_to_end_on_harness_results(
@@ -139,6 +179,10 @@ def test_gates_histogram_from_synthetic_values(tmp_path: Path, capsys: pytest.Ca
     np.save(tmp_path / "bad.npy", np.array([0.5, 1.5]))
     assert main(["plot", "gates", str(tmp_path / "bad.npy"), "--output", str(tmp_path / "x.png")]) == 2
     assert "within [0, 1]" in capsys.readouterr().err
+    with open(tmp_path / "archive.npy", "wb") as handle:
+        np.savez(handle, gates)
+    assert main(["plot", "gates", str(tmp_path / "archive.npy"), "--output", str(tmp_path / "x.png")]) == 2
+    assert_one_line_error(capsys, "archive.npy: not a .npy array (an .npz archive of arrays)")
 
 
 def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -182,6 +226,14 @@ def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.Captu
     (tmp_path / "bad.jsonl").write_text('{"epoch": 1}\n')
     assert main(["plot", "curves", str(tmp_path / "bad.jsonl"), "--output", str(tmp_path / "x.png")]) == 2
     assert "bad.jsonl:1: not a training-log record" in capsys.readouterr().err
+    diverged = tmp_path / "diverged.jsonl"
+    diverged.write_text(
+        json.dumps(records[0]) + "\n" + json.dumps({**records[1], "valid_ppl": math.inf}) + "\n"
+    )
+    assert main(["plot", "curves", str(diverged), "--output", str(tmp_path / "x.png")]) == 2
+    assert_one_line_error(
+        capsys, f"{diverged}:2: not a training-log record (valid_ppl inf is not a finite number)"
+    )
 
 
 def test_a_warm_started_path_is_one_curve_counted_on_from_each_cut(

@@ -156,6 +156,16 @@ def test_a_file_that_is_no_result_is_told_apart() -> None:
         ),
         (written_record(bits_per_token=1.0), "bits_per_token 1.0 is not nll / ln 2 (file edited by hand?)"),
         (written_record(num_parameters=-1), "num_parameters must be a non-negative integer or null"),
+        (written_record(created=12345), "created must be str or null, got 12345"),
+        (written_record(git_commit=5), "git_commit must be str or null, got 5"),
+        (written_record(token_log_probs_file=5), "token_log_probs_file must be str or null, got 5"),
+        (written_record(device=["cpu"]), "device must be str or null, got ['cpu']"),
+        (written_record(dataset_verified="yes"), "dataset_verified must be bool or null, got 'yes'"),
+        (written_record(num_parameters=True), "num_parameters must be int or null, got True"),
+        (written_record(runtime_seconds="1.5"), "runtime_seconds must be int or float or null, got '1.5'"),
+        (written_record(plugin_metadata=[]), "plugin_metadata must be dict or null, got []"),
+        (written_record(unaudited_reasons=[1]), "unaudited_reasons must be a list of strings, got [1]"),
+        (written_record(scoring="bpe"), "scoring 'bpe' is not one of word, subword"),
     ],
 )
 def test_a_bad_field_gives_one_line_naming_it(data: Any, message: str) -> None:
