@@ -6,11 +6,13 @@ from leaves no partial file or directory behind. Every downloaded file is checke
 its known sha256 and refused on mismatch; split files extracted from an archive are checked
 against the release's per-file checksums where known, and their checksums are written to a
 ``SHA256SUMS`` file so later reads are verified too. Only a complete, verified dataset is moved
-to ``<root>/<name>/``.
+to ``<root>/<name>/``. Two downloads of one benchmark (two runs on a fresh machine) take turns:
+the second waits for the first, then uses what it installed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import time
@@ -22,13 +24,28 @@ from tqdm import tqdm
 
 from core import __version__
 from core.catalogue import Benchmark, RemoteFile
-from core.files import CHECKSUM_FILE, DatasetError, file_sha256, write_atomically, write_checksum_file
+from core.files import (
+    CHECKSUM_FILE,
+    DatasetError,
+    file_sha256,
+    waiting_lock,
+    write_atomically,
+    write_checksum_file,
+)
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30
 ATTEMPTS_PER_URL = 4
 BACKOFF_SECONDS = 1.0
 _RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
+#: What ``requests`` raises when a connection fails, stalls or drops before or during the body:
+#: retried, resuming from the bytes already written.
+_DROPPED_TRANSFER = (
+    requests.ConnectionError,
+    requests.Timeout,
+    requests.exceptions.ChunkedEncodingError,
+    requests.exceptions.ContentDecodingError,
+)
 
 
 class _TransferError(Exception):
@@ -78,7 +95,7 @@ def _transfer(url: str, part: Path) -> None:
                 for block in response.iter_content(chunk_size=1 << 16):
                     handle.write(block)
                     progress.update(len(block))
-    except (requests.ConnectionError, requests.Timeout) as error:
+    except _DROPPED_TRANSFER as error:
         raise _TransferError(type(error).__name__, True) from None
 
 
@@ -101,12 +118,24 @@ def fetch(source: RemoteFile, directory: Path) -> Path:
     """Download ``source`` into ``directory`` (trying its mirrors in order) and verify it.
 
     Returns the path of the verified file. Raises :class:`DatasetError` when every mirror
-    fails or the bytes do not match ``source.sha256``.
+    fails or the bytes do not match ``source.sha256``. However it ends, it leaves no empty
+    ``.part`` file (nothing to resume from). Two calls must not write one directory at once:
+    :func:`download_benchmark` makes its downloads take turns.
     """
     final = directory / source.filename
     if final.exists():
         return final  # only verified files are given their final name
     part = directory / f"{source.filename}.part"
+    try:
+        return _fetch_mirrors(source, part, final)
+    finally:
+        if part.exists() and part.stat().st_size == 0:
+            part.unlink()
+
+
+def _fetch_mirrors(source: RemoteFile, part: Path, final: Path) -> Path:
+    """Download ``source`` into ``part`` from its first mirror that answers, verify it and
+    rename it to ``final``; returns ``final``."""
     failures = []
     for url in source.urls:
         try:
@@ -123,8 +152,6 @@ def fetch(source: RemoteFile, directory: Path) -> Path:
             )
         part.rename(final)
         return final
-    if part.exists() and part.stat().st_size == 0:
-        part.unlink()  # nothing to resume from
     raise DownloadFailed(f"could not download {source.filename}: {'; '.join(failures)}")
 
 
@@ -147,17 +174,31 @@ def _extract(archive: Path, members: dict[str, str], directory: Path) -> None:
 
 
 def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
-    """Download, verify and install ``benchmark`` as ``root/<name>``; returns that directory."""
+    """Download, verify and install ``benchmark`` as ``root/<name>``; returns that directory.
+
+    Downloads of one benchmark into one root take turns (they hold ``root/.<name>.lock``): a
+    second one waits for the first to finish, then finds the benchmark installed."""
     target = root / benchmark.name
     staging = root / f".{benchmark.name}.partial"
-    try:
-        staging.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise DatasetError(
-            f"cannot write the download cache {root} ({error.strerror}): set HARNESS_CACHE_DIR to "
-            f"a writable directory, or put {benchmark.name}'s files in DIR/{benchmark.name}/ and "
-            "pass --data-dir DIR"
-        ) from None
+    with contextlib.ExitStack() as held:
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            held.enter_context(waiting_lock(root / f".{benchmark.name}.lock"))
+            if all((target / filename).is_file() for filename in benchmark.split_files.values()):
+                return target  # installed by a download that held the lock first
+            staging.mkdir(exist_ok=True)
+        except OSError as error:
+            raise DatasetError(
+                f"cannot write the download cache {root} ({error.strerror}): set HARNESS_CACHE_DIR to "
+                f"a writable directory, or put {benchmark.name}'s files in DIR/{benchmark.name}/ and "
+                "pass --data-dir DIR"
+            ) from None
+        return _install(benchmark, staging, target)
+
+
+def _install(benchmark: Benchmark, staging: Path, target: Path) -> Path:
+    """Download ``benchmark``'s files into ``staging``, verify them and rename it to ``target``;
+    returns ``target``."""
     print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}", file=sys.stderr)
     for source in benchmark.sources:
         try:

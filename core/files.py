@@ -160,30 +160,48 @@ def exclusive_directory(directory: str | os.PathLike, what: str) -> Iterator[Pat
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    handle = _lock_file(directory, what)
+    handle = _lock_file(directory / LOCK_FILE, wait=False)
+    if handle is None:
+        raise DirectoryBusy(
+            f"{what} {directory}: another process is writing it (it holds {directory / LOCK_FILE}); "
+            "wait for it to finish or choose another directory"
+        )
     try:
         yield directory
     finally:
         handle.close()
 
 
-def _lock_file(directory: Path, what: str) -> BinaryIO:
-    """Open and ``flock`` ``DIRECTORY/.lock``; retried when the file was unlinked (by a run that
-    cleaned up a directory it had created) between the open and the lock, so that two holders
-    can never hold two different files."""
-    path = directory / LOCK_FILE
+@contextlib.contextmanager
+def waiting_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold an ``flock`` on the file ``path`` while the body runs, after waiting for any other
+    holder, in this process or another, to release it. The file is created for the body and
+    removed after it (a waiting holder then locks a new one); the kernel releases the lock when
+    the holder exits, ``kill -9`` included, so a file left behind never blocks the next holder."""
+    path = Path(path)
+    handle = _lock_file(path, wait=True)
+    assert handle is not None  # a waiting flock is never refused
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        handle.close()
+
+
+def _lock_file(path: Path, *, wait: bool) -> BinaryIO | None:
+    """Open and ``flock`` ``path``; when another holder has it, wait for it to release it if
+    ``wait``, else return None. Retried when the file was unlinked (by a run that cleaned up a
+    directory it had created) between the open and the lock, so that two holders can never hold
+    two different files."""
     while True:
         handle = open(path, "a+b")  # noqa: SIM115 (the caller closes it)
         try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except OSError as error:
             handle.close()
             if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
-            raise DirectoryBusy(
-                f"{what} {directory}: another process is writing it (it holds {path}); "
-                "wait for it to finish or choose another directory"
-            ) from None
+            return None
         try:
             if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
                 return handle

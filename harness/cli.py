@@ -89,6 +89,12 @@ def _plan_datasets(args: argparse.Namespace) -> list[str]:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Refuse, before any work, output paths that cannot be written or that name one file twice."""
+    if args.output_dir is not None:
+        files = [option for option, path in _single_file_outputs(args) if path is not None]
+        if files:
+            raise UsageError(
+                f"--output-dir names its own files; it does not go with {' or '.join(files)}: drop one"
+            )
     if args.output is not None:
         check_output_file(args.output, "--output")
     if args.save_token_logprobs is not None:
@@ -104,9 +110,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output_dir(args.output_dir, "--output-dir")
 
 
+def _single_file_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """The options that name one output file, with their values (None: not given)."""
+    return [("--output", args.output), ("--save-token-logprobs", args.save_token_logprobs)]
+
+
 def _check_not_inputs(args: argparse.Namespace, inputs: list[Path]) -> None:
     """Refuse output files that would overwrite one of ``inputs``."""
-    for option, path in (("--output", args.output), ("--save-token-logprobs", args.save_token_logprobs)):
+    for option, path in _single_file_outputs(args):
         if path is not None:
             check_not_an_input(path, option, inputs)
 
@@ -123,9 +134,33 @@ def _output_paths(
     )
 
 
+def _check_distinct_outputs(
+    args: argparse.Namespace,
+    plugin: str,
+    model_args: dict[str, Any],
+    names: list[str],
+    datasets: list[Dataset],
+    splits: list[str],
+) -> None:
+    """Refuse two evaluations that ``--output-dir`` would write to the same file (two datasets of
+    one name: one named twice, or two directories of one base name)."""
+    if args.output_dir is None:
+        return
+    writers: dict[Path, str] = {}
+    for name, dataset in zip(names, datasets):
+        for split in splits:
+            json_path, _ = result_paths(args.output_dir, plugin, model_args, dataset.name, split)
+            if json_path in writers:
+                raise UsageError(
+                    f"--dataset {writers[json_path]} and {name} are both named {dataset.name}: both "
+                    f"would be written to {json_path}; evaluate one of them into another --output-dir"
+                )
+            writers[json_path] = name
+
+
 def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: list[str]) -> None:
     """Refuse single-file outputs, or a checkpoint, for more than one evaluation."""
-    single_file_outputs = args.output is not None or args.save_token_logprobs is not None
+    single_file_outputs = any(path is not None for _, path in _single_file_outputs(args))
     if single_file_outputs and (len(names) != 1 or len(splits) != 1):
         raise UsageError(
             "--output and --save-token-logprobs take one dataset and one split; use --output-dir for several"
@@ -181,6 +216,7 @@ def command_eval(args: argparse.Namespace) -> int:
     _check_single_outputs(args, names, splits)
     device = resolve_device(args.device)
     datasets = [load_dataset(name, args.data_dir) for name in names]
+    _check_distinct_outputs(args, plugin, model_args, names, datasets, splits)
     for dataset in datasets:
         _check_not_inputs(args, dataset.files() + ([Path(args.checkpoint)] if args.checkpoint else []))
     records = []

@@ -33,6 +33,9 @@ from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, 
 
 #: Largest positive log-probability accepted (rounding in a model's log-softmax).
 MAX_LOG_PROB = 1e-6
+#: Largest mean negative log-likelihood (nats per token) whose perplexity, ``e^nll``, is a finite
+#: float (about 709.78).
+MAX_NLL = math.log(sys.float_info.max)
 #: Tolerance of the audit: |sum of probabilities - 1| and |log p(target) - reported|.
 AUDIT_TOLERANCE = 1e-4
 #: Causality audit: candidate values tried for each audited position's target (the real token
@@ -362,7 +365,8 @@ def evaluate(
     Raises:
         PluginError: the model returned the wrong shape, a NaN/inf or positive log-probability,
             or a distribution that is unnormalized or disagrees with the reported target score;
-            or it failed the causality audit.
+            or it failed the causality audit; or its mean negative log-likelihood is above
+            :data:`MAX_NLL`, where the perplexity overflows.
     """
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
@@ -391,6 +395,12 @@ def evaluate(
             bar.update(int(view.mask.sum()))
     seconds = time.perf_counter() - began
     assert tally.tokens == len(ids), (tally.tokens, len(ids))
+    nll = -tally.total_log_prob / tally.tokens
+    if nll > MAX_NLL:
+        raise PluginError(
+            f"{name}: mean negative log-likelihood {nll:.6g} nats per token; its perplexity, e^{nll:.6g}, "
+            f"is too large for a float (at most {MAX_NLL:.2f} nats)"
+        )
     return Evaluation(
         tokens=tally.tokens,
         total_log_prob=tally.total_log_prob,

@@ -23,6 +23,8 @@ import dataclasses
 import importlib
 import importlib.metadata
 import inspect
+import json
+import operator
 import traceback
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -91,15 +93,37 @@ class LanguageModel(Protocol):
         """Score the next chunk of the streams, updating the model's state."""
 
 
+def plugin_num_parameters(model: LanguageModel, name: str) -> int | None:
+    """The model's optional ``num_parameters`` as an ``int`` (a numpy integer is one too); None
+    without one. Raises :class:`PluginError` when it is no non-negative integer (a float, a bool)."""
+    value = getattr(model, "num_parameters", None)
+    if value is None:
+        return None
+    try:
+        count = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        count = None
+    if count is None or count < 0:
+        raise PluginError(
+            f"{name}: num_parameters must be a non-negative integer, got {value!r} ({type(value).__name__})"
+        )
+    return count
+
+
 def plugin_metadata(model: LanguageModel, name: str) -> dict[str, Any] | None:
     """The model's own fields for the result JSON (``plugin_metadata``): what its optional
-    ``result_metadata()`` returns, called once after each evaluation; None without one."""
+    ``result_metadata()`` returns, called once after each evaluation; None without one. Raises
+    :class:`PluginError` when it is not a dict that JSON can represent (a numpy number, a NaN)."""
     method = getattr(model, "result_metadata", None)
     if method is None:
         return None
     metadata = method()
     if not isinstance(metadata, dict):
         raise PluginError(f"{name}: result_metadata() returned {type(metadata).__name__}, not a dict")
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise PluginError(f"{name}: result_metadata() returned a dict that is not JSON: {error}") from None
     return metadata
 
 
@@ -201,6 +225,27 @@ def _literal(value: str) -> Any:
     return value
 
 
+def _check_arguments(
+    factory: Callable[..., LanguageModel],
+    plugin: str,
+    dataset: Any,
+    *,
+    device: str,
+    checkpoint: str | None,
+    model_args: dict[str, Any],
+) -> None:
+    """Raise :class:`PluginError` when ``factory``'s signature rejects the arguments; a factory
+    without one (a builtin's may have none) is not checked: calling it reports what it rejects."""
+    try:
+        signature = inspect.signature(factory)
+    except ValueError:
+        return
+    try:
+        signature.bind(dataset, device=device, checkpoint=checkpoint, **model_args)
+    except TypeError as error:
+        raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
+
+
 def create_model(
     factory: Callable[..., LanguageModel],
     plugin: str,
@@ -218,10 +263,7 @@ def create_model(
             :class:`PluginError`, :class:`core.files.DatasetError`): one line naming the
             plugin, the exception and where it was raised.
     """
-    try:
-        inspect.signature(factory).bind(dataset, device=device, checkpoint=checkpoint, **model_args)
-    except TypeError as error:
-        raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
+    _check_arguments(factory, plugin, dataset, device=device, checkpoint=checkpoint, model_args=model_args)
     try:
         model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
     except (ModelUnavailable, PluginError, DatasetError):

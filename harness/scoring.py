@@ -9,6 +9,7 @@ import os
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from core.files import write_atomically
 from core.result_schema import ResultRecord
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
-from harness.plugin import LanguageModel, plugin_metadata
+from harness.plugin import LanguageModel, plugin_metadata, plugin_num_parameters
 from harness.results import result_record, token_log_probs_name
 
 
@@ -35,8 +36,13 @@ def result_paths(
     output_dir: str | os.PathLike, plugin: str, model_args: dict[str, Any], dataset: str, split: str
 ) -> tuple[Path, Path]:
     """The record (JSON) and token log-probabilities (.npy) of one evaluation in ``output_dir``:
-    ``PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json`` and its ``.logprobs.npy``."""
-    arguments = "".join(f"+{key}={value}" for key, value in sorted(model_args.items()))
+    ``PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json`` and its ``.logprobs.npy``, each ``ARG`` and
+    ``VALUE`` percent-encoded (every character but letters, digits and ``_.-~``: ``/`` is ``%2F``),
+    so that both are files directly in ``output_dir`` whatever the model arguments."""
+    arguments = "".join(
+        f"+{quote(str(key), safe='')}={quote(str(value), safe='')}"
+        for key, value in sorted(model_args.items())
+    )
     identity = plugin.replace(":", "-")  # module:attribute, a portable file name
     record = Path(output_dir) / f"{identity}{arguments}.{dataset}.{split}.json"
     return record, record.with_name(token_log_probs_name(record.name))
@@ -58,7 +64,9 @@ def score_split(
 ) -> tuple[ResultRecord, np.ndarray | None]:
     """Score ``split`` of ``dataset`` with ``model``; returns the result record and, when
     ``npy_path`` is given, the per-token log-probabilities (the record names their file relative
-    to ``json_path``'s folder when both are given)."""
+    to ``json_path``'s folder when both are given). Raises :class:`harness.plugin.PluginError`
+    when the model's ``num_parameters`` (checked before scoring) or metadata cannot be recorded."""
+    num_parameters = plugin_num_parameters(model, plugin)
     evaluation = evaluate(
         model,
         dataset.tokens(split).ids,
@@ -81,7 +89,7 @@ def score_split(
         evaluation=evaluation,
         batch_size=protocol.batch_size,
         bptt=protocol.bptt,
-        num_parameters=getattr(model, "num_parameters", None),
+        num_parameters=num_parameters,
         device=device,
         token_log_probs_file=(
             os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
@@ -96,9 +104,13 @@ def save_scores(
     record: ResultRecord, token_log_probs: np.ndarray | None, json_path: Path | None, npy_path: Path | None
 ) -> None:
     """Write the token log-probabilities to ``npy_path`` and the record to ``json_path``, each
-    where given (the log-probabilities first: the record names their file)."""
+    where given (the log-probabilities first: the record names their file). The record is
+    serialised, and read back as the leaderboard reads it, before either file is written, so a
+    record that cannot be saved leaves no file behind."""
+    text = json.dumps(record.to_json(), indent=2, allow_nan=False) + "\n"
+    ResultRecord.from_json(json.loads(text))
     if npy_path is not None:
         assert token_log_probs is not None  # score_split keeps them when npy_path is given
         write_atomically(npy_path, partial(np.save, arr=token_log_probs))
     if json_path is not None:
-        write_atomically(json_path, json.dumps(record.to_json(), indent=2) + "\n")
+        write_atomically(json_path, text)

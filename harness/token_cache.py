@@ -179,7 +179,10 @@ def load_ids(
             )
         if zlib.crc32(memoryview(ids).cast("B")) != record.get("crc32"):
             raise CacheCorrupt(f"{ids_path.name} does not match its CRC-32")
-        return ids, int(record["oov_tokens"])
+        oov_tokens = record.get("oov_tokens")
+        if isinstance(oov_tokens, bool) or not isinstance(oov_tokens, int) or not 0 <= oov_tokens <= len(ids):
+            raise CacheCorrupt(f"{meta.name}: oov_tokens {oov_tokens!r} is not a count of its tokens")
+        return ids, oov_tokens
     except CacheCorrupt as reason:
         _discard([meta, ids_path], reason)
         return None

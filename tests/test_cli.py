@@ -125,6 +125,29 @@ def test_output_dir_holds_one_record_per_evaluation(
     assert (tmp_path / "out" / "baselines.kneser_ney+order=3.toy.valid.json").is_file()
 
 
+def test_model_arguments_name_one_flat_file_in_the_output_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "any_args.py").write_text(
+        "from harness.plugins import unigram\n\n\n"
+        "def load_model(dataset, *, device, checkpoint, **model_args):\n"
+        "    return unigram.load_model(dataset, device=device, checkpoint=checkpoint)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    corpus = write_corpus(tmp_path / "work" / "toy")
+    out = tmp_path / "work" / "out"
+    for value in ("x/../../escaped", "/models/gpt2", "..%2Fescaped%2Fgpt2"):
+        arguments = ["--split", "valid", "--model-args", f"model={value}", "--output-dir", str(out)]
+        assert main(["eval", "any_args", "--dataset", str(corpus), "--causality-audit", "0", *arguments]) == 0
+    assert sorted(path.name for path in (tmp_path / "work").iterdir()) == ["out", "toy"]
+    assert sorted(path.name for path in out.glob("*.json")) == [
+        "any_args+model=%2Fmodels%2Fgpt2.toy.valid.json",
+        "any_args+model=..%252Fescaped%252Fgpt2.toy.valid.json",
+        "any_args+model=x%2F..%2F..%2Fescaped.toy.valid.json",
+    ]
+    assert all(path.is_file() for path in out.iterdir()) and len(list(out.iterdir())) == 6
+
+
 @pytest.mark.parametrize(
     "arguments, message",
     [

@@ -60,6 +60,32 @@ def test_eval_refuses_one_file_for_the_record_and_the_log_probabilities(
     assert not target.exists()
 
 
+@pytest.mark.parametrize("option, name", [("--output", "r.json"), ("--save-token-logprobs", "lp.npy")])
+def test_eval_refuses_a_single_file_output_with_an_output_dir(
+    corpus: Path, tmp_path: Path, option: str, name: str, capsys: pytest.CaptureFixture
+) -> None:
+    arguments = ["--output-dir", str(tmp_path / "out"), option, str(tmp_path / name)]
+    assert harness_main(["eval", "unigram", "--dataset", str(corpus), *arguments]) == 2
+    assert_one_line_error(capsys, f"--output-dir names its own files; it does not go with {option}")
+    assert not (tmp_path / "out").exists() and not (tmp_path / name).exists()
+
+
+def test_eval_refuses_two_datasets_an_output_dir_would_write_to_one_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    first, second = write_corpus(tmp_path / "a" / "corpus"), write_corpus(tmp_path / "b" / "corpus")
+    out = tmp_path / "out"
+    for datasets in ([first, second], [first, first]):
+        arguments = ["--dataset", *map(str, datasets), "--split", "valid", "--output-dir", str(out)]
+        assert harness_main(["eval", "unigram", *arguments]) == 2
+        assert_one_line_error(
+            capsys,
+            f"--dataset {datasets[0]} and {datasets[1]} are both named corpus: both would be written to "
+            f"{out / 'harness.plugins.unigram.corpus.valid.json'}",
+        )
+        assert not out.exists()
+
+
 def test_eval_output_that_is_a_directory_is_refused_and_leaves_nothing(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

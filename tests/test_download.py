@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import os
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,11 +37,15 @@ def build_zip(files: dict[str, bytes]) -> bytes:
 
 class Server:
     """Serves ``routes`` (path -> bytes); ``failures`` (path -> statuses) are answered first.
-    Honours ``Range`` requests when ``ranges`` is true. Records (path, Range header) pairs."""
+    Honours ``Range`` requests when ``ranges`` is true. ``dropped`` (path -> byte counts): the next
+    answers send only that many bytes of the body, then drop the connection. ``stall``: seconds
+    to wait in the middle of each body. Records (path, Range header) pairs."""
 
     def __init__(self) -> None:
         self.routes: dict[str, bytes] = {}
         self.failures: dict[str, list[int]] = {}
+        self.dropped: dict[str, list[int]] = {}
+        self.stall = 0.0
         self.ranges = True
         self.requests: list[tuple[str, str | None]] = []
         server = self
@@ -65,7 +71,13 @@ class Server:
                     self.send_response(200)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if server.dropped.get(self.path):
+                    self.wfile.write(body[: server.dropped[self.path].pop(0)])
+                    return  # HTTP/1.0: the connection closes short of Content-Length
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                time.sleep(server.stall)
+                self.wfile.write(body[len(body) // 2 :])
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -184,6 +196,59 @@ def test_interrupted_download_resumes(
     (staging / "toy-v1.zip.part").write_bytes(archive[:100])
     load_dataset("toy").tokens("test")
     assert server.requests == [("/toy-v1.zip", "bytes=100-")]
+
+
+def test_a_connection_dropped_in_the_body_is_retried_from_where_it_stopped(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = build_zip({**FILES, "padding": os.urandom(300_000)})  # more than one read
+    server.routes["/toy-v1.zip"] = archive
+    server.dropped["/toy-v1.zip"] = [200_000, 0]
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive)
+    load_dataset("toy").tokens("test")
+    (first, _), (second, resumed), (third, _) = server.requests
+    assert first == second == third == "/toy-v1.zip" and resumed is not None  # from the bytes kept
+
+
+def test_a_connection_always_dropped_is_one_line_and_leaves_no_empty_part(
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
+    archive = build_zip(FILES)
+    server.routes["/toy-v1.zip"] = archive
+    server.dropped["/toy-v1.zip"] = [0] * download.ATTEMPTS_PER_URL
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive)
+    with pytest.raises(
+        download.DownloadFailed, match=r"toy-v1\.zip: ChunkedEncodingError\. To use local copies"
+    ):
+        load_dataset("toy")
+    assert len(server.requests) == download.ATTEMPTS_PER_URL
+    assert list((isolated_cache / "data").iterdir()) == []
+
+
+def test_two_downloads_of_one_benchmark_take_turns(
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path
+) -> None:
+    archive = build_zip({**FILES, "padding": os.urandom(300_000)})
+    server.routes["/toy-v1.zip"] = archive
+    server.stall = 0.5  # the second starts while the first is downloading
+    register(monkeypatch, [f"{server.url}/toy-v1.zip"], archive)
+    outcomes: list[object] = []
+
+    def evaluate_toy() -> None:
+        try:
+            outcomes.append(load_dataset("toy").verify("test"))
+        except Exception as error:  # noqa: BLE001 (reported by the assertion below)
+            outcomes.append(error)
+
+    downloads = [threading.Thread(target=evaluate_toy) for _ in range(2)]
+    for download_thread in downloads:
+        download_thread.start()
+        time.sleep(0.2)
+    for download_thread in downloads:
+        download_thread.join()
+    assert outcomes == [hashlib.sha256(FILES["wiki.test.tokens"]).hexdigest()] * 2
+    assert len(server.requests) == 1  # the second found the benchmark installed
+    assert sorted(path.name for path in (isolated_cache / "data").iterdir()) == ["toy"]
 
 
 def test_unreachable_server_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:

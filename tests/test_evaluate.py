@@ -170,6 +170,18 @@ def test_target_only_plugins_are_evaluated_but_not_audited(corpus: Path) -> None
     assert result.perplexity == pytest.approx(len(dataset.vocab))
 
 
+def test_a_perplexity_too_large_for_a_float_is_a_plugin_error(corpus: Path) -> None:
+    class AlmostImpossible:  # every target gets e^-1000: a perplexity of e^1000 overflows
+        def reset(self, batch_size: int) -> None:
+            pass
+
+        def score(self, chunk: Chunk) -> ChunkScores:
+            return ChunkScores(np.full(chunk.targets.shape, -1000.0))
+
+    with pytest.raises(PluginError, match=r"^peaked: mean negative log-likelihood 1000 nats per token; "):
+        _evaluate(AlmostImpossible(), load_dataset(str(corpus)), name="peaked")
+
+
 def test_torch_tensors_are_accepted(corpus: Path) -> None:
     torch = pytest.importorskip("torch")
     dataset = load_dataset(str(corpus))

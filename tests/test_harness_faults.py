@@ -429,6 +429,61 @@ def test_a_model_that_raises_in_the_causality_audit_is_named_with_the_position(
     assert "raising_in_audit" in error and "score() in the causality audit, on tokens " in error
 
 
+#: Options that skip the audits, which the models of :data:`PLUGIN_SOURCE` do not pass.
+UNAUDITED = ["--audit", "0", "--causality-audit", "0"]
+
+
+def test_a_numpy_integer_parameter_count_is_recorded_as_an_integer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, corpus: Path
+) -> None:
+    name = _plugin(tmp_path, monkeypatch, "numpy_count", FAIL_LOAD="Model.num_parameters = np.int64(12)")
+    out = tmp_path / "out"
+    assert harness_main(["eval", name, "--dataset", str(corpus), "--output-dir", str(out), *UNAUDITED]) == 0
+    (record,) = out.glob("*.json")
+    assert json.loads(record.read_text())["num_parameters"] == 12
+
+
+@pytest.mark.parametrize(
+    "name, code, expected",
+    [
+        (
+            "float_count",
+            "Model.num_parameters = 12.0",
+            "num_parameters must be a non-negative integer, got 12.0 (float)",
+        ),
+        (
+            "negative_count",
+            "Model.num_parameters = -1",
+            "num_parameters must be a non-negative integer, got -1",
+        ),
+        (
+            "numpy_metadata",
+            "Model.result_metadata = lambda self: {'mass': np.float32(1)}",
+            "result_metadata() returned a dict that is not JSON: Object of type float32",
+        ),
+        (
+            "nan_metadata",
+            "Model.result_metadata = lambda self: {'mass': float('nan')}",
+            "result_metadata() returned a dict that is not JSON: Out of range float values",
+        ),
+    ],
+)
+def test_what_a_plugin_adds_to_its_result_is_checked_before_any_file_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    corpus: Path,
+    name: str,
+    code: str,
+    expected: str,
+) -> None:
+    _plugin(tmp_path, monkeypatch, name, FAIL_LOAD=code)
+    out = tmp_path / "out"
+    assert harness_main(["eval", name, "--dataset", str(corpus), "--output-dir", str(out), *UNAUDITED]) == 2
+    assert_one_line_error(capsys, f"error: {name}", expected)
+    assert not out.exists() or list(out.iterdir()) == []
+
+
 @pytest.mark.parametrize("dtype", ["np.complex128", "np.complex64"])
 def test_complex_scores_are_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, corpus: Path, dtype: str

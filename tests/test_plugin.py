@@ -76,3 +76,12 @@ def test_factory_arguments_and_result_are_checked(corpus: Path) -> None:
             checkpoint=None,
             model_args={},
         )
+
+
+def test_a_factory_without_a_signature_reports_its_own_error(corpus: Path) -> None:
+    with pytest.raises(
+        PluginError, match=r"^plugin 'builtins:dict' cannot be loaded: its factory raised TypeError"
+    ):
+        create_model(
+            dict, "builtins:dict", load_dataset(str(corpus)), device="cpu", checkpoint=None, model_args={}
+        )

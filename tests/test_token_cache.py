@@ -3,6 +3,8 @@ on later runs; stale and corrupt entries are detected and rebuilt, never used.""
 
 from __future__ import annotations
 
+import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +113,22 @@ def _garble_records(entry: Path) -> None:
         record.write_text("{not json", encoding="utf-8")
 
 
+def _split_records(entry: Path) -> list[Path]:
+    return [path for path in entry.glob("*.json") if path.name != "vocab.json"]
+
+
+def _drop_out_of_vocabulary_count(entry: Path) -> None:
+    for path in _split_records(entry):
+        record = json.loads(path.read_text())
+        del record["oov_tokens"]
+        path.write_text(json.dumps(record))
+
+
+def _set_out_of_vocabulary_count(entry: Path, value: object) -> None:
+    for path in _split_records(entry):
+        path.write_text(json.dumps({**json.loads(path.read_text()), "oov_tokens": value}))
+
+
 def _swap_records(entry: Path) -> None:
     records = sorted(p for p in entry.glob("*.json") if p.name != "vocab.json")
     texts = [p.read_text() for p in records]
@@ -126,6 +144,10 @@ def _swap_records(entry: Path) -> None:
         (_corrupt_vocabulary, "vocab.txt does not match its checksum"),
         (_garble_records, "unreadable"),
         (_swap_records, "does not describe this entry"),
+        (_drop_out_of_vocabulary_count, "oov_tokens None is not a count"),
+        (partial(_set_out_of_vocabulary_count, value=None), "oov_tokens None is not a count"),
+        (partial(_set_out_of_vocabulary_count, value=-1), "oov_tokens -1 is not a count"),
+        (partial(_set_out_of_vocabulary_count, value="3"), "oov_tokens '3' is not a count"),
     ],
 )
 def test_a_corrupt_entry_is_detected_and_rebuilt(
