@@ -183,7 +183,8 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
     with contextlib.ExitStack() as held:
         try:
             root.mkdir(parents=True, exist_ok=True)
-            held.enter_context(waiting_lock(root / f".{benchmark.name}.lock"))
+            waiting = f"waiting for another process downloading {benchmark.name} into {root}"
+            held.enter_context(waiting_lock(root / f".{benchmark.name}.lock", waiting))
             if all((target / filename).is_file() for filename in benchmark.split_files.values()):
                 return target  # installed by a download that held the lock first
             staging.mkdir(exist_ok=True)
