@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text, write_folder
+from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, Page, article_text, write_folder
+from conftest import assert_one_line_error
 
 from harness.datasets import load_dataset
 from wikitext_builder.build import fill_from_stream
@@ -77,11 +78,29 @@ def test_api_build_is_complete_and_reports_missing(reference, capsys) -> None:
     assert sorted(titles) == [f"Town {chr(65 + i)}{i:02d}" for i in range(12)]  # redirect stored once
     assert [r["split"] for r in manifest].count("valid") == 2 and len(set(titles)) == 12
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["builder"]["skipped"] == [{"title": "Vanished town", "reason": "missing page"}]
+    assert stats["builder"]["skipped"] == [
+        {"title": "Old Town A00", "reason": "duplicate title", "detail": "resolves to 'Town A00'"},
+        {"title": "Vanished town", "reason": "missing page"},
+    ]
     assert stats["articles"] == {"train": 8, "valid": 2, "test": 2}
     assert stats == {**corpus_statistics(out), "builder": stats["builder"]}
     checksums = dict(line.split("  ")[::-1] for line in (out / "SHA256SUMS").read_text().splitlines())
     assert sorted(checksums) == sorted(TEXT_FILES)
+
+
+@pytest.mark.parametrize("seed", ["0", "1"])  # the redirect after its target in the order, before it
+def test_a_listed_redirect_to_a_listed_article_is_named(seed: str, tmp_path: Path, capsys) -> None:
+    order = article_order(
+        [title for listed in make_wiki().categories.values() for title in listed], int(seed)
+    )
+    assert (order.index("Old Town A00") < order.index("Town A00")) == (seed == "1")
+    with FakeMediaWikiServer(make_wiki()) as server:
+        assert build(server.url, tmp_path / "out", "--seed", seed) == 0
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    assert {"title": "Old Town A00", "reason": "duplicate title", "detail": "resolves to 'Town A00'"} in (
+        stats["builder"]["skipped"]
+    )
+    assert "(1 duplicate title, 1 missing page)" in capsys.readouterr().err
 
 
 def test_disturbed_build_is_identical_to_undisturbed(reference, tmp_path: Path, capsys) -> None:
@@ -154,6 +173,20 @@ def test_shards_merge_into_the_unsharded_corpus(reference, tmp_path: Path, capsy
     assert "missing or repeated: 2/2" in capsys.readouterr().err
 
 
+def test_merge_refuses_an_unsharded_cache_whose_build_stopped_early(tmp_path: Path, capsys) -> None:
+    lines = [json.dumps({"title": f"Town {i:03d}", "wikitext": article_text("Town", i)}) for i in range(80)]
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("\n".join([*lines, "not json", *lines]) + "\n")  # stops after a committed batch
+    assert main(["--jsonl", str(pool), "--output-dir", str(tmp_path / "out"), *FAST]) == 2
+    capsys.readouterr()
+    cache = tmp_path / "out" / "cache.sqlite"
+    assert main(["merge", "--output-dir", str(tmp_path / "merged"), "--quiet", str(cache)]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {cache}: an incomplete cache (its build stopped early); rerun that build first\n"
+    )
+    assert not (tmp_path / "merged" / "wiki.train.tokens").exists()
+
+
 def test_shard_membership_is_a_stable_partition() -> None:
     titles = [f"Article {i}" for i in range(200)]
     shards = [shard_of(title, 3) for title in titles]
@@ -176,8 +209,10 @@ def test_rebuild_from_manifest_fetches_exact_revisions(reference, tmp_path: Path
     }
     manifest.write_text((expected / "manifest.jsonl").read_text() + json.dumps(gone) + "\n")
     wiki = make_wiki()
+    (tmp_path / "stats.json").write_bytes((expected / "stats.json").read_bytes())  # its --min-count
     with FakeMediaWikiServer(wiki) as server:
-        assert build(server.url, tmp_path / "again", "--from-manifest", str(manifest)) == 0
+        rebuild = ["--api-url", server.url, "--output-dir", str(tmp_path / "again"), "--quiet"]
+        assert main([*rebuild, "--from-manifest", str(manifest)]) == 0
     again, before = outputs(tmp_path / "again"), outputs(expected)
     assert {name: again[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")} == {
         name: before[name] for name in TEXT_FILES + ("SHA256SUMS", "manifest.jsonl")
@@ -189,6 +224,76 @@ def test_rebuild_from_manifest_fetches_exact_revisions(reference, tmp_path: Path
         in capsys.readouterr().err
     )
     assert wiki.revision_requests() and all("revids" in params for params in wiki.revision_requests())
+
+
+def test_a_rebuild_from_a_manifest_keeps_its_min_count_and_split_sizes(tmp_path: Path, capsys) -> None:
+    first, again = tmp_path / "first", tmp_path / "again"
+    alone = tmp_path / "alone" / "manifest.jsonl"  # a manifest without its corpus's stats.json
+    with FakeMediaWikiServer(make_wiki()) as server:
+        options = ["--api-url", server.url, "--quiet"]
+        sizes = ["--valid-articles", "3", "--test-articles", "1"]
+        assert main([*options, *sizes, "--min-count", "1", "--seed", "5", "--output-dir", str(first)]) == 0
+        capsys.readouterr()
+        for option in (["--seed", "5"], sizes[:2], sizes[2:]):
+            rebuild = [*options, *option, "--from-manifest", str(first / "manifest.jsonl")]
+            assert main([*rebuild, "--output-dir", str(again)]) == 2
+            assert_one_line_error(
+                capsys, f"--from-manifest fixes the articles and their split; drop {option[0]}"
+            )
+        assert (
+            main([*options, "--from-manifest", str(first / "manifest.jsonl"), "--output-dir", str(again)])
+            == 0
+        )
+        alone.parent.mkdir()
+        alone.write_bytes((first / "manifest.jsonl").read_bytes())
+        capsys.readouterr()
+        assert main([*options, "--from-manifest", str(alone), "--output-dir", str(tmp_path / "default")]) == 0
+    for name in (*TEXT_FILES, "SHA256SUMS", "manifest.jsonl"):
+        assert (again / name).read_bytes() == (first / name).read_bytes(), name
+    settings = [
+        json.loads((out / "stats.json").read_text())["builder"]["settings"]
+        for out in (first, again, tmp_path / "default")
+    ]
+    assert settings[1] == {**settings[0], "seed": 0, "from_manifest": True}
+    assert (settings[1]["min_count"], settings[1]["valid_articles"], settings[1]["test_articles"]) == (
+        1,
+        3,
+        1,
+    )
+    assert settings[2]["min_count"] == 3
+    assert f"note: no {alone.parent / 'stats.json'} beside the manifest" in capsys.readouterr().err
+
+
+def test_a_manifest_whose_title_holds_a_unicode_line_separator_rebuilds(tmp_path: Path) -> None:
+    wiki = make_wiki()
+    title = "Town\u2028Q\u0085R\u2029S"  # line breaks to str.splitlines, not to JSON lines
+    wiki.pages[title] = Page(3000, 80_000, "2024-02-01T12:00:00Z", article_text(title, 40))
+    wiki.categories["Good articles"].append(title)
+    first, again = tmp_path / "first", tmp_path / "again"
+    with FakeMediaWikiServer(wiki) as server:
+        assert build(server.url, first) == 0
+        rebuild = ["--api-url", server.url, "--quiet", "--output-dir", str(again)]
+        assert main([*rebuild, "--from-manifest", str(first / "manifest.jsonl")]) == 0
+    assert title in (first / "manifest.jsonl").read_text(encoding="utf-8")
+    for name in (*TEXT_FILES, "SHA256SUMS", "manifest.jsonl"):
+        assert (again / name).read_bytes() == (first / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("source", ["--folder", "--sample"])
+def test_a_manifest_of_local_articles_is_refused_naming_the_rebuild(
+    source: str, tmp_path: Path, capsys
+) -> None:
+    local = [source, str(write_folder(tmp_path / "folder", 6))] if source == "--folder" else [source]
+    first = tmp_path / "first"
+    assert main([*local, "--output-dir", str(first), *FAST[4:]]) == 0
+    capsys.readouterr()
+    rebuild = [*OFFLINE_API, "--quiet", "--output-dir", str(tmp_path / "again")]
+    assert main([*rebuild, "--from-manifest", str(first / "manifest.jsonl")]) == 2
+    assert_one_line_error(
+        capsys,
+        f"{first / 'manifest.jsonl'}:1: no revision id: its corpus was built from local articles",
+        "rebuild it with the same --folder, --jsonl, --dump or --sample command",
+    )
 
 
 def test_article_order_ignores_source_order_and_follows_seed() -> None:

@@ -104,9 +104,10 @@ def test_marker_matching() -> None:
     )
 
 
-def test_bare_run_of_pages_is_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("declaration", ["", '<?xml version="1.0" encoding="utf-8"?>\n'])
+def test_bare_run_of_pages_is_read(declaration: str, tmp_path: Path) -> None:
     path = tmp_path / "pages.xml"
-    path.write_text(page("Good river", 1) + page("Plain river", 3, marker=""), encoding="utf-8")
+    path.write_text(declaration + page("Good river", 1) + page("Plain river", 3, marker=""), encoding="utf-8")
     assert [a.title for a in iter_dump(path, ("good",))] == ["Good river"]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, Page, write_folder
+from conftest import assert_one_line_error
 
 from core.benchmarks import COMPRESSED_SUFFIX, PACKAGED_DATA
 from wikitext_builder.cli import main
@@ -183,8 +184,9 @@ def test_a_rebuild_from_the_manifest_reproduces_the_exclusion(tmp_path: Path, ca
     wiki = planted_wiki()
     first, again = tmp_path / "first", tmp_path / "again"
     with FakeMediaWikiServer(wiki) as server:
-        options = ["--api-url", server.url, *SPLIT_SIZES]
-        assert main([*options, "--output-dir", str(first), "--exclude-overlap", "wikitext-2:test"]) == 0
+        options = ["--api-url", server.url, "--quiet"]
+        first_build = [*options, *SPLIT_SIZES, "--exclude-overlap", "wikitext-2:test"]
+        assert main([*first_build, "--output-dir", str(first)]) == 0
         del wiki.log[:]
         assert (
             main([*options, "--output-dir", str(again), "--from-manifest", str(first / "manifest.jsonl")])
@@ -212,6 +214,33 @@ def test_sharded_builds_record_the_option_and_merge_applies_it(tmp_path: Path) -
     for name in OUTPUT_FILES:
         assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "merged" / name).read_bytes(), name
     assert manifest(tmp_path / "merged")[-1]["title"] == PLANTED
+
+
+def test_a_merge_never_overwrites_the_corpus_it_checks_against(folder: Path, tmp_path: Path, capsys) -> None:
+    benchmark = tmp_path / "benchmark"
+    assert (
+        main(
+            [
+                "--folder",
+                str(write_folder(tmp_path / "towns", 5)),
+                "--output-dir",
+                str(benchmark),
+                *SPLIT_SIZES,
+            ]
+        )
+        == 0
+    )
+    before = {path.name: path.read_bytes() for path in benchmark.iterdir() if path.is_file()}
+    caches = []
+    for k in (1, 2):
+        assert (
+            build(folder, tmp_path / "shards", "--exclude-overlap", str(benchmark), "--shard", f"{k}/2") == 0
+        )
+        caches.append(str(tmp_path / "shards" / f"cache.shard-{k}-of-2.sqlite"))
+    capsys.readouterr()
+    assert main(["merge", "--output-dir", str(benchmark), "--quiet", *caches]) == 2
+    assert_one_line_error(capsys, f"--output-dir {benchmark}: would overwrite ", "an input of this command")
+    assert {path.name: path.read_bytes() for path in benchmark.iterdir() if path.is_file()} == before
 
 
 def test_a_build_with_the_check_imports_no_torch(folder: Path, tmp_path: Path) -> None:

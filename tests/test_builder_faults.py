@@ -214,6 +214,16 @@ def pool_lines(bad: str) -> str:
             "Id town",
             "page_id is a string, not an integer or null",
         ),
+        (  # beyond SQLite's INTEGER: an OverflowError at the cache before
+            '{"title": "Id town", "page_id": 99999999999999999999, "wikitext": "a"}',
+            "Id town",
+            "page_id is 99999999999999999999, not an integer from 0 to 2^63-1 or null",
+        ),
+        (
+            '{"title": "Id town", "revision_id": -1, "wikitext": "a"}',
+            "Id town",
+            "revision_id is -1, not an integer from 0 to 2^63-1 or null",
+        ),
     ],
 )
 def test_a_malformed_pool_record_is_skipped_and_named(
@@ -249,6 +259,18 @@ def test_a_line_that_is_no_pool_record_is_still_refused_in_one_line(tmp_path: Pa
         ("<ns>0</ns>", "<ns>abc</ns>", "malformed page", "<ns> is 'abc', not a number"),
         ("<id>27</id>", "<id>x27</id>", "malformed page", "<id> is 'x27', not a number"),
         ("<id>1027</id>", "<id>r1027</id>", "malformed page", "revision <id> is 'r1027', not a number"),
+        (
+            "<id>27</id>",
+            "<id>99999999999999999999</id>",
+            "malformed page",
+            "<id> is '99999999999999999999', not an integer from 0 to 2^63-1",
+        ),
+        (
+            "<id>1027</id>",
+            "<id>9223372036854775808</id>",
+            "malformed page",
+            "revision <id> is '9223372036854775808', not an integer from 0 to 2^63-1",
+        ),
         ("<title>Bad river</title>", "<title></title>", "no title", "page id 27"),
         ("<title>Bad river</title>", "", "no title", "page id 27"),  # no <title> at all
     ],

@@ -225,6 +225,14 @@ def test_stats_of_a_file_that_is_not_utf8_is_a_assert_one_line_error(tmp_path: P
 # --- 4. a truncated pool ---------------------------------------------------------------------------
 
 
+def test_a_folder_file_named_in_another_encoding_is_a_one_line_error(tmp_path: Path, capsys) -> None:
+    folder = write_folder(tmp_path / "folder", 4)
+    (folder / os.fsdecode(b"Caf\xe9.wikitext")).write_text(article_text("Cafe", 5))  # Latin-1 name
+    assert main(["--folder", str(folder), "--output-dir", str(tmp_path / "out"), *SMALL]) == 2
+    assert_one_line_error(capsys, f"{folder}/Caf\\xe9.wikitext: a file name that is not valid UTF-8")
+    assert not (tmp_path / "out").exists()
+
+
 def test_truncated_gzip_pool_is_a_assert_one_line_error(tmp_path: Path, capsys) -> None:
     pool = write_pool(tmp_path / "pool.jsonl.gz", [pool_record(index) for index in range(30)])
     pool.write_bytes(pool.read_bytes()[:-200])
@@ -313,10 +321,20 @@ def test_out_that_would_overwrite_an_input_is_refused(case: str, tmp_path: Path,
             json.dumps({"title": "Town A00", "page_id": 1, "revision_id": 7, "split": "train"}) + "\n"
         )
     before = {path: path.read_bytes() for path in [pool, *folder.iterdir()]}
-    assert main([*arguments, *SMALL]) == 2
+    assert main([*arguments, *(["--quiet"] if case == "out holds the manifest" else SMALL)]) == 2
     assert_one_line_error(capsys, "an input of this command")
     assert {path: path.read_bytes() for path in before} == before
     assert not any(folder.glob("wiki.*")) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name", ["stats.json", "wiki.train.tokens", ".lock"])
+def test_a_cache_that_is_one_of_the_corpus_files_is_refused(name: str, tmp_path: Path, capsys) -> None:
+    folder = write_folder(tmp_path / "folder", 4)
+    out = tmp_path / "out"
+    arguments = ["--folder", str(folder), "--output-dir", str(out), "--cache", str(out / name)]
+    assert main([*arguments, *SMALL]) == 2
+    assert_one_line_error(capsys, f"--cache {out / name}: is the build's own {name} in --output-dir {out}")
+    assert not out.exists()
 
 
 # --- 6. validate reports markup residue --------------------------------------------------------------

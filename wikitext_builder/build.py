@@ -182,9 +182,20 @@ def _cache_shard(cache: Cache) -> tuple[int, int] | None:
 
 
 def check_shards(caches: Sequence[Cache]) -> None:
+    """The caches must be one unsharded cache or the N shards of one build, each complete (its
+    build read the whole source, or listed every article): an interrupted one would give a
+    partial corpus."""
+    if len(caches) > 1 or _cache_shard(caches[0]) is not None:
+        _check_one_build(caches)
+    incomplete = next((cache.path for cache in caches if not cache.list_complete), None)
+    if incomplete is not None:
+        raise CacheError(
+            f"{incomplete}: an incomplete cache (its build stopped early); rerun that build first"
+        )
+
+
+def _check_one_build(caches: Sequence[Cache]) -> None:
     """Several caches must be the N shards of one build (same source and plan, shards 1..N)."""
-    if len(caches) == 1 and _cache_shard(caches[0]) is None:
-        return
     sources = {
         json.dumps({k: v for k, v in cache.source.items() if k != "shard"}, sort_keys=True)
         for cache in caches
@@ -202,8 +213,6 @@ def check_shards(caches: Sequence[Cache]) -> None:
             f"merge needs each of the {count} shards once; "
             f"missing or repeated: {', '.join(f'{k}/{count}' for k in absent) or 'repeated'}"
         )
-    if any(not cache.list_complete for cache in caches):
-        raise CacheError("a shard cache is incomplete: rerun its build first")
 
 
 def build_corpus(
@@ -225,8 +234,7 @@ def build_corpus(
         for title, entry in cache.entries().items():
             if _in_shard(title, shard):
                 owners[title] = entry
-    order: list[str] = []
-    wanted: set[str] = set()
+    placed: dict[str, str] = {}  # stored title -> the listed title that placed it, in corpus order
     # every shard read the whole stream (check_shards: one source), so each cache holds the same
     # skipped records; one cache's list counts each once (a title seen three times: twice)
     skipped = list(caches[0].skipped())
@@ -238,10 +246,13 @@ def build_corpus(
             )
         if owner.status == MISSING:
             skipped.append(Skipped(owner.reason or "missing page", title=title))
-        elif owner.status == FETCHED and owner.stored_as is not None and owner.stored_as not in wanted:
-            order.append(owner.stored_as)
-            wanted.add(owner.stored_as)
-    articles = merged_articles([cache.iter_articles(wanted) for cache in caches])
+        elif owner.status == FETCHED and owner.stored_as is not None:
+            if owner.stored_as in placed:
+                skipped.append(_resolved_twice(title, placed[owner.stored_as], owner.stored_as))
+            else:
+                placed[owner.stored_as] = title
+    order = list(placed)
+    articles = merged_articles([cache.iter_articles(set(order)) for cache in caches])
     fixed = {title: split for title, _, split in plan.manifest} if plan.manifest is not None else None
     return write_corpus(
         out_dir,
@@ -264,3 +275,12 @@ def build_corpus(
         excluded=[json.loads(record) for record in plan.excluded],
         progress=progress,
     )
+
+
+def _resolved_twice(title: str, placed_by: str, stored: str) -> Skipped:
+    """The skip of listed ``title``, which the API resolved (a redirect, a page moved while the
+    list was made) to the article ``stored`` that listed ``placed_by`` already brought in: named
+    by whichever of the two is not the article's own title."""
+    named, other = (placed_by, title) if title == stored else (title, placed_by)
+    also = "" if other == stored else f", as {other!r} does"
+    return Skipped("duplicate title", title=named, detail=f"resolves to {stored!r}{also}")

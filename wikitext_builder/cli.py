@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import sys
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from core.cli import (
     run,
     share,
 )
-from core.files import DirectoryBusy
+from core.files import LOCK_FILE, DirectoryBusy
 from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (
@@ -61,41 +62,85 @@ USER_ERRORS = (SourceError, CacheError, CorpusError, DirectoryBusy)
 #: Articles per split when the split sizes are not given: in general, and with --sample (whose
 #: six articles leave four for train).
 DEFAULT_SPLIT_ARTICLES, SAMPLE_SPLIT_ARTICLES = 60, 1
+#: The defaults of --seed and --min-count (a rebuild from a manifest takes neither default).
+DEFAULT_SEED, DEFAULT_MIN_COUNT = 0, 3
 
 
 def _plan_from_args(args: argparse.Namespace) -> Plan:
+    if args.from_manifest is not None:
+        return _manifest_plan(args)
     limit, valid, test = args.limit, args.valid_articles, args.test_articles
     if args.preset is not None:
         train_p, valid_p, test_p = PRESETS[args.preset]
         valid = valid if valid is not None else valid_p
         test = test if test is not None else test_p
         limit = limit if limit is not None else train_p + valid + test
-    manifest: tuple[tuple[str, int, str], ...] | None = None
-    excluded: tuple[str, ...] = ()
-    if args.from_manifest is not None:
-        if limit is not None or args.preset is not None:
-            raise UsageError("--from-manifest fixes the articles and their split; drop --limit/--preset")
-        try:
-            records = read_manifest(Path(args.from_manifest))
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        kept = [r for r in records if r["split"] != EXCLUDED_SPLIT]
-        manifest = tuple((r["title"], int(r["revision_id"]), r["split"]) for r in kept)
-        excluded = tuple(json.dumps(r, ensure_ascii=False) for r in records if r["split"] == EXCLUDED_SPLIT)
     default_split = SAMPLE_SPLIT_ARTICLES if args.sample else DEFAULT_SPLIT_ARTICLES
     plan = Plan(
-        seed=args.seed,
+        seed=DEFAULT_SEED if args.seed is None else args.seed,
         limit=limit,
         valid_articles=default_split if valid is None else valid,
         test_articles=default_split if test is None else test,
-        min_count=args.min_count,
-        manifest=manifest,
+        min_count=DEFAULT_MIN_COUNT if args.min_count is None else args.min_count,
         **_exclusion_from_args(args),
-        excluded=excluded,
     )
     if limit is not None:  # refused before any fetch, not once the cache is full
         check_train(f"--limit {limit:,}", limit, plan.valid_articles, plan.test_articles)
     return plan
+
+
+def _manifest_plan(args: argparse.Namespace) -> Plan:
+    """The plan of a rebuild from a manifest: its articles, their split (whose sizes it records)
+    and the articles it excluded, with the ``--min-count`` of its corpus unless given."""
+    fixed = ("--limit", "--preset", "--seed", "--valid-articles", "--test-articles")
+    given = [option for option in fixed if getattr(args, option[2:].replace("-", "_")) is not None]
+    if given:
+        raise UsageError(f"--from-manifest fixes the articles and their split; drop {'/'.join(given)}")
+    path = Path(args.from_manifest)
+    try:
+        records = read_manifest(path)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    kept = [r for r in records if r["split"] != EXCLUDED_SPLIT]
+    sizes = collections.Counter(r["split"] for r in kept)
+    return Plan(
+        valid_articles=sizes["valid"],
+        test_articles=sizes["test"],
+        min_count=_recorded_min_count(path) if args.min_count is None else args.min_count,
+        manifest=tuple((r["title"], int(r["revision_id"]), r["split"]) for r in kept),
+        **_exclusion_from_args(args),
+        excluded=tuple(json.dumps(r, ensure_ascii=False) for r in records if r["split"] == EXCLUDED_SPLIT),
+    )
+
+
+def _recorded_min_count(manifest: Path) -> int:
+    """The ``--min-count`` the corpus of ``manifest`` was built with, as its ``stats.json``
+    beside it records; the default when there is none (:func:`_note_default_min_count`)."""
+    stats = manifest.with_name(STATS_FILE)
+    if not stats.is_file():
+        return DEFAULT_MIN_COUNT
+    try:
+        value = json.loads(stats.read_text(encoding="utf-8"))["builder"]["settings"]["min_count"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError
+    except (OSError, ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"{stats}: no builder.settings.min_count (a positive integer) to rebuild the manifest's "
+            "corpus with; give --min-count N"
+        ) from None
+    return value
+
+
+def _note_default_min_count(args: argparse.Namespace) -> None:
+    """Say, once the build's outputs are checked, when a rebuild from a manifest takes the default
+    ``--min-count`` because no ``stats.json`` beside the manifest records its corpus's."""
+    stats = Path(args.from_manifest).with_name(STATS_FILE) if args.from_manifest else None
+    if stats is not None and args.min_count is None and not stats.is_file():
+        print(
+            f"note: no {stats} beside the manifest to say which --min-count its corpus used; "
+            f"rebuilding with the default {DEFAULT_MIN_COUNT} (give --min-count N for another)",
+            file=sys.stderr,
+        )
 
 
 def _exclusion_from_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -235,6 +280,8 @@ def command_build(args: argparse.Namespace) -> int:
     default_cache = f"cache.shard-{shard[0]}-of-{shard[1]}.sqlite" if shard else "cache.sqlite"
     cache_path = Path(args.cache) if args.cache else out_dir / default_cache
     check_output_file(cache_path, "--cache", inputs=inputs)
+    _check_cache_not_written(cache_path, out_dir)
+    _note_default_min_count(args)
     signature = _source_signature(args, source, kinds, shard)
     with holding_output(out_dir, cache_path), Cache(cache_path) as cache:
         if cache.bind_source(signature):
@@ -255,24 +302,40 @@ def command_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_cache_not_written(cache_path: Path, out_dir: Path) -> None:
+    """Refuse a ``--cache`` that is one of the files the build writes in ``out_dir`` (it would be
+    replaced at the end of the build, and what was fetched lost)."""
+    written = {(out_dir / name).resolve(): name for name in (*WRITTEN_FILES, LOCK_FILE)}
+    name = written.get(cache_path.resolve())
+    if name is not None:
+        raise UsageError(
+            f"--cache {cache_path}: is the build's own {name} in --output-dir {out_dir}; "
+            "choose another cache file"
+        )
+
+
 def command_merge(args: argparse.Namespace) -> int:
-    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=args.caches, writes=WRITTEN_FILES)
     caches = []
-    with holding_output(out_dir):
-        try:
-            for path in args.caches:
-                if not Path(path).is_file():
-                    raise CacheError(f"{path}: no such cache file")
-                caches.append(Cache(Path(path)))
-            check_shards(caches)
-            recorded = caches[0].get_meta("plan")
-            if recorded is None:
-                raise CacheError(f"{caches[0].path}: no build has used this cache")
-            plan = Plan.from_json(recorded)
-            report = build_corpus(out_dir, caches, plan, args.workers, progress=not args.quiet)
-        finally:
-            for cache in caches:
-                cache.close()
+    try:
+        for path in args.caches:
+            if not Path(path).is_file():
+                raise CacheError(f"{path}: no such cache file")
+            caches.append(Cache(Path(path)))
+        check_shards(caches)
+        recorded = caches[0].get_meta("plan")
+        if recorded is None:
+            raise CacheError(f"{caches[0].path}: no build has used this cache")
+        plan = Plan.from_json(recorded)
+        overlap_check = (
+            load_check(plan.exclude_overlap, plan.exclude_threshold) if plan.exclude_overlap else None
+        )
+        inputs = [*args.caches, *(overlap_check.files if overlap_check is not None else [])]
+        out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=inputs, writes=WRITTEN_FILES)
+        with holding_output(out_dir):
+            report = build_corpus(out_dir, caches, plan, args.workers, not args.quiet, overlap_check)
+    finally:
+        for cache in caches:
+            cache.close()
     _print_report(out_dir, report)
     return 0
 
@@ -399,16 +462,20 @@ def _add_selection_options(build: argparse.ArgumentParser) -> None:
         choices=sorted(PRESETS),
         help="WikiText-2 (600/60/60 articles) or WikiText-103 (28,475/60/60) sizes (default: none)",
     )
-    build.add_argument("--seed", type=int, default=0, help="article sample and split seed (default 0)")
+    build.add_argument(
+        "--seed",
+        type=int,
+        help=f"article sample and split seed (default {DEFAULT_SEED}; not with --from-manifest)",
+    )
     split_default = f"default {DEFAULT_SPLIT_ARTICLES}; {SAMPLE_SPLIT_ARTICLES} with --sample"
     build.add_argument("--valid-articles", type=non_negative_int, metavar="N", help=split_default)
     build.add_argument("--test-articles", type=non_negative_int, metavar="N", help=split_default)
     build.add_argument(
         "--min-count",
         type=positive_int,
-        default=3,
         metavar="N",
-        help="train count a type needs to stay out of <unk> (default 3)",
+        help=f"train count a type needs to stay out of <unk> (default {DEFAULT_MIN_COUNT}; with "
+        "--from-manifest, the one its corpus's stats.json records)",
     )
     build.add_argument(
         "--exclude-overlap",

@@ -29,7 +29,7 @@ from tqdm import tqdm
 from core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
 from core.format import EOS, SPLITS, UNK
 from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_from_record
-from wikitext_builder.sources import Article, Skipped
+from wikitext_builder.sources import ID_RANGE, MAX_ID, Article, Skipped
 
 if TYPE_CHECKING:
     from wikitext_builder.overlap import OverlapCheck
@@ -536,10 +536,11 @@ WRITTEN_FILES = (SPOOL_FILE, *OUTPUT_FILES)
 def read_manifest(path: Path) -> list[dict[str, Any]]:
     """The records of a ``manifest.jsonl`` (each with title, revision_id, split: ``train``,
     ``valid``, ``test``, or ``excluded`` for an article dropped by ``--exclude-overlap``, which
-    also has its ``overlaps`` and ``threshold``)."""
+    also has its ``overlaps`` and ``threshold``), for a rebuild that refetches their revisions.
+    Lines end at ``"\\n"`` only: a title may hold U+0085, U+2028 or U+2029."""
     records = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8").split("\n")
     except OSError as error:
         raise ValueError(f"{path}: cannot read ({error.strerror})") from None
     for number, line in enumerate(lines, start=1):
@@ -549,11 +550,18 @@ def read_manifest(path: Path) -> list[dict[str, Any]]:
             record = json.loads(line)
             if not isinstance(record["title"], str) or record["split"] not in (*SPLITS, EXCLUDED_SPLIT):
                 raise ValueError("bad title or split")
-            int(record["revision_id"])
+            if record["revision_id"] is not None and not 0 <= int(record["revision_id"]) <= MAX_ID:
+                raise ValueError(f"revision_id {record['revision_id']} is not {ID_RANGE}")
             if record["split"] == EXCLUDED_SPLIT:
                 skipped_from_record(record)  # its overlaps and threshold are readable
         except (ValueError, KeyError, TypeError, IndexError) as error:
             raise ValueError(f"{path}:{number}: not a manifest record ({error})") from None
+        if record["revision_id"] is None:
+            raise ValueError(
+                f"{path}:{number}: no revision id: its corpus was built from local articles (--folder, "
+                "--jsonl, --dump or --sample), which --from-manifest cannot refetch; rebuild it with "
+                "the same --folder, --jsonl, --dump or --sample command"
+            )
         records.append(record)
     if not records:
         raise ValueError(f"{path}: an empty manifest")

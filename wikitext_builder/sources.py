@@ -17,6 +17,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -50,6 +51,9 @@ _OS_REASON = re.compile(r"\[Errno -?\d+\] [^'\")]+")
 # what reading a damaged file raises: a truncated .gz/.bz2 (EOFError), a corrupt one (OSError,
 # zlib.error), an unreadable one (OSError)
 _READ_ERRORS = (EOFError, OSError, zlib.error)
+#: The page and revision ids a cache can store (SQLite's INTEGER is 64-bit signed); others are malformed.
+MAX_ID = 2**63 - 1
+ID_RANGE = "an integer from 0 to 2^63-1"
 _SURROGATE = re.compile("[\ud800-\udfff]")  # json.loads makes one of an unpaired \uD800 escape
 #: The builder's packaged sample: a few real Good/Featured articles (``--sample``; see its README).
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
@@ -407,7 +411,8 @@ def has_marker(wikitext: str, kinds: Iterable[str]) -> bool:
 def iter_dump(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
     """Namespace-0, non-redirect pages of a MediaWiki XML dump that carry a wanted marker, and a
     :class:`Skipped` for each such page without a title or with an ``<ns>`` or ``<id>`` that is
-    not a number (named ``FILE:page N``, the Nth ``<page>`` of the file).
+    not a number, or an ``<id>`` outside 0..2^63-1 (named ``FILE:page N``, the Nth ``<page>`` of
+    the file).
 
     The dump is parsed incrementally (``iterparse``), each page cleared once read, so memory does
     not grow with the dump. A file that is a bare run of ``<page>`` elements is read too.
@@ -439,7 +444,8 @@ def _local(tag: str) -> str:
 def _dump_page(page: ElementTree.Element, kinds: tuple[str, ...], record: str) -> Article | Skipped | None:
     """The page's article; None for a page not selected (another namespace, a redirect, no text,
     no wanted marker); a :class:`Skipped` named ``record`` for a selected page that is malformed
-    (an ``<ns>`` or ``<id>`` that is not a number) or has an empty or missing title."""
+    (an ``<ns>`` or ``<id>`` that is not a number, an ``<id>`` outside 0..2^63-1) or has an empty
+    or missing title."""
     fields = {_local(child.tag): child for child in page}
     namespace = _text(fields.get("ns")) or "0"
     revision = fields.get("revision")
@@ -452,8 +458,9 @@ def _dump_page(page: ElementTree.Element, kinds: tuple[str, ...], record: str) -
     title = _text(fields.get("title"))
     page_id, revision_id = _text(fields.get("id")), _text(revision_fields.get("id"))
     for tag, value in (("<ns>", namespace), ("<id>", page_id), ("revision <id>", revision_id)):
-        if value and _integer(value) is None:
-            detail = f"{tag} is {value.strip()[:40]!r}, not a number"
+        problem = _number_problem(tag, value) if value else ""
+        if problem:
+            detail = f"{tag} is {value.strip()[:40]!r}, {problem}"
             return Skipped(
                 "malformed page", title=title if title.strip() else None, record=record, detail=detail
             )
@@ -466,6 +473,15 @@ def _dump_page(page: ElementTree.Element, kinds: tuple[str, ...], record: str) -
         revision_id=_integer(revision_id),
         timestamp=_text(revision_fields.get("timestamp")) or None,
     )
+
+
+def _number_problem(tag: str, value: str) -> str:
+    """Why a dump page's ``<ns>`` or id field ``tag`` is unusable (not a number, or an id outside
+    0..``MAX_ID``), or ``""``."""
+    number = _integer(value)
+    if number is None:
+        return "not a number"
+    return f"not {ID_RANGE}" if tag != "<ns>" and not 0 <= number <= MAX_ID else ""
 
 
 def _integer(text: str) -> int | None:
@@ -505,24 +521,32 @@ class _Chain(io.RawIOBase):
 
 
 def _single_rooted(raw: io.BufferedIOBase) -> io.BufferedReader:
-    """The stream itself, or wrapped in ``<mediawiki>`` when it starts with a bare ``<page>``."""
+    """The stream itself, or wrapped in ``<mediawiki>`` when it starts with a bare ``<page>``
+    (after its XML declaration, if any, which stays first)."""
     head = raw.read(4096)
     start = head.lstrip()
+    declaration = b""
     if start.startswith(b"<?xml"):
-        start = start[start.find(b"?>") + 2 :].lstrip()
+        declaration = start[: start.find(b"?>") + 2]
+        start = start[len(declaration) :].lstrip()
     parts: list[bytes | io.BufferedIOBase] = [head, raw]
     if start.startswith(b"<page"):
-        parts = [b"<mediawiki>", head, raw, b"</mediawiki>"]
+        parts = [declaration, b"<mediawiki>", start, raw, b"</mediawiki>"]
     return io.BufferedReader(_Chain(parts), buffer_size=1 << 16)
 
 
 def _folder_files(directory: Path) -> list[Path]:
-    """The ``*.wikitext`` files of a folder source, in name order."""
+    """The ``*.wikitext`` files of a folder source, in name order; a name that is not valid UTF-8
+    is a SourceError naming the file."""
     if not directory.is_dir():
         raise SourceError(f"{directory}: not a directory")
     paths = sorted(directory.glob("*.wikitext"))
     if not paths:
         raise SourceError(f"{directory}: no .wikitext files")
+    undecodable = next((path for path in paths if _SURROGATE.search(path.name)), None)
+    if undecodable is not None:  # its title would be garbage, and its name cannot be hashed
+        shown = os.fsencode(undecodable).decode("utf-8", "backslashreplace")
+        raise SourceError(f"{shown}: a file name that is not valid UTF-8; rename the file")
     return paths
 
 
@@ -548,7 +572,8 @@ def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
     :class:`SourceError`. A record that is one but cannot be used is a :class:`Skipped` named
     ``FILE:LINE``: ``"no title"`` (with its ``source_index`` when it has one), or ``"malformed
     record"`` for a field of the wrong type (a ``wikitext`` that is null, a number or a list, a
-    ``class`` that is not a string, ids that are not integers) or text holding a lone surrogate.
+    ``class`` that is not a string, ids that are not integers from 0 to 2^63-1) or text holding a
+    lone surrogate.
     """
     classes = {POOL_CLASSES[kind] for kind in kinds}
     for number, line in _numbered_lines(path):
@@ -606,6 +631,8 @@ def _pool_record_problem(record: dict[str, Any], title: object, wikitext: object
                 f"{field_name} holds a lone surrogate (U+{ord(surrogate.group()):04X}) "
                 f"at character {surrogate.start()}"
             )
+        if isinstance(value, int) and not 0 <= value <= MAX_ID:  # an id (the only integer fields)
+            return f"{field_name} is {_json_kind(value)[:40]}, not {ID_RANGE} or null"
     return ""
 
 
