@@ -96,9 +96,14 @@ def _packaged_sums() -> dict[str, str]:
     return parse_checksum_file(PACKAGED_SUMS) if PACKAGED_SUMS.is_file() else {}
 
 
+def is_packaged(path: Path) -> bool:
+    """Whether ``path`` is a file in the package's ``trained/`` directory (however it is named)."""
+    return path.resolve().is_relative_to(PACKAGED.resolve())
+
+
 def verify_packaged(path: Path) -> None:
     """Fail unless a packaged checkpoint has the checksum ``trained/SHA256SUMS`` lists for it."""
-    name = path.relative_to(PACKAGED).as_posix()
+    name = path.resolve().relative_to(PACKAGED.resolve()).as_posix()
     expected = _packaged_sums().get(name)
     if expected is None:
         raise CheckpointError(f"packaged checkpoint {path} is not listed in {PACKAGED_SUMS}")
@@ -203,12 +208,15 @@ def save(path: Path, payload: dict[str, Any]) -> None:
 
 
 def load(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a checkpoint with ``weights_only=True``; any problem is one :class:`CheckpointError`."""
+    """Read a checkpoint with ``weights_only=True``, a packaged one once :func:`verify_packaged`
+    passes (whether named or found by default); any problem is one :class:`CheckpointError`."""
     path = Path(path)
     if path.is_dir():
         raise CheckpointError(f"checkpoint {path} is a directory, not a checkpoint file")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    if is_packaged(path):
+        verify_packaged(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - torch's parsers raise anything on garbage

@@ -17,7 +17,7 @@ from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze, attention_record
 from baselines.calibration import calibration_record, fit_sentinel_shift, mixture_parts
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
-from baselines.neural_cache import cache_from_checkpoint
+from baselines.neural_cache import DEFAULT_WINDOW, cache_from_checkpoint
 from baselines.plugin_bridge import (
     CPU_RECIPE,
     announce_checkpoint,
@@ -90,6 +90,8 @@ def _model_config(kind: str, preset: str, overrides: dict[str, Any], vocab_size:
     """The hyper-parameters of the model to train: the preset's (and for the pointer a window of
     100), ``--model-args`` over them, the vocabulary size; checked, so that a bad value is a
     one-line error naming ``--model-args``."""
+    if "vocab_size" in overrides:
+        raise UsageError("--model-args: vocab_size is the dataset's vocabulary size; it cannot be set")
     config = {
         **PRESETS[preset],
         **({"window": 100} if kind == "pointer_sentinel" else {}),
@@ -262,9 +264,37 @@ def command_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_analyze_options(args: argparse.Namespace) -> None:
+    """Refuse the options of ``analyze`` that the model analysed has no use for, and a run that
+    would write nothing."""
+    if args.kind == "neural_cache":
+        if args.save_gates is not None:
+            raise UsageError("--save-gates: the neural cache has no pointer gate")
+        if args.save_attention is None:
+            raise UsageError("analyze neural_cache writes nothing without --save-attention")
+        return
+    for option, value in (
+        ("--window", args.window),
+        ("--theta", args.theta),
+        ("--interpolation", args.interpolation),
+    ):
+        if value is not None:
+            raise UsageError(f"{option}: the pointer sentinel has no cache")
+    if args.save_gates is None and args.save_attention is None:
+        raise UsageError("analyze pointer_sentinel writes nothing without --save-gates or --save-attention")
+
+
+def _check_span(span: tuple[int, int], ids: np.ndarray, split: str) -> None:
+    """Fail unless the ``--span`` begins within the split's ``ids`` (int ``[N]``)."""
+    if span[0] >= len(ids):
+        raise UsageError(
+            f"--span {span[0]}:{span[1]}: the {split} split has {len(ids):,} tokens, so a span must "
+            f"begin below {len(ids)}"
+        )
+
+
 def command_analyze(args: argparse.Namespace) -> int:
-    if args.save_gates is not None and args.kind == "neural_cache":
-        raise UsageError("--save-gates: the neural cache has no pointer gate")
+    _check_analyze_options(args)
     outputs = {"--save-gates": args.save_gates, "--save-attention": args.save_attention}
     outputs = {option: path for option, path in outputs.items() if path is not None}
     for option, path in outputs.items():
@@ -272,13 +302,15 @@ def command_analyze(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     ids = dataset.tokens(args.split).ids
+    _check_span(args.span, ids, args.split)
     module: PointerSentinelLSTM | NeuralCache
     command = ["python", "-m", "baselines", "analyze", args.kind, "--dataset", dataset_argument(dataset)]
     trained = ZoneoutLSTM.kind if args.kind == "neural_cache" else args.kind
     path = resolve_checkpoint(trained, dataset, args.checkpoint, device=device, command=command)
     if args.kind == "neural_cache":
+        window = DEFAULT_WINDOW if args.window is None else args.window
         module = cache_from_checkpoint(
-            path, dataset, args.window, theta=args.theta, interpolation=args.interpolation
+            path, dataset, window, theta=args.theta, interpolation=args.interpolation
         )
     else:
         pointer, _ = checkpoints.load_model(path, dataset.vocab, kind=args.kind)
@@ -581,17 +613,17 @@ def _add_analyze_parser(commands: Any) -> None:
         "--save-attention", metavar="FILE.json", help="save the span's attention (default: not saved)"
     )
     inspect.add_argument(
-        "--window", type=positive_int, default=100, help="cache size (neural_cache) (default: 100)"
+        "--window", type=positive_int, help=f"cache size (neural_cache) (default: {DEFAULT_WINDOW})"
     )
     inspect.add_argument(
         "--theta",
         type=non_negative_float,
-        help="the cache's theta (default: the tuned one, from the tuning file)",
+        help="the cache's theta (neural_cache) (default: the tuned one, from the tuning file)",
     )
     inspect.add_argument(
         "--interpolation",
         type=below_one,
-        help="the cache's lambda (default: the tuned one, from the tuning file)",
+        help="the cache's lambda (neural_cache) (default: the tuned one, from the tuning file)",
     )
     inspect.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)")
     inspect.add_argument("--device", default="auto", help=DEVICE_HELP)

@@ -10,6 +10,7 @@ that ``python -m baselines tune`` (:mod:`baselines.tuning`) wrote beside the che
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from baselines import checkpoint as checkpoints
@@ -23,6 +24,9 @@ from baselines.plugin_bridge import (
 from baselines.tuning import read_tuning, tuning_path
 from harness.datasets import Dataset
 from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
+
+#: The cache's size when none is given (``--model-args window=``, ``analyze --window``).
+DEFAULT_WINDOW = 100
 
 
 def cache_from_checkpoint(
@@ -46,10 +50,11 @@ def cache_from_checkpoint(
     if theta is None or interpolation is None:
         tuned = read_tuning(tuning_path(checkpoint), window)
         if tuned is None:
+            command = ["python", "-m", "baselines", "tune", "--dataset", dataset_argument(dataset)]
+            command += ["--checkpoint", str(checkpoint), "--windows", str(window)]
             raise ModelUnavailable(
-                f"no tuned neural cache for window {window} beside {checkpoint}: run `python -m "
-                f"baselines tune --dataset {dataset.name} --checkpoint {checkpoint} --windows "
-                f"{window}` or give theta and interpolation"
+                f"no tuned neural cache for window {window} beside {checkpoint}: run "
+                f"`{shlex.join(command)}` or give theta and interpolation"
             )
         theta = tuned["theta"] if theta is None else theta
         interpolation = tuned["interpolation"] if interpolation is None else interpolation
@@ -64,7 +69,7 @@ def load_model(
     *,
     device: str,
     checkpoint: str | None,
-    window: int = 100,
+    window: int = DEFAULT_WINDOW,
     theta: float | None = None,
     interpolation: float | None = None,
 ) -> TorchLanguageModel:

@@ -118,7 +118,7 @@ def _describe_checkpoint(path: Path) -> dict[str, Any]:
     in the package."""
     return {
         "checkpoint_sha256": file_sha256(path),
-        "checkpoint_packaged": path.resolve().is_relative_to(checkpoints.PACKAGED.resolve()),
+        "checkpoint_packaged": checkpoints.is_packaged(path),
     }
 
 
@@ -126,7 +126,7 @@ def resolve_checkpoint(
     kind: str, dataset: Dataset, checkpoint: str | None, *, device: str, command: list[str]
 ) -> Path:
     """The checkpoint of a ``kind`` model to load for ``dataset``: ``checkpoint`` when given, else
-    the one shipped in the package (checked against its sha256).
+    the one shipped in the package (which :func:`checkpoints.load` checks against its sha256).
 
     A run that ``baselines train`` wrote is used only when named: it never silently replaces the
     packaged model. Without either, :class:`ModelUnavailable` says how to train one on this
@@ -138,14 +138,13 @@ def resolve_checkpoint(
     packaged = checkpoints.packaged_checkpoint(kind, dataset.name)
     if packaged is None:
         raise ModelUnavailable(_how_to_get(kind, dataset, device, command))
-    checkpoints.verify_packaged(packaged)
     return packaged
 
 
 def announce_checkpoint(kind: str, path: Path) -> None:
     """Say on stderr which checkpoint file of a ``kind`` model is used (once it has loaded: an
     error stays one line)."""
-    packaged = _describe_checkpoint(path)["checkpoint_packaged"]  # then PACKAGED/DATASET/KIND.pt
+    packaged = checkpoints.is_packaged(path)  # then PACKAGED/DATASET/KIND.pt
     where = f"the packaged {path.parent.name} checkpoint" if packaged else "checkpoint"
     print(f"{kind}: using {where} {path}", file=sys.stderr)
 

@@ -49,6 +49,7 @@ from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from core.files import exclusive_directory, file_sha256, remove_stale_temporaries, write_atomically
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
+from harness.plugin import PluginError
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -194,6 +195,15 @@ def chunk_loss(output: Any, reduction: str) -> torch.Tensor:
     if output.auxiliary_loss is not None:
         per_position = per_position + output.auxiliary_loss.float()
     return per_position.sum(dim=1).mean() if reduction == "sum" else per_position.mean()
+
+
+def perplexity(nll: float, tokens: int) -> float:
+    """``exp(nll / tokens)``, the perplexity of ``tokens`` targets of summed NLL ``nll``; inf where
+    that exceeds a float (a diverging run)."""
+    try:
+        return math.exp(nll / tokens)
+    except OverflowError:
+        return math.inf
 
 
 def parameter_groups(model: nn.Module, pointer_lr_scale: float) -> list[dict[str, Any]]:
@@ -428,9 +438,13 @@ class Trainer:
             value[0] = self._validate_here()
         if self.world > 1:
             dist.broadcast(value, src=0)
+        if math.isnan(value.item()):
+            raise self._diverged(self.progress.next_chunk, "no finite validation perplexity")
         return float(value.item())
 
     def _validate_here(self) -> float:
+        """The validation perplexity, NaN where the harness refuses the model's scores (NaN or
+        infinite log-probabilities, a perplexity beyond a float: the weights diverged)."""
         scorer = TorchLanguageModel(self.model, self.device)
         try:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
@@ -445,6 +459,8 @@ class Trainer:
                     name="valid",
                     progress=self.session.progress,
                 )
+        except PluginError:
+            return math.nan
         finally:
             self.model.train()
         return result.perplexity
@@ -462,10 +478,30 @@ class Trainer:
         loss = chunk_loss(output, self.options.loss)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip)
+        gradient_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.options.clip)
         self.optimizer.step()
+        self._stop_if_diverged(loss, gradient_norm, chunk)  # after the step: no GPU sync before it
         self.state = detach_state(output.state)
         return float(nll.detach().sum()), nll.numel()
+
+    def _stop_if_diverged(self, loss: torch.Tensor, gradient_norm: torch.Tensor, chunk: int) -> None:
+        """Raise :meth:`_diverged` when chunk ``chunk``'s training loss or gradient norm (scalars) is
+        inf or NaN in any process: the run stops and saves nothing of the weights that step made."""
+        finite = torch.isfinite(loss.detach()) & torch.isfinite(gradient_norm)
+        diverged = (~finite).to(torch.int32).view(1)
+        if self.world > 1:  # every process must stop at the same step
+            dist.all_reduce(diverged, op=dist.ReduceOp.MAX)
+        if diverged.item():
+            raise self._diverged(chunk + 1, "a loss or gradient that is not finite")
+
+    def _diverged(self, step: int, what: str) -> TrainingError:
+        """The error that stops a diverged run at ``step`` of this epoch, ``what`` saying how it
+        showed; the run directory keeps what it held (the last good ``checkpoint.pt`` and ``best.pt``)."""
+        return TrainingError(
+            f"training diverged in epoch {self.progress.epoch} at step {step}/{self.chunks} ({what}): "
+            f"train with a lower --lr than {self.options.learning_rate:g} (in another --output-dir "
+            "once this one holds a checkpoint)"
+        )
 
     def _apply_learning_rate(self) -> None:
         for group in self.optimizer.param_groups:
@@ -506,7 +542,7 @@ class Trainer:
         while not self.schedule.finished:
             epoch = self.progress.epoch
             terminal = sys.stderr.isatty()  # else a log file (nohup): a kept line a minute
-            bar = tqdm(
+            with tqdm(
                 total=self.chunks,
                 initial=self.progress.next_chunk,
                 desc=f"epoch {epoch}",
@@ -514,37 +550,36 @@ class Trainer:
                 leave=not terminal,
                 mininterval=0.1 if terminal else 60.0,
                 disable=not self.session.progress or self.rank > 0,
-            )
-            while self.progress.next_chunk < self.chunks:
-                reason = self._should_stop(began, steps, stop)
-                if reason is not None:
-                    bar.close()
-                    self.save()
-                    if not self._validation_due():  # else this step was validated already
-                        self._validate_partial()
-                    return (
-                        f"{reason}: stopped in epoch {epoch} at step "
-                        f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
-                        "to continue"
+            ) as bar:  # closed on an error too, before the error's line
+                while self.progress.next_chunk < self.chunks:
+                    reason = self._should_stop(began, steps, stop)
+                    if reason is not None:
+                        bar.close()
+                        self.save()
+                        if not self._validation_due():  # else this step was validated already
+                            self._validate_partial()
+                        return (
+                            f"{reason}: stopped in epoch {epoch} at step "
+                            f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
+                            "to continue"
+                        )
+                    step_began = time.monotonic()
+                    loss, tokens = self._step(self.progress.next_chunk)
+                    self.progress.next_chunk += 1
+                    self.progress.epoch_loss += loss
+                    self.progress.epoch_tokens += tokens
+                    self.progress.epoch_seconds += time.monotonic() - step_began
+                    steps += 1
+                    bar.set_postfix(
+                        ppl=f"{perplexity(self.progress.epoch_loss, self.progress.epoch_tokens):.1f}",
+                        refresh=False,
                     )
-                step_began = time.monotonic()
-                loss, tokens = self._step(self.progress.next_chunk)
-                self.progress.next_chunk += 1
-                self.progress.epoch_loss += loss
-                self.progress.epoch_tokens += tokens
-                self.progress.epoch_seconds += time.monotonic() - step_began
-                steps += 1
-                bar.set_postfix(
-                    ppl=f"{math.exp(self.progress.epoch_loss / self.progress.epoch_tokens):.1f}",
-                    refresh=False,
-                )
-                bar.update(1)
-                if self._validation_due():
-                    self._validate_partial()
-                if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
-                    self.save()
-                    last_save = time.monotonic()
-            bar.close()
+                    bar.update(1)
+                    if self._validation_due():
+                        self._validate_partial()
+                    if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
+                        self.save()
+                        last_save = time.monotonic()
             self._end_epoch()
             self.save()
             last_save = time.monotonic()
@@ -566,7 +601,7 @@ class Trainer:
             {
                 "epoch": progress.epoch,
                 "partial": False,
-                "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
+                "train_ppl": perplexity(progress.epoch_loss, progress.epoch_tokens),
                 "valid_ppl": valid_ppl,
                 "learning_rate": rate,
                 "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
@@ -604,7 +639,7 @@ class Trainer:
                 "partial": True,
                 "step": progress.next_chunk,
                 "steps_per_epoch": self.chunks,
-                "train_ppl": math.exp(progress.epoch_loss / progress.epoch_tokens),
+                "train_ppl": perplexity(progress.epoch_loss, progress.epoch_tokens),
                 "valid_ppl": valid_ppl,
                 "learning_rate": self.schedule.learning_rate,
                 "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,

@@ -37,7 +37,8 @@ def read_tuning_file(path: Path) -> dict[str, Any] | None:
     when there is no file.
 
     Raises:
-        PluginError: the file is not a tuning file (not JSON, or without a ``best`` mapping).
+        PluginError: the file is not a tuning file (not JSON, or without a ``best`` mapping), or
+            a window's settings are missing or out of range (the message names the window).
     """
     if not path.is_file():
         return None
@@ -47,7 +48,26 @@ def read_tuning_file(path: Path) -> dict[str, Any] | None:
         raise PluginError(f"{path}: not a neural-cache tuning file ({error})") from None
     if not isinstance(best, dict):
         raise PluginError(f"{path}: not a neural-cache tuning file (best is not a mapping)")
+    for window, settings in best.items():
+        _check_settings(path, window, settings)
     return best
+
+
+def _check_settings(path: Path, window: str, settings: Any) -> None:
+    """Fail unless ``settings``, the tuning file's entry of ``window``, holds a finite ``theta`` of
+    at least 0 and an ``interpolation`` in [0, 1)."""
+    where = f"{path}: window {window}"
+    if not isinstance(settings, dict):
+        raise PluginError(f"{where}: not a mapping of theta and interpolation")
+    for name, high, must in (
+        ("theta", math.inf, "a finite number of at least 0"),
+        ("interpolation", 1.0, "at least 0 and below 1"),
+    ):
+        if name not in settings:
+            raise PluginError(f"{where}: no {name}")
+        value = settings[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < high:
+            raise PluginError(f"{where}: {name} must be {must}, got {value!r}")
 
 
 def read_tuning(path: Path, window: int) -> dict[str, float] | None:

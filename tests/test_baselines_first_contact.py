@@ -67,7 +67,11 @@ def test_a_run_is_scored_when_named_and_the_result_says_which_file(toy, tmp_path
     assert harness_main(evaluate) == 2
     named = shlex.join(["python", "-m", "harness", *evaluate[:4], "--checkpoint", str(best)])
     assert_one_line_error(capsys, f"your run's {best} is used only when named: `{named}`")
-    for command in (["tune", "--dataset", str(toy)], ["analyze", "neural_cache", "--dataset", str(toy)]):
+    attention = ["--save-attention", str(tmp_path / "attention.json")]
+    for command in (
+        ["tune", "--dataset", str(toy)],
+        ["analyze", "neural_cache", "--dataset", str(toy), *attention],
+    ):
         assert baselines_main([*command, "--device", "cpu"]) == 2
         assert_one_line_error(capsys, f"your run's {best} is used only when named")
     result = tmp_path / "result.json"

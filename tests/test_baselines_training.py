@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from conftest import REPO, write_corpus
 
 from baselines import checkpoint as checkpoints
 from baselines import cli as baselines_cli
+from baselines import training
 from baselines.cli import main as baselines_main
 from baselines.models import NeuralCache
 from baselines.neural_cache import cache_from_checkpoint
@@ -282,6 +284,29 @@ def test_a_run_starts_from_all_the_weights_of_a_packaged_model_of_its_kind(
     assert recorded["valid_perplexity"] == checkpoints.load(best)["valid_perplexity"] is not None
 
 
+def test_a_damaged_package_named_explicitly_is_refused_by_every_command(toy, tmp_path, capsys, package_dir):
+    """A packaged file is checked against ``SHA256SUMS`` however it is reached, not only by default."""
+    assert train(toy, tmp_path / "run", "--max-steps", "1", kind="pointer_sentinel") == 0
+    package = checkpoints.package(tmp_path / "run" / "best.pt", "toy")
+    payload = checkpoints.load(package)
+    payload["model"]["core.decoder.bias"] = payload["model"]["core.decoder.bias"] + 5  # still loads
+    torch.save(payload, package)
+    named = ["--dataset", str(toy), "--device", "cpu"]
+    gates = ["--save-gates", str(tmp_path / "gates.npy")]
+    commands = [
+        (harness_main, ["eval", "baselines.pointer_sentinel", *named, "--checkpoint", str(package)]),
+        (baselines_main, ["calibrate", str(package), *named, "--output", str(tmp_path / "out.pt")]),
+        (baselines_main, ["analyze", "pointer_sentinel", *named, "--checkpoint", str(package), *gates]),
+        (baselines_main, ["train", "pointer_sentinel", *named, "--init-from", str(package)]),
+    ]
+    capsys.readouterr()
+    for main, command in commands:
+        assert main(command) == 2, command
+        error = capsys.readouterr().err
+        assert error.startswith(f"error: packaged checkpoint {package}: sha256 mismatch"), command
+        assert error.count("\n") == 1, command
+
+
 def test_packaging_a_package_keeps_its_stored_weights_and_refuses_another_precision(
     toy, tmp_path, capsys, package_dir
 ):
@@ -323,6 +348,44 @@ def test_starting_from_a_model_of_other_sizes_is_a_one_line_error(toy, tmp_path,
         == 2
     )
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_non_finite_loss_stops_the_run_in_one_line_and_keeps_its_saved_files(
+    toy, tmp_path, capsys, monkeypatch
+):
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    saved = {name: file_sha256(tmp_path / "run" / name) for name in (checkpoints.RESUME, checkpoints.BEST)}
+    finite_loss = training.chunk_loss
+    monkeypatch.setattr(
+        training, "chunk_loss", lambda output, reduction: finite_loss(output, reduction) * math.inf
+    )
+    capsys.readouterr()
+    assert train(toy, tmp_path / "run", "--checkpoint-minutes", "1e-9") == 2  # else saved after the step
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("error: training diverged in epoch 1 at step 3/")
+    assert error.endswith(
+        "(a loss or gradient that is not finite): train with a lower --lr than 20 "
+        "(in another --output-dir once this one holds a checkpoint)"
+    )
+    assert {name: file_sha256(tmp_path / "run" / name) for name in saved} == saved
+
+
+def test_a_run_whose_validation_overflows_stops_in_one_line(toy, tmp_path, capsys):
+    """A learning rate far too high: the training perplexity reads inf, not an OverflowError,
+    and the validation that no float holds stops the run with the same advice."""
+    assert train(toy, tmp_path / "run", "--max-epochs", "1", "--lr", "1e4", "--clip", "1e4") == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("error: training diverged in epoch 1 at step ")
+    assert error.endswith(
+        "(no finite validation perplexity): train with a lower --lr than 10000 "
+        "(in another --output-dir once this one holds a checkpoint)"
+    )
+    assert not (tmp_path / "run" / checkpoints.BEST).exists()
+
+
+def test_a_perplexity_beyond_a_float_is_inf():
+    assert training.perplexity(2.0 * 3, 3) == math.exp(2.0)
+    assert training.perplexity(710.0, 1) == math.inf
 
 
 def test_resuming_with_other_settings_is_refused(toy, tmp_path, capsys):
@@ -430,6 +493,7 @@ def test_out_of_range_settings_are_refused_before_any_work(toy, capsys, command,
         ("hidden_size=0", "hidden_size must be at least 1, got 0"),
         ("tie_weights=3", "tie_weights must be true or false, got 3"),
         ("window=50", "zoneout_lstm has no field window (its fields: vocab_size, "),
+        ("vocab_size=5", "vocab_size is the dataset's vocabulary size; it cannot be set"),
     ],
 )
 def test_train_refuses_bad_model_args_in_one_line(toy, tmp_path, capsys, model_args, message):
@@ -468,6 +532,7 @@ def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys)
     assert train(toy, tmp_path / "run", "--max-steps", "1", kind="pointer_sentinel") == 0
     assert train(toy, tmp_path / "lstm", "--max-steps", "1") == 0
     (toy / "wiki.valid.tokens").write_text("", encoding="utf-8")
+    attention = ["--save-attention", str(tmp_path / "attention.json")]
     capsys.readouterr()
     commands = [
         [
@@ -477,7 +542,7 @@ def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys)
             "--output",
             str(tmp_path / "tuning.json"),
         ],
-        ["analyze", "pointer_sentinel", "--checkpoint", str(tmp_path / "run" / "best.pt")],
+        ["analyze", "pointer_sentinel", "--checkpoint", str(tmp_path / "run" / "best.pt"), *attention],
         [
             "analyze",
             "neural_cache",
@@ -487,6 +552,7 @@ def test_tune_and_analyze_on_an_empty_split_name_the_file(toy, tmp_path, capsys)
             "0.1",
             "--interpolation",
             "0.1",
+            *attention,
         ],
     ]
     for command in commands:
@@ -537,6 +603,43 @@ def test_tune_refuses_a_corrupt_tuning_file_before_tuning(toy, tmp_path, capsys,
     assert baselines_main([*command, "--windows", "3", "--device", "cpu"]) == 2
     assert capsys.readouterr().err.startswith(f"error: {tuning}: not a neural-cache tuning file (")
     assert tuning.read_text(encoding="utf-8") == content
+
+
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ({"theta": 0.1}, "no interpolation"),
+        ({"theta": "a", "interpolation": 0.1}, "theta must be a finite number of at least 0, got 'a'"),
+        ({"theta": -1, "interpolation": 0.1}, "theta must be a finite number of at least 0, got -1"),
+        ({"theta": 0.1, "interpolation": 1.0}, "interpolation must be at least 0 and below 1, got 1.0"),
+        ([0.1, 0.2], "not a mapping of theta and interpolation"),
+    ],
+)
+def test_a_malformed_tuning_entry_is_one_line_naming_the_file_and_window(
+    toy, tmp_path, capsys, settings, problem
+):
+    assert train(toy, tmp_path / "run", "--max-steps", "1") == 0
+    best, tuning = tmp_path / "run" / "best.pt", tmp_path / "run" / "neural_cache.json"
+    tuning.write_text(json.dumps({"best": {"5": settings}}), encoding="utf-8")
+    named = ["--dataset", str(toy), "--checkpoint", str(best), "--device", "cpu"]
+    capsys.readouterr()
+    for main, command in (
+        (
+            baselines_main,
+            [
+                "analyze",
+                "neural_cache",
+                "--window",
+                "5",
+                "--save-attention",
+                str(tmp_path / "a.json"),
+                *named,
+            ],
+        ),
+        (harness_main, ["eval", "baselines.neural_cache", "--model-args", "window=5", *named]),
+    ):
+        assert main(command) == 2
+        assert capsys.readouterr().err == f"error: {tuning}: window 5: {problem}\n", command
 
 
 @pytest.mark.parametrize(
@@ -649,21 +752,22 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
 
 
 def test_neural_cache_without_tuning_says_how_to_tune(toy, tmp_path, capsys):
-    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
-    assert (
-        harness_main(
-            [
-                "eval",
-                "baselines.neural_cache",
-                "--dataset",
-                str(toy),
-                "--checkpoint",
-                str(tmp_path / "run" / "best.pt"),
-            ]
-        )
-        == 2
-    )
-    assert "python -m baselines tune" in capsys.readouterr().err
+    assert train(toy, tmp_path / "my run", "--max-steps", "2") == 0
+    best = str(tmp_path / "my run" / "best.pt")
+    assert harness_main(["eval", "baselines.neural_cache", "--dataset", str(toy), "--checkpoint", best]) == 2
+    tune = [
+        "python",
+        "-m",
+        "baselines",
+        "tune",
+        "--dataset",
+        str(toy),
+        "--checkpoint",
+        best,
+        "--windows",
+        "100",
+    ]
+    assert f"run `{shlex.join(tune)}` or give theta and interpolation" in capsys.readouterr().err
 
 
 def test_the_cache_plugin_and_analyze_resolve_theta_and_lambda_alike(toy, tmp_path, capsys):
@@ -705,8 +809,46 @@ def test_the_cache_plugin_and_analyze_resolve_theta_and_lambda_alike(toy, tmp_pa
         ["analyze", "neural_cache", "--window", "5", "--interpolation", "1.5", "--device", "cpu"],
         ["analyze", "neural_cache", "--window", "7", "--device", "cpu"],
     ):
-        assert baselines_main([*command, "--dataset", str(toy), "--checkpoint", str(best)]) == 2
+        named = ["--dataset", str(toy), "--checkpoint", str(best), "--save-attention", str(attention)]
+        assert baselines_main([*command, *named]) == 2
         assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ("pointer_sentinel --save-gates G.npy --window 50", "--window: the pointer sentinel has no cache"),
+        ("pointer_sentinel --save-gates G.npy --theta 0.1", "--theta: the pointer sentinel has no cache"),
+        (
+            "pointer_sentinel --save-attention A.json --interpolation 0.1",
+            "--interpolation: the pointer sentinel has no cache",
+        ),
+        (
+            "pointer_sentinel",
+            "analyze pointer_sentinel writes nothing without --save-gates or --save-attention",
+        ),
+        ("neural_cache --window 5", "analyze neural_cache writes nothing without --save-attention"),
+    ],
+)
+def test_analyze_refuses_options_it_would_ignore_and_a_run_that_writes_nothing(
+    toy, tmp_path, capsys, monkeypatch, options, error
+):
+    monkeypatch.chdir(tmp_path)
+    assert baselines_main(["analyze", *options.split(), "--dataset", str(toy), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == f"error: {error}\n"
+    assert list(tmp_path.iterdir()) == [toy]
+
+
+def test_analyze_refuses_a_span_beyond_the_split_before_any_work(toy, tmp_path, capsys):
+    tokens = len(load_dataset(str(toy)).tokens("valid").ids)
+    gates = tmp_path / "gates.npy"
+    command = ["analyze", "pointer_sentinel", "--dataset", str(toy), "--save-gates", str(gates)]
+    assert baselines_main([*command, "--span", f"{tokens}:{tokens + 10}", "--device", "cpu"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --span {tokens}:{tokens + 10}: the valid split has {tokens:,} tokens, so a span must "
+        f"begin below {tokens}\n"
+    )
+    assert not gates.exists()
 
 
 @pytest.mark.parametrize(
