@@ -94,6 +94,16 @@ def test_transient_failures_are_retried_honouring_retry_after() -> None:
     assert len(wiki.log) == 7
 
 
+@pytest.mark.parametrize("retry_after", ["inf", "nan", "Wed, 21 Oct 2026 07:28:00 GMT"])
+def test_a_retry_after_that_is_no_number_of_seconds_falls_back_to_the_backoff(retry_after: str) -> None:
+    wiki = FakeWiki.with_articles(2, faults={1: "429"}, retry_after_429=retry_after)
+    sleeps: list[float] = []
+    with FakeMediaWikiServer(wiki) as server:
+        titles = listed(make_client(server.url, sleeps), "Good articles")
+    assert titles == sorted(wiki.categories["Good articles"])
+    assert sleeps == pytest.approx([0.01])  # the first backoff, as without a Retry-After
+
+
 def test_backoff_is_capped() -> None:
     wiki = FakeWiki.with_articles(2, faults={n: "500" for n in range(1, 6)})
     sleeps: list[float] = []

@@ -17,6 +17,7 @@ import hashlib
 import importlib.metadata
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -347,11 +348,13 @@ class MediaWikiClient:
 
 
 def _retry_after(response: requests.Response, default: float) -> float:
-    value = response.headers.get("Retry-After", "")
+    """The response's ``Retry-After`` in seconds; ``default`` where it has none that is a finite
+    number (an HTTP date, ``inf``, ``nan``)."""
     try:
-        return max(0.0, float(value))
+        seconds = float(response.headers.get("Retry-After", ""))
     except ValueError:
         return default
+    return max(0.0, seconds) if math.isfinite(seconds) else default
 
 
 def _network_reason(error: BaseException) -> str:
