@@ -225,27 +225,6 @@ def _literal(value: str) -> Any:
     return value
 
 
-def _check_arguments(
-    factory: Callable[..., LanguageModel],
-    plugin: str,
-    dataset: Any,
-    *,
-    device: str,
-    checkpoint: str | None,
-    model_args: dict[str, Any],
-) -> None:
-    """Raise :class:`PluginError` when ``factory``'s signature rejects the arguments; a factory
-    without one (a builtin's may have none) is not checked: calling it reports what it rejects."""
-    try:
-        signature = inspect.signature(factory)
-    except ValueError:
-        return
-    try:
-        signature.bind(dataset, device=device, checkpoint=checkpoint, **model_args)
-    except TypeError as error:
-        raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
-
-
 def create_model(
     factory: Callable[..., LanguageModel],
     plugin: str,
@@ -263,7 +242,15 @@ def create_model(
             :class:`PluginError`, :class:`core.files.DatasetError`): one line naming the
             plugin, the exception and where it was raised.
     """
-    _check_arguments(factory, plugin, dataset, device=device, checkpoint=checkpoint, model_args=model_args)
+    try:
+        signature: inspect.Signature | None = inspect.signature(factory)
+    except ValueError:  # a builtin's may have none: calling it then reports what it rejects
+        signature = None
+    try:
+        if signature is not None:
+            signature.bind(dataset, device=device, checkpoint=checkpoint, **model_args)
+    except TypeError as error:
+        raise PluginError(f"plugin {plugin!r} rejects its arguments: {error}") from None
     try:
         model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
     except (ModelUnavailable, PluginError, DatasetError):
