@@ -55,6 +55,8 @@ COLUMNS = [
 #: Per split, the columns of a contamination report: the clean perplexity and the percentage of
 #: the split's tokens that are contaminated (in a table only when a row has such a report).
 CLEAN_COLUMNS = {split: (f"clean_{split}_ppl", f"{split}_contaminated_pct") for split in TABLE_SPLITS}
+#: The contamination columns that hold a perplexity.
+PPL_CLEAN_COLUMNS = [ppl for ppl, _ in CLEAN_COLUMNS.values()]
 #: Every contamination column, in table order.
 ALL_CLEAN_COLUMNS = [column for pair in CLEAN_COLUMNS.values() for column in pair]
 #: Columns written as numbers (at most two decimals).
@@ -550,4 +552,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
         frame["rank"] = pd.to_numeric(frame["rank"].replace("", None)).astype("Int64")
     except (ValueError, TypeError) as error:  # TypeError: a rank that is no whole number
         raise ValueError(f"{path}: not a leaderboard CSV ({error})") from None
+    perplexities = [c for c in ("valid_ppl", "test_ppl", *PPL_CLEAN_COLUMNS) if c in frame.columns]
+    for column in perplexities:
+        values = frame[column].dropna()
+        wrong = values[~((values >= 1) & (values < math.inf))]
+        if len(wrong):
+            raise ValueError(f"{path}: not a leaderboard CSV ({column} {wrong.iloc[0]} is no perplexity)")
     return frame[table_columns(frame)]

@@ -92,6 +92,24 @@ def test_a_table_with_a_rank_that_is_no_whole_number_is_one_line(
     assert_one_line_error(capsys, f"{table}: not a leaderboard CSV")
 
 
+@pytest.mark.parametrize("figure", ["inf", "0", "0.5", "-3"])
+def test_a_table_with_a_figure_that_is_no_perplexity_is_one_line(
+    figure: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A hand-edited CSV whose test perplexity is infinite or below 1: one line,
+    not matplotlib's error about axis limits or a figure drawn from it."""
+    make_result(tmp_path / "results", "m.test", ppl=100.0)
+    assert main(["build", str(tmp_path / "results"), "--output-dir", str(tmp_path / "tables")]) == 0
+    table = tmp_path / "tables" / "ptb.csv"
+    frame = pd.read_csv(table, dtype=str, keep_default_na=False)
+    frame.loc[0, "test_ppl"] = figure
+    frame.to_csv(table, index=False)
+    capsys.readouterr()
+    assert main(["plot", "bars", str(table), "--output", str(tmp_path / "bars.png")]) == 2
+    assert_one_line_error(capsys, f"{table}: not a leaderboard CSV (test_ppl")
+    assert not (tmp_path / "bars.png").exists()
+
+
 def test_frequency_plot_end_to_end_on_harness_results(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
