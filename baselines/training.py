@@ -434,17 +434,20 @@ class Trainer:
         """Validation perplexity under the harness's protocol (batch ``eval_batch_size``),
         computed by process 0 and broadcast to the others."""
         value = torch.zeros(1, dtype=torch.float64, device=self.device)
+        refusal = "no finite validation perplexity"  # what the other processes know of it
         if self.rank == 0:
-            value[0] = self._validate_here()
+            perplexity_or_nan, refusal = self._validate_here()
+            value[0] = perplexity_or_nan
         if self.world > 1:
             dist.broadcast(value, src=0)
         if math.isnan(value.item()):
-            raise self._diverged(self.progress.next_chunk, "no finite validation perplexity")
+            raise self._diverged(self.progress.next_chunk, refusal)
         return float(value.item())
 
-    def _validate_here(self) -> float:
-        """The validation perplexity, NaN where the harness refuses the model's scores (NaN or
-        infinite log-probabilities, a perplexity beyond a float: the weights diverged)."""
+    def _validate_here(self) -> tuple[float, str]:
+        """The validation perplexity; NaN and the harness's reason where it refuses the model's
+        scores (NaN or infinite log-probabilities, a perplexity beyond a float: the weights
+        diverged)."""
         scorer = TorchLanguageModel(self.model, self.device)
         try:
             with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
@@ -459,11 +462,11 @@ class Trainer:
                     name="valid",
                     progress=self.session.progress,
                 )
-        except PluginError:
-            return math.nan
+        except PluginError as error:
+            return math.nan, f"validation refused: {error}"
         finally:
             self.model.train()
-        return result.perplexity
+        return result.perplexity, ""
 
     def _step(self, chunk: int) -> tuple[float, int]:
         """One optimizer step on chunk ``chunk``; returns the summed target NLL and its tokens."""

@@ -105,7 +105,7 @@ class _OutputToAReader:
         self.reader_gone = False
 
     def write(self, text: str) -> int:
-        if not self.reader_gone:
+        if not self.reader_gone and self.stream is not None:  # None: started with stdout closed
             try:
                 self.stream.write(text)
             except BrokenPipeError:
@@ -113,7 +113,7 @@ class _OutputToAReader:
         return len(text)
 
     def flush(self) -> None:
-        if not self.reader_gone:
+        if not self.reader_gone and self.stream is not None:
             try:
                 self.stream.flush()
             except BrokenPipeError:

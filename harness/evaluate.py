@@ -366,7 +366,8 @@ def evaluate(
         PluginError: the model returned the wrong shape, a NaN/inf or positive log-probability,
             or a distribution that is unnormalized or disagrees with the reported target score;
             or it failed the causality audit; or its mean negative log-likelihood is above
-            :data:`MAX_NLL`, where the perplexity overflows.
+            :data:`MAX_NLL`, where the perplexity overflows, or below 0 (log-probabilities
+            within :data:`MAX_LOG_PROB` above 0 everywhere: no perplexity is below 1).
     """
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
@@ -400,6 +401,11 @@ def evaluate(
         raise PluginError(
             f"{name}: mean negative log-likelihood {nll:.6g} nats per token; its perplexity, e^{nll:.6g}, "
             f"is too large for a float (at most {MAX_NLL:.2f} nats)"
+        )
+    if nll < 0:
+        raise PluginError(
+            f"{name}: mean negative log-likelihood {nll:.6g} nats per token, below 0: its "
+            "log-probabilities are above 0 on average, so its perplexity would be below 1"
         )
     return Evaluation(
         tokens=tally.tokens,

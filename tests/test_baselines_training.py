@@ -376,11 +376,12 @@ def test_a_run_whose_validation_overflows_stops_in_one_line(toy, tmp_path, capsy
     assert train(toy, tmp_path / "run", "--max-epochs", "1", "--lr", "1e4", "--clip", "1e4") == 2
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.startswith("error: training diverged in epoch 1 at step ")
+    assert "(validation refused: valid: mean negative log-likelihood " in error
     assert error.endswith(
-        "(no finite validation perplexity): train with a lower --lr than 10000 "
+        "too large for a float (at most 709.78 nats)): train with a lower --lr than 10000 "
         "(in another --output-dir once this one holds a checkpoint)"
     )
-    assert not (tmp_path / "run" / checkpoints.BEST).exists()
+    assert not (tmp_path / "run" / checkpoints.BEST).exists()  # never diverged weights
 
 
 def test_a_perplexity_beyond_a_float_is_inf():

@@ -190,6 +190,17 @@ def test_a_reader_that_stops_reading_costs_no_work(argv: list[str], tmp_path: Pa
     assert output.is_file() == writes_a_file
 
 
+def test_a_command_started_with_standard_output_closed_still_runs() -> None:
+    """``python -m harness list >&-``: Python's ``sys.stdout`` is None; the output goes nowhere."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "harness", "list"],
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        preexec_fn=lambda: os.close(1),  # noqa: PLW1509 (no threads in the child before exec)
+    )
+    assert (ran.returncode, ran.stderr.decode()) == (0, "")
+
+
 def test_a_broken_pipe_other_than_standard_output_is_a_bug(capsys: pytest.CaptureFixture) -> None:
     def handler(args: argparse.Namespace) -> int:
         raise BrokenPipeError("a worker's pipe")

@@ -182,6 +182,20 @@ def test_a_perplexity_too_large_for_a_float_is_a_plugin_error(corpus: Path) -> N
         _evaluate(AlmostImpossible(), load_dataset(str(corpus)), name="peaked")
 
 
+def test_a_mean_log_probability_above_0_is_a_plugin_error(corpus: Path) -> None:
+    class AboveCertain:  # every target within the rounding allowance above 0: perplexity below 1
+        def reset(self, batch_size: int) -> None:
+            pass
+
+        def score(self, chunk: Chunk) -> ChunkScores:
+            return ChunkScores(np.full(chunk.targets.shape, 5e-7))
+
+    with pytest.raises(
+        PluginError, match=r"^sure: mean negative log-likelihood -5e-07 nats per token, below 0"
+    ):
+        _evaluate(AboveCertain(), load_dataset(str(corpus)), name="sure", causality_points=0)
+
+
 def test_torch_tensors_are_accepted(corpus: Path) -> None:
     torch = pytest.importorskip("torch")
     dataset = load_dataset(str(corpus))
