@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -250,10 +251,14 @@ def _check_required_keys(data: Any) -> None:
 
 
 def _check_type(key: str, value: Any, json_types: tuple[type, ...]) -> None:
-    """``value``, the value of ``key``, must be of one of ``json_types`` (a boolean is no number)."""
+    """``value``, the value of ``key``, must be of one of ``json_types`` (a boolean is no number;
+    a number must be one a float holds)."""
     if not isinstance(value, json_types) or (isinstance(value, bool) and bool not in json_types):
         wanted = " or ".join("null" if t is type(None) else t.__name__ for t in json_types)
         raise InvalidResultRecord(f"{key} must be {wanted}, got {value!r}")
+    if float in json_types and isinstance(value, int) and abs(value) > sys.float_info.max:
+        digits = len(str(abs(value)))
+        raise InvalidResultRecord(f"{key} must be a number a float holds, got an integer of {digits} digits")
 
 
 def _check_required_types(data: dict[str, Any]) -> None:

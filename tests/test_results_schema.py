@@ -166,6 +166,11 @@ def test_a_file_that_is_no_result_is_told_apart() -> None:
         (written_record(plugin_metadata=[]), "plugin_metadata must be dict or null, got []"),
         (written_record(unaudited_reasons=[1]), "unaudited_reasons must be a list of strings, got [1]"),
         (written_record(scoring="bpe"), "scoring 'bpe' is not one of word, subword"),
+        (written_record(nll=10**400), "nll must be a number a float holds, got an integer of 401 digits"),
+        (
+            written_record(bits_per_token=-(10**309)),
+            "bits_per_token must be a number a float holds, got an integer of 310 digits",
+        ),
     ],
 )
 def test_a_bad_field_gives_one_line_naming_it(data: Any, message: str) -> None:
