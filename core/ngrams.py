@@ -50,6 +50,8 @@ DEFAULT_NGRAM = 13
 DEFAULT_BLOCK_LINES = 100
 #: Shortest n-gram length accepted: shorter n-grams are found by chance.
 MIN_NGRAM = 4
+#: The longest n-grams checked (the test side holds ``2 n`` boundary positions).
+MAX_NGRAM = 1_000
 #: Consecutive non-wildcard words a checked n-gram must hold (the seed length).
 SEED_WORDS = 4
 #: How a split is cut into units: ``auto`` is ``blocks`` for PTB files (``ptb.*.txt``), else
@@ -99,9 +101,30 @@ def _undo_wikitext_splits(text: str) -> str:
     return text
 
 
+#: The WikiText joiners that keep a number one word (``18 @,@ 125`` is ``18,125``).
+_NUMBER_JOINERS = frozenset({"@,@", "@.@"})
+
+
+def _fold_joined_wildcards(tokens: Sequence[str], wildcards: frozenset[str]) -> list[str]:
+    """``tokens`` where each number joined up by ``@,@``/``@.@`` that holds a wildcard
+    (``18 @,@ <unk>``, ``<unk> @.@ 5``) is that one wildcard: a corpus spells it as one word."""
+    folded: list[str] = []
+    start = 0
+    while start < len(tokens):
+        end = start  # the joined number is tokens[start : end + 1]
+        while end + 2 < len(tokens) and tokens[end + 1] in _NUMBER_JOINERS:
+            end += 2
+        parts = tokens[start : end + 1 : 2]
+        wildcard = next((part for part in parts if part in wildcards), None)
+        folded.extend(tokens[start : end + 1] if wildcard is None else [wildcard])
+        start = end + 1
+    return folded
+
+
 def line_words(tokens: Sequence[str], wildcards: frozenset[str]) -> list[str | None]:
     """The normalised words of one line of a split (its whitespace tokens), ``None`` for each
-    wildcard token."""
+    wildcard token (a number joined to one, ``18 @,@ <unk>``, is one wildcard)."""
+    tokens = _fold_joined_wildcards(tokens, wildcards)
     words: list[str | None] = []
     start = 0
     for end, token in enumerate([*tokens, None]):
@@ -143,11 +166,14 @@ def _level_one_title(tokens: Sequence[str]) -> str | None:
 
 
 def _article_starts(lines: Sequence[Sequence[str]]) -> list[tuple[int, str]]:
-    """``(line index, title)`` of each level-1 heading that stands between blank lines."""
+    """``(line index, title)`` of each level-1 heading that stands between blank lines (the start
+    and the end of the file count as blank lines)."""
     starts = []
-    for index in range(1, len(lines) - 1):
-        title = _level_one_title(lines[index])
-        if title is not None and _is_blank(lines[index - 1]) and _is_blank(lines[index + 1]):
+    for index, tokens in enumerate(lines):
+        title = _level_one_title(tokens)
+        before = index == 0 or _is_blank(lines[index - 1])
+        after = index == len(lines) - 1 or _is_blank(lines[index + 1])
+        if title is not None and before and after:
             starts.append((index, title))
     return starts
 
@@ -212,6 +238,12 @@ class TestSide:
             raise ContaminationError(
                 f"n-grams of {ngram} words: at least {MIN_NGRAM} needed (shorter ones match by chance)"
             )
+        if ngram > MAX_NGRAM:
+            raise ContaminationError(
+                f"n-grams of {ngram:,} words: at most {MAX_NGRAM:,} (a longer match is no better evidence)"
+            )
+        if not any(unit_words):
+            raise ContaminationError("the split holds no words to look for")
         self.units, self.ngram, self.kind = units, ngram, kind
         self.vocabulary: dict[str, int] = {}
         pieces, owners = [np.full(ngram, _BOUNDARY, np.int32)], [np.full(ngram, -1, np.int32)]

@@ -284,6 +284,8 @@ def command_contamination(args: argparse.Namespace) -> int:
         scored = contamination.read_scored_result(
             args.result, dataset=dataset.name, split=args.split, sha256=sha256, tokens=test.tokens
         )
+        per_token = contamination.token_log_probs_file(args.result, scored[0])
+        check_not_an_input(args.output, "--output", [per_token])
     overlaps = test.scan(contamination.corpus_documents(files, args.text_field))
     settings = {
         "corpus": [str(path) for path in args.corpus],
@@ -339,7 +341,7 @@ def _add_overlap_options(check: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=ngrams.DEFAULT_NGRAM,
         metavar="N",
-        help=f"n-gram length in words (default {ngrams.DEFAULT_NGRAM}; at least {ngrams.MIN_NGRAM})",
+        help=f"n-gram length in words (default {ngrams.DEFAULT_NGRAM}; {ngrams.MIN_NGRAM} to {ngrams.MAX_NGRAM:,})",
     )
     check.add_argument(
         "--threshold",

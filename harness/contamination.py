@@ -207,10 +207,10 @@ def read_scored_result(
     return record, values
 
 
-def _token_log_probs(path: Path, record: dict[str, Any]) -> np.ndarray:
-    """The per-token file the result names (``token_log_probs_file``: absolute or relative to the
-    result's folder; else, as older results record it, relative to the working directory; else
-    by its name beside the result), as float64."""
+def token_log_probs_file(path: Path, record: dict[str, Any]) -> Path:
+    """The per-token file that the result ``record``, read from ``path``, names
+    (``token_log_probs_file``: absolute or relative to the result's folder; else, as older results
+    record it, relative to the working directory; else by its name beside the result)."""
     recorded = record.get("token_log_probs_file")
     if not recorded:
         raise ContaminationError(
@@ -223,6 +223,12 @@ def _token_log_probs(path: Path, record: dict[str, Any]) -> np.ndarray:
         raise ContaminationError(
             f"--result {path}: its per-token file {recorded} is missing (also looked beside it)"
         )
+    return found
+
+
+def _token_log_probs(path: Path, record: dict[str, Any]) -> np.ndarray:
+    """The values of :func:`token_log_probs_file`, as float64 ``[N]``."""
+    found = token_log_probs_file(path, record)
     try:
         values = np.load(found, allow_pickle=False)
     except (OSError, ValueError) as error:

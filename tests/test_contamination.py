@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,10 +40,16 @@ def split_lines(real_data_dir: Path, name: str, split: str) -> list[str]:
 
 
 def detokenized_article(lines: list[str], unit: ngrams.Unit, invented: itertools.count) -> str:
-    """The unit's lines as running text, each ``<unk>`` spelled as an invented word."""
+    """The unit's lines as running text, each ``<unk>`` spelled as an invented word, or as three
+    digits where it is part of a number (``18,<unk>``), as in the text WikiText was made from."""
     text = "\n".join(detokenize_line(line, "wikitext") for line in lines[unit.first_line - 1 :][: unit.lines])
-    pieces = text.split("<unk>")
-    return pieces[0] + "".join(f"Zqx{next(invented)}{piece}" for piece in pieces[1:])
+
+    def spelled(unk: re.Match[str]) -> str:
+        number = next(invented)
+        in_a_number = re.search(r"\d[,.]$", text[: unk.start()]) or re.match(r"[,.]\d", text[unk.end() :])
+        return f"{number % 1000:03d}" if in_a_number else f"Zqx{number}"
+
+    return re.sub("<unk>", spelled, text)
 
 
 def write_jsonl_gz(path: Path, records: list[dict[str, object]]) -> Path:
@@ -208,6 +215,12 @@ def test_articles_cover_every_token_of_the_split_once(split: str, titles: list[s
     )
 
 
+def test_a_title_on_the_first_line_starts_an_article() -> None:
+    """A hand-made split without WikiText's leading blank line: its first title still counts."""
+    side = TestSide.from_lines([" = A = ", "", " a b c d e ", "", " = B = ", "", " f g h i j ", ""], ngram=5)
+    assert [unit.title for unit in side.units] == ["A", "B"]
+
+
 def test_ptb_blocks_cover_every_token_and_n_is_a_wildcard() -> None:
     dataset = load_dataset("ptb")
     test = TestSide.from_split(dataset, "test", block_lines=500)
@@ -249,6 +262,11 @@ def test_a_split_replaced_after_its_checksum_is_refused(
         TestSide.from_split(dataset, "test", units="blocks")
 
 
+def test_an_empty_split_is_one_line() -> None:
+    with pytest.raises(ngrams.ContaminationError, match="^the split holds no words to look for$"):
+        TestSide.from_lines(["", " ", ""], units="blocks")
+
+
 def test_a_split_without_level_one_titles_needs_blocks(tmp_path: Path) -> None:
     with pytest.raises(ngrams.ContaminationError, match="--units blocks"):
         TestSide.from_split(load_dataset(str(write_corpus(tmp_path / "toy"))), "test")
@@ -264,6 +282,21 @@ def test_wikitext_tokenization_and_running_text_give_the_same_words() -> None:
     )
     assert normalized_words("ＴＨＥ ﬁnal Straße 1,000") == ["the", "final", "strasse", "1,000"]
     assert ngrams.line_words("a <unk> word".split(), frozenset({"<unk>"})) == ["a", None, "word"]
+
+
+def test_a_number_joined_to_an_unk_is_one_wildcard_as_a_corpus_spells_it_one_word() -> None:
+    """WikiText writes ``18,125`` as ``18 @,@ 125``, and ``<unk>`` can stand for a part of it
+    (42 lines of WikiText-2 test): the whole number is one wildcard, so a verbatim copy matches."""
+    unk = frozenset({"<unk>"})
+    assert ngrams.line_words("about 18 @,@ <unk> men".split(), unk) == ["about", None, "men"]
+    assert ngrams.line_words("in 1 @,@ <unk> @.@ 5 ships".split(), unk) == ["in", None, "ships"]
+    assert ngrams.line_words("<unk> @,@ 000 men".split(), unk) == [None, "men"]
+    assert ngrams.line_words("a red @-@ <unk> bird".split(), unk) == ["a", "red", None, "bird"]
+    side = TestSide.from_lines(
+        ["", " = T = ", "", " one two three 18 @,@ <unk> five six seven ", ""], ngram=8
+    )
+    copy = side.scan([Document("d", ["T one two three 18,125 five six seven"])])
+    assert copy.found.tolist() == side.ngrams().tolist() == [1]
 
 
 def test_an_unk_matches_any_one_corpus_word_and_wildcard_heavy_ngrams_are_not_checked() -> None:
@@ -421,6 +454,7 @@ def test_a_corpus_that_is_not_text_is_one_line(
     [
         (["--threshold", "1.5"], "--threshold: must be greater than 0 and at most 1"),
         (["--ngram", "3"], "n-grams of 3 words: at least 4 needed"),
+        (["--ngram", "10000000000000"], "n-grams of 10,000,000,000,000 words: at most 1,000"),
         (["--block-lines", "50", "--units", "articles"], "--block-lines applies to --units blocks"),
         (["--units", "sentences"], "invalid choice: 'sentences'"),
     ],
@@ -528,6 +562,20 @@ def test_the_per_token_file_is_found_relative_to_the_result(
     argv = ["contamination", str(corpus), "--dataset", "wikitext-2", "--split", "test"]
     assert main([*argv, "--output", str(tmp_path / "r.json"), "--result", str(result)]) == 0
     assert json.loads((tmp_path / "r.json").read_text())["tokens_contaminated"] == 0
+
+
+def test_the_report_may_not_overwrite_the_results_per_token_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = synthetic_result(tmp_path, "wikitext-2", "test")
+    per_token = tmp_path / "model.wikitext-2.test.logprobs.npy"
+    kept = per_token.read_bytes()
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("text\n")
+    argv = ["contamination", str(corpus), "--dataset", "wikitext-2", "--split", "test"]
+    assert main([*argv, "--result", str(result), "--output", str(per_token)]) == 2
+    assert_one_line_error(capsys, "is an input of this command")
+    assert per_token.read_bytes() == kept
 
 
 def test_a_result_whose_per_token_file_is_gone_is_one_line(
