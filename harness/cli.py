@@ -341,7 +341,8 @@ def _add_overlap_options(check: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=ngrams.DEFAULT_NGRAM,
         metavar="N",
-        help=f"n-gram length in words (default {ngrams.DEFAULT_NGRAM}; {ngrams.MIN_NGRAM} to {ngrams.MAX_NGRAM:,})",
+        help=f"n-gram length in words (default {ngrams.DEFAULT_NGRAM}; "
+        f"{ngrams.MIN_NGRAM} to {ngrams.MAX_NGRAM:,})",
     )
     check.add_argument(
         "--threshold",
