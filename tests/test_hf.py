@@ -309,6 +309,30 @@ def test_tokenizer_without_offsets_is_refused(dataset, tmp_path, capsys):
     assert "ByT5Tokenizer" in err and "no character offsets" in err
 
 
+@pytest.mark.parametrize("segmentation", ["pieces", "natural"])
+def test_a_model_directory_without_its_tokenizer_is_refused(dataset, gpt2_dir, tmp_path, segmentation):
+    """transformers loads an empty tokenizer from a directory with weights only, which would
+    score every word with no subwords at all: perplexity 1."""
+    from transformers import AutoModelForCausalLM
+
+    directory = tmp_path / "weights-only"
+    AutoModelForCausalLM.from_pretrained(gpt2_dir).save_pretrained(directory)
+    with pytest.raises(PluginError, match="makes no subwords of text"):
+        _load(dataset, directory, max_context=64, stride=32, segmentation=segmentation)
+
+
+def test_a_tokenizer_of_another_model_is_refused(dataset, gpt2_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = tmp_path / "mixed"
+    tokenizer = AutoTokenizer.from_pretrained(gpt2_dir)
+    small = hf_tiny.tiny_config("gpt2", 300, 0, width=16, layers=1, heads=2, positions=MAX_POSITIONS)
+    AutoModelForCausalLM.from_config(small).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    with pytest.raises(PluginError, match=f"has {len(tokenizer):,} subwords, the model embeddings for 300"):
+        _load(dataset, directory, max_context=64, stride=32)
+
+
 def test_model_larger_than_memory_is_refused_before_loading(dataset, gpt2_dir, tmp_path, capsys):
     from transformers import AutoTokenizer
 

@@ -434,17 +434,36 @@ def _first_line(error: Exception) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def _check_piecewise(tokenizer: Any, name: str) -> None:
-    """Refuse a tokenizer that does not reproduce text tokenized piece by piece (one that adds
-    a prefix to each input, as SentencePiece's "first" Metaspace does, or drops characters)."""
+def _check_tokenizer(tokenizer: Any, name: str, segmentation: str) -> None:
+    """Refuse a tokenizer that makes no subwords of text (a directory without its tokenizer's
+    files loads an empty one), and, with ``pieces``, one that does not reproduce text tokenized
+    piece by piece (one that adds a prefix to each input, as SentencePiece's "first" Metaspace
+    does, or drops characters)."""
     text = detokenize(_PROBE, "wikitext")
-    ids, _, _ = encode(tokenizer.backend_tokenizer, text, "pieces")
+    ids, _, _ = encode(tokenizer.backend_tokenizer, text, segmentation)
+    if len(ids) == 0:
+        raise PluginError(
+            f"hf: the tokenizer of {name} makes no subwords of text: is it the model's own tokenizer "
+            "(tokenizer.json or the files its tokenizer class reads)?"
+        )
+    if segmentation != "pieces":
+        return
     decoded = tokenizer.decode(ids.tolist(), clean_up_tokenization_spaces=False)
     if decoded != text.text:
         raise PluginError(
             f"hf: the tokenizer of {name} does not reproduce text tokenized piece "
             f"by piece ({text.text[:24]!r} -> {decoded[:24]!r}); use "
             "segmentation=natural"
+        )
+
+
+def _check_embeddings(tokenizer: Any, network: Any, name: str) -> None:
+    """Refuse a tokenizer with ids beyond the model's input embeddings (another model's)."""
+    rows = network.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise PluginError(
+            f"hf: the tokenizer of {name} has {len(tokenizer):,} subwords, the model embeddings for "
+            f"{rows:,}: they are not one model's"
         )
 
 
@@ -573,8 +592,7 @@ def load_model(
     except (OSError, ValueError, KeyError) as error:
         raise _load_error(name, error) from None
     bos_id = _start_token(tokenizer, name)
-    if segmentation == "pieces":
-        _check_piecewise(tokenizer, name)
+    _check_tokenizer(tokenizer, name, segmentation)
     _check_context(config, max_context, name)
     try:
         _check_fits(config, torch_dtype, device, name)
@@ -583,6 +601,7 @@ def load_model(
         )
     except (OSError, ValueError, KeyError) as error:
         raise _load_error(name, error) from None
+    _check_embeddings(tokenizer, network, name)
     network.to(device).eval()  # type: ignore[arg-type]  # transformers' decorated .to() hides its signature
     return HFCausalLM(
         network,
