@@ -101,13 +101,15 @@ def _undo_wikitext_splits(text: str) -> str:
     return text
 
 
-#: The WikiText joiners that keep a number one word (``18 @,@ 125`` is ``18,125``).
-_NUMBER_JOINERS = frozenset({"@,@", "@.@"})
+#: The WikiText joiners that keep a number one word (``18 @,@ 125`` is ``18,125``; ``@-@`` splits).
+_NUMBER_JOINERS = frozenset(split.strip() for split, joined in _WIKITEXT_SPLITS if joined != "-")
 
 
 def _fold_joined_wildcards(tokens: Sequence[str], wildcards: frozenset[str]) -> list[str]:
     """``tokens`` where each number joined up by ``@,@``/``@.@`` that holds a wildcard
     (``18 @,@ <unk>``, ``<unk> @.@ 5``) is that one wildcard: a corpus spells it as one word."""
+    if wildcards.isdisjoint(tokens):
+        return list(tokens)
     folded: list[str] = []
     start = 0
     while start < len(tokens):
