@@ -341,9 +341,16 @@ class Trainer:
         self.optimizer.load_state_dict(payload["training"]["optimizer"])
         self.initialized_from = payload["training"].get("initialized_from")
         self.progress = Progress(**payload["training"]["progress"])
+        self.progress.best_file_valid = min(self.progress.best_file_valid, self._best_file_perplexity())
         states = payload["training"]["states"]
         self.state = self.model.restore_state(_to_device(states[self.rank], self.device))
         return True
+
+    def _best_file_perplexity(self) -> float:
+        """The validation perplexity ``best.pt`` records: lower than the checkpoint's when a kill
+        came between writing the one and the other, and then it must not be overwritten."""
+        path = self.run_dir / checkpoints.BEST
+        return checkpoints.load(path)["valid_perplexity"] if path.is_file() else math.inf
 
     def _drop_unsaved_log_records(self) -> None:
         """Rewrite ``log.jsonl`` without the records beyond ``self.progress`` (and without a last

@@ -1111,3 +1111,19 @@ def test_a_run_written_by_older_code_resumes_to_the_uninterrupted_weights(toy, t
         # for the pointer on another AVX-512 one); runs that differ in their random streams
         # (another --seed) differ by about 1.
         torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=1e-4, msg=name)
+
+
+def test_a_best_file_newer_than_the_checkpoint_is_not_overwritten_by_a_worse_one(toy, tmp_path):
+    """A kill between writing ``best.pt`` and the ``checkpoint.pt`` that records it: the resumed
+    run must keep the better weights rather than replace them with its next validation's."""
+    run = tmp_path / "run"
+    assert train(toy, run, "--max-epochs", "2", "--max-steps", "3") == 0
+    early = checkpoints.load(run / "checkpoint.pt")
+    early["training"]["progress"]["best_file_valid"] = math.inf  # saved before any validation
+    assert train(toy, run, "--max-epochs", "2") == 0
+    best = checkpoints.load(run / "best.pt")
+    best["valid_perplexity"] = 1.0  # a better model, written just before the kill
+    checkpoints.save(run / "best.pt", best)
+    checkpoints.save(run / "checkpoint.pt", early)
+    assert train(toy, run, "--max-epochs", "2") == 0
+    assert checkpoints.load(run / "best.pt")["valid_perplexity"] == 1.0

@@ -254,7 +254,8 @@ def test_a_rebuild_from_a_manifest_keeps_its_min_count_and_split_sizes(tmp_path:
         json.loads((out / "stats.json").read_text())["builder"]["settings"]
         for out in (first, again, tmp_path / "default")
     ]
-    assert settings[1] == {**settings[0], "seed": 0, "from_manifest": True}
+    assert settings[1] == {**settings[0], "from_manifest": True}  # the seed of the corpus rebuilt
+    assert settings[2]["seed"] is None  # no stats.json beside the manifest to say it
     assert (settings[1]["min_count"], settings[1]["valid_articles"], settings[1]["test_articles"]) == (
         1,
         3,
@@ -262,6 +263,10 @@ def test_a_rebuild_from_a_manifest_keeps_its_min_count_and_split_sizes(tmp_path:
     )
     assert settings[2]["min_count"] == 3
     assert f"note: no {alone.parent / 'stats.json'} beside the manifest" in capsys.readouterr().err
+    stats = alone.with_name("stats.json")
+    stats.write_text(json.dumps({"builder": {"settings": {"min_count": "3", "seed": 1}}}), encoding="utf-8")
+    assert main(["--from-manifest", str(alone), "--output-dir", str(tmp_path / "bad")]) == 2
+    assert_one_line_error(capsys, f"{stats}: no builder.settings.min_count (a positive integer)")
 
 
 def test_a_manifest_whose_title_holds_a_unicode_line_separator_rebuilds(tmp_path: Path) -> None:

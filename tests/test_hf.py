@@ -246,6 +246,35 @@ def test_several_streams_each_score_their_own_text(dataset, gpt2_dir):
     assert evaluation.total_log_prob == pytest.approx(separately, rel=1e-9)
 
 
+def test_a_split_sharing_the_first_chunk_of_another_is_scored_as_itself(
+    real_data_dir, tmp_path, gpt2_dir, monkeypatch
+):
+    """WikiText valid and test both begin ``<eos> =``: with two-token chunks the first chunk of
+    valid matches test too, and the plugin must rebind to valid rather than score it live."""
+    test_lines = _wikitext_lines(real_data_dir, "test", 4)
+    valid_lines = _wikitext_lines(real_data_dir, "valid", 4)
+    assert test_lines[:1] == valid_lines[:1] and test_lines[1] != valid_lines[1]
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    for split, lines in (("train", test_lines + valid_lines), ("valid", valid_lines), ("test", test_lines)):
+        (directory / f"wiki.{split}.tokens").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    shared = load_dataset(str(directory))
+    monkeypatch.setattr(hf, "LIVE_LIMIT", 3)  # fail rather than score live past the shared start
+    model = _load(shared, gpt2_dir, max_context=32, stride=8)
+    ids = shared.tokens("valid").ids
+    evaluation = evaluate(
+        model,
+        ids,
+        eos_id=shared.vocab.eos_id,
+        vocab_size=len(shared.vocab),
+        batch_size=1,
+        bptt=2,
+        causality_points=0,
+        progress=False,
+    )
+    assert evaluation.total_log_prob == pytest.approx(model.score_tokens(ids).word_log_probs.sum(), rel=1e-9)
+
+
 def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(dataset, gpt2_dir):
     tokens = ("the", "<unk>", ",", "the", "<eos>")
     natural = _load(dataset, gpt2_dir, max_context=64, stride=64, segmentation="natural")

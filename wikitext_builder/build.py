@@ -39,7 +39,7 @@ class Plan:
     manifest.
     """
 
-    seed: int = 0
+    seed: int | None = 0  # None: a rebuild from a manifest whose seed is not recorded
     limit: int | None = None
     valid_articles: int = 60
     test_articles: int = 60
@@ -64,6 +64,8 @@ class Plan:
         """The planned titles in corpus order."""
         if self.manifest is not None:
             return [title for title, _, _ in self.manifest]
+        if self.seed is None:
+            raise ValueError("a plan without a manifest needs a seed")
         return article_order(titles, self.seed, self.limit)
 
 

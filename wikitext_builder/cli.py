@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from core.cli import (
     ArgumentParser,
@@ -103,32 +103,47 @@ def _manifest_plan(args: argparse.Namespace) -> Plan:
         raise UsageError(str(error)) from None
     kept = [r for r in records if r["split"] != EXCLUDED_SPLIT]
     sizes = collections.Counter(r["split"] for r in kept)
+    recorded = _recorded_settings(path)
+    seed = recorded.get("seed")
     return Plan(
+        seed=seed if _is_int(seed, least=0) else None,  # recorded only: the manifest fixes the order
         valid_articles=sizes["valid"],
         test_articles=sizes["test"],
-        min_count=_recorded_min_count(path) if args.min_count is None else args.min_count,
+        min_count=_recorded_min_count(path, recorded) if args.min_count is None else args.min_count,
         manifest=tuple((r["title"], int(r["revision_id"]), r["split"]) for r in kept),
         **_exclusion_from_args(args),
         excluded=tuple(json.dumps(r, ensure_ascii=False) for r in records if r["split"] == EXCLUDED_SPLIT),
     )
 
 
-def _recorded_min_count(manifest: Path) -> int:
-    """The ``--min-count`` the corpus of ``manifest`` was built with, as its ``stats.json``
-    beside it records; the default when there is none (:func:`_note_default_min_count`)."""
+def _recorded_settings(manifest: Path) -> dict[str, Any]:
+    """The ``builder.settings`` of the ``stats.json`` beside ``manifest`` ({} when it has none)."""
+    try:
+        settings = json.loads(manifest.with_name(STATS_FILE).read_text(encoding="utf-8"))["builder"][
+            "settings"
+        ]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _recorded_min_count(manifest: Path, recorded: dict[str, Any]) -> int:
+    """The ``--min-count`` the corpus of ``manifest`` was built with, as ``recorded`` (its
+    settings) says; the default when no ``stats.json`` is beside it (:func:`_note_default_min_count`)."""
     stats = manifest.with_name(STATS_FILE)
     if not stats.is_file():
         return DEFAULT_MIN_COUNT
-    try:
-        value = json.loads(stats.read_text(encoding="utf-8"))["builder"]["settings"]["min_count"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError
-    except (OSError, ValueError, KeyError, TypeError):
+    value = recorded.get("min_count")
+    if not _is_int(value, least=1):
         raise UsageError(
             f"{stats}: no builder.settings.min_count (a positive integer) to rebuild the manifest's "
             "corpus with; give --min-count N"
-        ) from None
+        )
     return value
+
+
+def _is_int(value: Any, least: int) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _note_default_min_count(args: argparse.Namespace) -> None:

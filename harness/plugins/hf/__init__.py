@@ -38,10 +38,11 @@ segmentation, window and stride, and which audits apply: the probability audit c
 distribution over the word vocabulary), the causality audit does.
 
 Scoring is precomputed per stream: on the first chunk after ``reset``, the plugin finds the split
-(test, valid, then train) whose stream starts match the chunk and scores each whole stream once;
-chunks are then served from it while they match. A stream that matches no split (the causality
-audit's stretches) is scored from the tokens fed so far ("live"), at most
-:data:`LIVE_LIMIT` tokens.
+(test, valid, then train up to :data:`TRAIN_SEARCH_BYTES`) whose streams begin with the tokens fed
+so far and scores each whole stream once; chunks are then served from it while they match, and
+the search is repeated with all the tokens fed when they stop matching (two splits can share
+their first chunk). Streams that match no split (the causality audit's stretches) are scored
+from the tokens fed so far ("live"), at most :data:`LIVE_LIMIT` tokens.
 """
 
 from __future__ import annotations
@@ -216,38 +217,38 @@ class HFCausalLM:
         self._takes_logits_to_keep = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._references: dict[tuple[str, int, int], TextScores] = {}
         self._streams: list[_Stream] = []
-        self._bound = False
+        self._searching = True
         self._passes: list[_Pass] = []
 
     # --- the plugin protocol -----------------------------------------------------------------
 
     def reset(self, batch_size: int) -> None:
         self._streams = [_Stream([]) for _ in range(batch_size)]
-        self._bound = False
+        self._searching = True
         self._passes.append(_Pass())
 
     def score(self, chunk: Chunk) -> ChunkScores:
-        if not self._bound:
-            self._bind_references(chunk)
-        log_probs = np.zeros(chunk.targets.shape)
-        current = self._passes[-1]
+        begins = [len(stream.fed) for stream in self._streams]
+        matching = True
         for row, stream in enumerate(self._streams):
             new = chunk.targets[row][chunk.mask[row]]  # padding only follows the real positions
-            begin = len(stream.fed)
+            matching &= stream.reference_ids is not None and np.array_equal(
+                stream.reference_ids[len(stream.fed) : len(stream.fed) + len(new)], new
+            )
             stream.fed.extend(int(token) for token in new)
+        if not matching and self._searching:
+            self._bind_references()
+        log_probs = np.zeros(chunk.targets.shape)
+        current = self._passes[-1]
+        for row, (stream, begin) in enumerate(zip(self._streams, begins)):
             end = len(stream.fed)
-            if (
-                stream.reference is not None
-                and stream.reference_ids is not None
-                and np.array_equal(stream.reference_ids[begin:end], new)
-            ):
-                scores = stream.reference
-            else:
-                stream.reference = None
+            scores = stream.reference
+            if scores is None:
                 if end > LIVE_LIMIT:
                     raise PluginError(
-                        f"hf: a stream of {end} tokens that is no split of the "
-                        f"dataset; live scoring stops at {LIVE_LIMIT} tokens"
+                        f"hf: a stream of {end} tokens that is no split of the dataset (test, "
+                        f"valid, and train up to {TRAIN_SEARCH_BYTES >> 20} MiB are searched); "
+                        f"live scoring stops at {LIVE_LIMIT} tokens"
                     )
                 scores = self.score_tokens(np.asarray(stream.fed))
             log_probs[row, : end - begin] = scores.word_log_probs[begin:end]
@@ -368,9 +369,10 @@ class HFCausalLM:
 
     # --- which split is being scored -----------------------------------------------------------
 
-    def _bind_references(self, chunk: Chunk) -> None:
-        """Find the split whose stream starts begin with the chunk's targets; precompute it."""
-        self._bound = True
+    def _bind_references(self) -> None:
+        """Bind every stream to the split whose streams begin with all the tokens fed so far
+        (scoring that split once), or, where none does, score them live from now on: a prefix
+        that no split has stays so however it grows."""
         batch = len(self._streams)
         for split in self._candidate_splits():
             ids = self.dataset.tokens(split).ids
@@ -378,17 +380,19 @@ class HFCausalLM:
                 continue
             starts, lengths = stream_bounds(len(ids), batch)
             if all(
-                np.array_equal(ids[start : start + int(mask.sum())], targets[mask])
-                for start, targets, mask in zip(starts, chunk.targets, chunk.mask)
+                len(stream.fed) <= length and np.array_equal(ids[start : start + len(stream.fed)], stream.fed)
+                for start, length, stream in zip(starts, lengths, self._streams)
             ):
-                for row, (start, length) in enumerate(zip(starts, lengths)):
-                    reference_ids = ids[start : start + length]
+                for row, (start, length, stream) in enumerate(zip(starts, lengths, self._streams)):
                     key = (split, batch, row)
+                    stream.reference_ids = ids[start : start + length]
                     if key not in self._references:
-                        self._references[key] = self.score_tokens(reference_ids)
-                    self._streams[row].reference_ids = reference_ids
-                    self._streams[row].reference = self._references[key]
+                        self._references[key] = self.score_tokens(stream.reference_ids)
+                    stream.reference = self._references[key]
                 return
+        self._searching = False
+        for stream in self._streams:
+            stream.reference_ids = stream.reference = None
 
     def _candidate_splits(self) -> list[str]:
         splits = []
