@@ -25,6 +25,7 @@ import re
 import secrets
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
@@ -124,15 +125,17 @@ def _process_is_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(directory: Path) -> list[Path]:
+def remove_stale_temporaries(directory: Path, idle_seconds: float = 0.0) -> list[Path]:
     """Remove the temporaries that killed processes left in ``directory``; returns their paths.
 
     A ``kill -9`` (or a power cut) between creating ``.NAME.PID-RANDOM.tmp`` and renaming it
     (:func:`write_atomically`) leaves it behind; so does one inside a scratch directory named the
     same way (the token cache's). Those whose ``PID`` is no longer a live process are removed,
     scratch directories with their contents; a live process's are never touched (a reused PID
-    only delays the sweep to a later run). Other files are left alone, and a directory that is
-    missing or cannot be written is no error.
+    only delays the sweep to a later run). ``idle_seconds`` spares those changed more recently
+    (the temporary, or a file directly in it): a directory shared by processes of other PID
+    namespaces (containers, machines sharing a home) sees their live writers as dead PIDs. Other
+    files are left alone, and a directory that is missing or cannot be written is no error.
     """
     removed = []
     with contextlib.suppress(OSError):
@@ -141,12 +144,22 @@ def remove_stale_temporaries(directory: Path) -> list[Path]:
             if match is None or _process_is_alive(int(match["pid"])):
                 continue
             with contextlib.suppress(OSError):
+                if time.time() - _last_change(path) < idle_seconds:
+                    continue
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path)
                 else:
                     path.unlink()
                 removed.append(path)
     return removed
+
+
+def _last_change(path: Path) -> float:
+    """The latest modification time of ``path`` and, for a directory, of the entries directly in it."""
+    times = [path.lstat().st_mtime]
+    if path.is_dir() and not path.is_symlink():
+        times.extend(child.lstat().st_mtime for child in path.iterdir())
+    return max(times)
 
 
 @contextlib.contextmanager

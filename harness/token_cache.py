@@ -15,7 +15,7 @@ Every read checks an entry against its JSON (sizes, checksums); an entry that fa
 on stderr, deleted and rebuilt, never used. Files are written under temporary names and renamed
 into place, the JSON last, so an interrupted write leaves no entry at all; the temporaries of a
 killed run, and the scratch directories of its encoding worker (``tokens/.encode.PID-RANDOM.tmp``),
-are removed by the next run (:func:`remove_leftovers`).
+are removed by a run an hour later (:func:`remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ class CacheCorrupt(Exception):
     """An entry that does not match its own record; the message says how."""
 
 
+#: How long a dead process's temporaries stay in the cache before a run removes them: the cache
+#: may be shared by containers or machines whose live writers' PIDs look dead from here, and no
+#: write leaves its files unchanged for an hour.
+LEFTOVER_IDLE_SECONDS = 3600.0
+
+
 def _entry(cache_root: Path, train_sha256: str) -> Path:
     return cache_root / "tokens" / f"v{VERSION}" / train_sha256
 
@@ -54,12 +60,13 @@ def _entry(cache_root: Path, train_sha256: str) -> Path:
 def remove_leftovers(cache_root: Path) -> None:
     """Remove what runs killed while writing the cache left in it: the temporary files of its
     entries and the scratch directories of :func:`scratch_directory`, those of processes that
-    are gone (a live run's are left alone; see :func:`core.files.remove_stale_temporaries`)."""
+    are gone and unchanged for :data:`LEFTOVER_IDLE_SECONDS` (a live run's are left alone; see
+    :func:`core.files.remove_stale_temporaries`)."""
     tokens = cache_root / "tokens"
-    remove_stale_temporaries(tokens)
+    remove_stale_temporaries(tokens, LEFTOVER_IDLE_SECONDS)
     with contextlib.suppress(OSError):  # no cache yet, or one that cannot be read
         for entry in sorted((tokens / f"v{VERSION}").iterdir()):
-            remove_stale_temporaries(entry)
+            remove_stale_temporaries(entry, LEFTOVER_IDLE_SECONDS)
 
 
 @contextlib.contextmanager

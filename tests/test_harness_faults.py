@@ -260,13 +260,18 @@ def test_the_next_run_removes_what_a_killed_run_left_in_the_token_cache(
         isolated_cache / "tokens" / f".encode.{dead}-0a0b0c0d.tmp",
     ]
     live = entry / f".{'b' * 64}.npy.{os.getpid()}-0123abcd.tmp"  # a writer still at work
+    foreign = entry / f".{'c' * 64}.npy.{dead}-4567abcd.tmp"  # one at work in another container
     stale[0].write_bytes(b"\x93NUMPY half")
     stale[1].mkdir()
     (stale[1] / "0.npy").write_bytes(b"piece")
     live.write_bytes(b"\x93NUMPY half")
+    foreign.write_bytes(b"\x93NUMPY half")
+    hours_ago = time.time() - 2 * 3600
+    for path in (*stale, stale[1] / "0.npy", live):
+        os.utime(path, (hours_ago, hours_ago))
     load_dataset(str(corpus)).tokens("test")
     assert not any(path.exists() for path in stale)
-    assert live.exists()
+    assert live.exists() and foreign.exists()
 
 
 #: A harness run killed (SIGKILL) right after it started its encoding worker.
@@ -316,7 +321,10 @@ def test_a_killed_run_leaves_no_working_worker_and_no_scratch(
     assert pieces == [], "the worker went on encoding after its parent was killed"
     assert list(system_temp.iterdir()) == []  # nothing in the system's temporary folder
     monkeypatch.setenv("TMPDIR", str(system_temp))
-    load_dataset(str(directory)).vocab  # the next run clears the scratch directory
+    hours_ago = time.time() - 2 * 3600
+    for path in (isolated_cache / "tokens").rglob("*"):
+        os.utime(path, (hours_ago, hours_ago))
+    load_dataset(str(directory)).vocab  # a run an hour later clears the scratch directory
     assert [path.name for path in (isolated_cache / "tokens").iterdir()] == ["v1"]
 
 
@@ -687,3 +695,21 @@ def test_results_record_no_absolute_machine_paths(
     assert resolve_recorded_path("<repo>/core/data/wikitext-2") == PACKAGED_DATA / "wikitext-2"
     assert resolve_recorded_path("corpus") == Path("corpus")
     assert resolve_recorded_path("/old/absolute/ptb") == Path("/old/absolute/ptb")  # older results
+
+
+def test_a_dead_writers_temporary_changed_recently_is_spared_when_asked(tmp_path: Path) -> None:
+    from core.files import remove_stale_temporaries
+
+    dead = _dead_pid()
+    recent, old = (tmp_path / f".result.json.{dead}-{suffix}.tmp" for suffix in ("0a1b2c3d", "4e5f6a7b"))
+    scratch = tmp_path / f".encode.{dead}-99aa00ff.tmp"  # old itself, a file in it written just now
+    for path in (recent, old):
+        path.write_text("x")
+    scratch.mkdir()
+    hours_ago = time.time() - 2 * 3600
+    for path in (old, scratch):
+        os.utime(path, (hours_ago, hours_ago))
+    (scratch / "0.npy").write_text("x")
+    os.utime(scratch, (hours_ago, hours_ago))
+    assert remove_stale_temporaries(tmp_path, idle_seconds=3600) == [old]
+    assert remove_stale_temporaries(tmp_path) == sorted([scratch, recent])
