@@ -61,9 +61,9 @@ COMMANDS = ("build", "render", "validate", "stats", "merge")
 USER_ERRORS = (SourceError, CacheError, CorpusError, DirectoryBusy)
 #: Articles per split when the split sizes are not given: in general, and with --sample (whose
 #: six articles leave four for train).
-DEFAULT_SPLIT_ARTICLES, SAMPLE_SPLIT_ARTICLES = 60, 1
+DEFAULT_SPLIT_ARTICLES, SAMPLE_SPLIT_ARTICLES = Plan.valid_articles, 1
 #: The defaults of --seed and --min-count (a rebuild from a manifest takes neither default).
-DEFAULT_SEED, DEFAULT_MIN_COUNT = 0, 3
+DEFAULT_SEED, DEFAULT_MIN_COUNT = Plan.seed, Plan.min_count
 
 
 def _plan_from_args(args: argparse.Namespace) -> Plan:
