@@ -478,7 +478,8 @@ def _add_session_options(train: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--max-steps",
         type=non_negative_int,
-        help="stop (resumably) after this many steps (default: no limit; 0 writes the initial weights)",
+        help="stop (resumably) once the run has taken this many steps in all, counting those of "
+        "earlier invocations (default: no limit; 0 writes the initial weights)",
     )
     train.add_argument(
         "--checkpoint-minutes",
@@ -537,8 +538,16 @@ def _add_recipe_options(train: argparse.ArgumentParser) -> None:
         "fixed number of epochs (default: 0, off)",
     )
     train.add_argument(
-        "--seed", type=int, default=1, help="seed of the weights and of every mask (default: 1)"
+        "--seed", type=generator_seed, default=1, help="seed of the weights and of every mask (default: 1)"
     )
+
+
+def generator_seed(text: str) -> int:
+    """A seed of torch's generators: an integer from 0 to 2**64 - 1."""
+    value = non_negative_int(text)
+    if value >= 2**64:
+        raise argparse.ArgumentTypeError(f"must be below 2**64, got {value}")
+    return value
 
 
 def _add_tune_parser(commands: Any) -> None:

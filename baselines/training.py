@@ -517,11 +517,15 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = self.schedule.learning_rate * group["lr_scale"]
 
-    def _should_stop(self, began: float, steps: int, stop: _StopRequest) -> str | None:
+    def _run_steps(self) -> int:
+        """The training steps this run has taken, over all its invocations."""
+        return (self.progress.epoch - 1) * self.chunks + self.progress.next_chunk
+
+    def _should_stop(self, began: float, stop: _StopRequest) -> str | None:
         reason = None
         if stop.signum is not None:
             reason = f"{signal.Signals(stop.signum).name} received"
-        elif self.session.max_steps is not None and steps >= self.session.max_steps:
+        elif self.session.max_steps is not None and self._run_steps() >= self.session.max_steps:
             reason = f"--max-steps {self.session.max_steps} reached"
         elif (
             self.session.max_minutes is not None and time.monotonic() - began >= self.session.max_minutes * 60
@@ -562,16 +566,19 @@ class Trainer:
                 disable=not self.session.progress or self.rank > 0,
             ) as bar:  # closed on an error too, before the error's line
                 while self.progress.next_chunk < self.chunks:
-                    reason = self._should_stop(began, steps, stop)
+                    reason = self._should_stop(began, stop)
                     if reason is not None:
                         bar.close()
-                        self.save()
-                        if not self._validation_due():  # else this step was validated already
-                            self._validate_partial()
+                        if steps > 0 or self._run_steps() == 0:  # else the last stop wrote it all
+                            self.save()
+                            if not self._validation_due():  # else this step was validated already
+                                self._validate_partial()
+                        again = (
+                            "a larger --max-steps" if reason.startswith("--max-steps") else "the same command"
+                        )
                         return (
                             f"{reason}: stopped in epoch {epoch} at step "
-                            f"{self.progress.next_chunk}/{self.chunks}; rerun the same command "
-                            "to continue"
+                            f"{self.progress.next_chunk}/{self.chunks}; rerun with {again} to continue"
                         )
                     step_began = time.monotonic()
                     loss, tokens = self._step(self.progress.next_chunk)

@@ -241,12 +241,13 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
     return kept
 
 
-def _input_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
+def _input_files(paths: Iterable[str | Path]) -> tuple[dict[Path, bool], list[str]]:
     """The ``*.json`` files that ``paths`` name or hold (directories searched recursively), each
     once (a file named twice, or also found in a directory named, is read the first time), in
-    order; and a note for each file named that is not ``*.json`` (a training log, per-token
-    log-probabilities: a shell glob names them too), which is skipped."""
-    files: dict[Path, Path] = {}  # by resolved path
+    order, each with whether it was named itself; and a note for each file named that is not
+    ``*.json`` (a training log, per-token log-probabilities: a shell glob names them too), which
+    is skipped."""
+    files: dict[Path, tuple[Path, bool]] = {}  # by resolved path
     notes = []
     for path in map(Path, paths):
         if path.is_dir():
@@ -257,16 +258,29 @@ def _input_files(paths: Iterable[str | Path]) -> tuple[list[Path], list[str]]:
             found = []
             notes.append(f"{path}: not a .json file, so not a harness result; skipped")
         for file in found:
-            files.setdefault(file.resolve(), file)
-    return list(files.values()), notes
+            files.setdefault(file.resolve(), (file, file is path))
+    return dict(files.values()), notes
+
+
+def _not_results_note(skipped: list[tuple[Path, NotAResult]]) -> list[str]:
+    """One note for the JSON files found in the directories searched that are not results at all
+    (configs, other tools' reports): its reason when there is one, else their number and folders."""
+    if len(skipped) < 2:
+        return [f"{error}; skipped" for _, error in skipped]
+    folders = ", ".join(sorted({str(file.parent) for file, _ in skipped}))
+    return [
+        f"{len(skipped)} JSON files that are not harness results (no schema_version or "
+        f"perplexity) skipped, in {folders}"
+    ]
 
 
 def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Collection:
     """Every result file under ``paths`` (directories searched recursively for ``*.json``; files
     named that are not ``*.json`` are noted and skipped; a file found twice is read once),
     validated; incompatible files are rejected by name, never merged (JSON objects that are not
-    result files at all, with neither ``schema_version`` nor ``perplexity``, are named in
-    ``notes`` instead, so that metadata beside the results does not fail a strict build):
+    result files at all, with neither ``schema_version`` nor ``perplexity``, are noted instead,
+    so that metadata beside the results does not fail a strict build: by name when named, and
+    those found in the directories searched in one note):
 
     - unreadable, non-JSON, missing keys, wrong types, unsupported ``schema_version``, figures
       that contradict each other or the audit records;
@@ -284,8 +298,9 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
     """
     files, notes = _input_files(paths)
     results, rejected, unaudited = [], [], []
+    found_not_results: list[tuple[Path, NotAResult]] = []
     reports: list[tuple[Path, dict[str, Any]]] = []
-    for file in files:
+    for file, named in files.items():
         try:
             data = read_json(file)
             if is_report(data):
@@ -294,8 +309,11 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
             result = validate(data, file)
             if result.split in TABLE_SPLITS:
                 check_token_log_probs(result)
-        except NotAResult as error:  # e.g. a gate-analysis JSON beside the results: named, skipped
-            notes.append(f"{error}; skipped")
+        except NotAResult as error:  # e.g. a gate-analysis JSON beside the results: skipped
+            if named:
+                notes.append(f"{error}; skipped")
+            else:
+                found_not_results.append((file, error))
             continue
         except ResultError as error:
             rejected.append(str(error))
@@ -318,6 +336,7 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
     results = _reject_minorities(results, "dataset/split", "dataset_sha256", rejected)
     results.sort(key=lambda r: str(r.path))
     attached = attach_reports(reports, results)
+    notes += _not_results_note(found_not_results)
     return Collection(
         results, rejected + attached.rejected, notes + attached.notes, unaudited, attached.figures
     )

@@ -99,8 +99,10 @@ def test_resumed_training_reproduces_the_uninterrupted_run(toy, tmp_path, kind):
         )
 
     assert epochs_done() < 2
+    steps = 5
     while epochs_done() < 2:
-        assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", "7", kind=kind) == 0
+        steps += 7
+        assert train(toy, tmp_path / "parts", "--max-epochs", "2", "--max-steps", str(steps), kind=kind) == 0
     whole, parts = (
         weights(tmp_path / "whole" / "checkpoint.pt"),
         weights(tmp_path / "parts" / "checkpoint.pt"),
@@ -466,6 +468,8 @@ NOT_NEGATIVE = "must be a finite number of at least 0, got"
         ("train zoneout_lstm --max-minutes -1", f"--max-minutes: {NOT_NEGATIVE} -1"),
         ("train zoneout_lstm --max-minutes nan", f"--max-minutes: {NOT_NEGATIVE} nan"),
         ("train zoneout_lstm --max-steps -2", "--max-steps: must not be negative, got -2"),
+        ("train zoneout_lstm --seed -1", "--seed: must not be negative, got -1"),
+        (f"train zoneout_lstm --seed {2**64}", f"--seed: must be below 2**64, got {2**64}"),
         (
             "train zoneout_lstm --checkpoint-minutes 0",
             "--checkpoint-minutes: must be a finite number greater than 0, got 0",
@@ -1127,3 +1131,23 @@ def test_a_best_file_newer_than_the_checkpoint_is_not_overwritten_by_a_worse_one
     checkpoints.save(run / "checkpoint.pt", early)
     assert train(toy, run, "--max-epochs", "2") == 0
     assert checkpoints.load(run / "best.pt")["valid_perplexity"] == 1.0
+
+
+def test_max_steps_counts_the_runs_steps_so_a_rerun_after_a_stop_ends_where_one_run_would(
+    toy, tmp_path, capsys
+):
+    assert train(toy, tmp_path / "whole", "--max-steps", "5") == 0
+    run = tmp_path / "run"
+    assert train(toy, run, "--max-steps", "3") == 0  # a stop before the end, as Ctrl-C would
+    assert train(toy, run, "--max-steps", "5") == 0  # the recipe's command, rerun
+    progress = checkpoints.load(run / "checkpoint.pt")["training"]["progress"]
+    assert (len(progress["valid_history"]), progress["next_chunk"]) == (0, 5)
+    whole = weights(tmp_path / "whole" / "checkpoint.pt")
+    assert all(torch.equal(whole[name], weights(run / "checkpoint.pt")[name]) for name in whole)
+    records = epoch_records(run)
+    capsys.readouterr()
+    assert train(toy, run, "--max-steps", "5") == 0  # done: nothing trained, validated or logged
+    err = capsys.readouterr().err
+    assert "--max-steps 5 reached: stopped in epoch 1 at step 5/" in err
+    assert "rerun with a larger --max-steps to continue" in err
+    assert epoch_records(run) == records

@@ -232,7 +232,7 @@ def test_a_rebuild_from_a_manifest_keeps_its_min_count_and_split_sizes(tmp_path:
     with FakeMediaWikiServer(make_wiki()) as server:
         options = ["--api-url", server.url, "--quiet"]
         sizes = ["--valid-articles", "3", "--test-articles", "1"]
-        assert main([*options, *sizes, "--min-count", "1", "--seed", "5", "--output-dir", str(first)]) == 0
+        assert main([*options, *sizes, "--min-count", "1", "--seed", "-5", "--output-dir", str(first)]) == 0
         capsys.readouterr()
         for option in (["--seed", "5"], sizes[:2], sizes[2:]):
             rebuild = [*options, *option, "--from-manifest", str(first / "manifest.jsonl")]

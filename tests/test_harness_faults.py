@@ -649,6 +649,24 @@ def test_hf_tiny_names_a_missing_train_file_in_one_line(
     assert not (tmp_path / "out").exists()
 
 
+def test_the_dev_tools_refuse_an_unusable_path_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from harness.tools import detokenizer_round_trip, hf_tiny
+
+    text, binary = tmp_path / "wiki.train.tokens", tmp_path / "weights.bin"
+    text.write_text(" = A = \n", encoding="utf-8")
+    binary.write_bytes(b"\xff\xfe\x00")
+    assert hf_tiny.main([str(text), "--train", str(text)]) == 2  # before building anything
+    assert_one_line_error(capsys, f"OUT {text}: is a file; name a directory")
+    assert hf_tiny.main([str(text / "model"), "--train", str(text)]) == 2
+    assert_one_line_error(capsys, f"{text} is not a directory")
+    assert detokenizer_round_trip.main([str(tmp_path / "missing"), "--style", "ptb"]) == 2
+    assert_one_line_error(capsys, "no such file")
+    assert detokenizer_round_trip.main([str(binary), "--style", "ptb"]) == 2
+    assert_one_line_error(capsys, f"{binary}: not UTF-8 text (at byte 0)")
+
+
 def test_eval_without_a_dataset_prints_the_table_of_what_it_found(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:

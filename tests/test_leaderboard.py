@@ -245,6 +245,23 @@ def test_other_json_beside_the_results_is_named_and_skipped(tmp_path: Path) -> N
     assert len(collection.notes) == 1 and "gates.json: not a harness result file" in collection.notes[0]
 
 
+def test_other_json_files_found_in_a_directory_are_one_note_and_named_ones_one_each(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    make_result(results, "good.test", ppl=100.0)
+    configs = [results / "training" / f"{name}.config.json" for name in ("lstm", "pointer")]
+    configs[0].parent.mkdir()
+    for config in configs:
+        config.write_text(json.dumps({"options": {"seed": 1}}))
+    collection = collect([results])
+    assert len(collection.results) == 1 and collection.rejected == []
+    assert collection.notes == [
+        f"2 JSON files that are not harness results (no schema_version or perplexity) skipped, "
+        f"in {configs[0].parent}"
+    ]
+    named = collect([*configs, results]).notes  # named first: named
+    assert [note.split(":")[0] for note in named] == [str(config) for config in configs]
+
+
 def test_missing_key_is_named(tmp_path: Path) -> None:
     path = make_result(tmp_path / "results", "m.test", ppl=100.0)
     record = json.loads(path.read_text())

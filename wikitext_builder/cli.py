@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,7 +107,7 @@ def _manifest_plan(args: argparse.Namespace) -> Plan:
     recorded = _recorded_settings(path)
     seed = recorded.get("seed")
     return Plan(
-        seed=seed if _is_int(seed, least=0) else None,  # recorded only: the manifest fixes the order
+        seed=seed if _is_int(seed) else None,  # recorded only: the manifest fixes the order
         valid_articles=sizes["valid"],
         test_articles=sizes["test"],
         min_count=_recorded_min_count(path, recorded) if args.min_count is None else args.min_count,
@@ -142,7 +143,7 @@ def _recorded_min_count(manifest: Path, recorded: dict[str, Any]) -> int:
     return value
 
 
-def _is_int(value: Any, least: int) -> TypeGuard[int]:
+def _is_int(value: Any, least: float = -math.inf) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 

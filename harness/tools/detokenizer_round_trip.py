@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from core.cli import ArgumentParser, UsageError, existing_file, run
 from harness.plugins.hf.detokenize import STYLES, round_trip
 
 
@@ -25,22 +25,32 @@ def _first_difference(original: list[str], again: list[str]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m harness.tools.detokenizer_round_trip``; returns the exit status."""
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.tools.detokenizer_round_trip",
-        description="Round-trip check of a detokenizer on a file.",
-    )
-    parser.add_argument("files", nargs="+", type=Path)
-    parser.add_argument("--style", choices=STYLES, required=True)
-    args = parser.parse_args(argv)
+def _check(args: argparse.Namespace) -> int:
     for path in args.files:
-        lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+        except UnicodeDecodeError as error:
+            raise UsageError(f"{path}: not UTF-8 text (at byte {error.start})") from None
+        except OSError as error:
+            raise UsageError(f"{path}: cannot read it: {error.strerror}") from None
         result = round_trip(lines, args.style)
         print(f"{path}: {len(result.exceptions)} of {result.lines} lines do not round-trip")
         for number, original, again in result.exceptions:
             print(f"  line {number}: {_first_difference(original, again)}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.tools.detokenizer_round_trip``; returns the exit status (2 and one
+    line for a file that cannot be read)."""
+    parser = ArgumentParser(
+        prog="python -m harness.tools.detokenizer_round_trip",
+        description="Round-trip check of a detokenizer on a file.",
+    )
+    parser.add_argument("files", nargs="+", type=existing_file)
+    parser.add_argument("--style", choices=STYLES, required=True)
+    parser.set_defaults(handler=_check)
+    return run(parser, argv)
 
 
 if __name__ == "__main__":

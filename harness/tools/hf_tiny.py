@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli import ArgumentParser, UsageError, existing_file, positive_int, run
+from core.cli import ArgumentParser, UsageError, check_output_dir, existing_file, positive_int, run
 from harness.plugins.hf.detokenize import STYLES, detokenize_line
 
 if TYPE_CHECKING:
@@ -128,6 +128,7 @@ def _read_lines(path: Path, count: int) -> list[str]:
 
 
 def command_build(args: argparse.Namespace) -> int:
+    check_output_dir(args.out, "OUT")  # before the tokenizer and model are built
     lines = _read_lines(args.train, args.lines)
     try:
         out = build(
