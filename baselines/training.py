@@ -350,7 +350,8 @@ class Trainer:
         """The validation perplexity ``best.pt`` records: lower than the checkpoint's when a kill
         came between writing the one and the other, and then it must not be overwritten."""
         path = self.run_dir / checkpoints.BEST
-        return checkpoints.load(path)["valid_perplexity"] if path.is_file() else math.inf
+        recorded = checkpoints.load(path).get("valid_perplexity") if path.is_file() else None
+        return float(recorded) if isinstance(recorded, (int, float)) else math.inf
 
     def _drop_unsaved_log_records(self) -> None:
         """Rewrite ``log.jsonl`` without the records beyond ``self.progress`` (and without a last
