@@ -111,7 +111,8 @@ def verify_packaged(path: Path) -> None:
     if digest != expected:
         raise CheckpointError(
             f"packaged checkpoint {path}: sha256 mismatch (expected {expected}, "
-            f"got {digest}): the installation is damaged; reinstall the package"
+            f"got {digest}): the installation is damaged (reinstall the package), or a "
+            "`baselines package` writing it was interrupted (run it again)"
         )
 
 
