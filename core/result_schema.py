@@ -58,6 +58,9 @@ KEYS_ADDED_IN_2: dict[str, tuple[type, ...]] = {
 #: probability audit checks) or ``subword`` (a subword model's log-probabilities attributed to the
 #: word-level tokens, for which the probability audit does not apply; the causality audit does).
 SCORINGS = ("word", "subword")
+#: Largest positive log-probability a result may hold for a token (rounding in a model's
+#: log-softmax or mixture): the harness refuses more, and the leaderboard reads what it wrote.
+MAX_LOG_PROB = 1e-6
 
 
 class InvalidResultRecord(ValueError):

@@ -29,10 +29,9 @@ import numpy as np
 from tqdm import tqdm
 
 from core.files import DatasetError
+from core.result_schema import MAX_LOG_PROB
 from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError
 
-#: Largest positive log-probability accepted (rounding in a model's log-softmax).
-MAX_LOG_PROB = 1e-6
 #: Largest mean negative log-likelihood (nats per token) whose perplexity, ``e^nll``, is a finite
 #: float (about 709.78).
 MAX_NLL = math.log(sys.float_info.max)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from core.catalogue import BENCHMARKS
-from core.result_schema import InvalidResultRecord, NotAResultRecord, ResultRecord
+from core.result_schema import MAX_LOG_PROB, InvalidResultRecord, NotAResultRecord, ResultRecord
 from harness.results import token_log_probs_name
 from leaderboard.clean_subset import CleanFigures, attach_reports, is_report
 
@@ -398,8 +398,8 @@ def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
             f"{result.record.tokens} tokens ({result.path} disagrees with it)"
         )
     values = values.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(values)) or np.any(values > 0):
-        raise ResultError(f"{path}: log-probabilities must be finite and <= 0")
+    if not np.all(np.isfinite(values)) or np.any(values > MAX_LOG_PROB):
+        raise ResultError(f"{path}: log-probabilities must be finite and at most {MAX_LOG_PROB:g}")
     mean_nll = -float(values.mean())
     if not math.isclose(mean_nll, float(result.record.nll), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12):
         raise ResultError(

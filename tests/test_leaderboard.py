@@ -409,6 +409,25 @@ def test_token_log_probs_in_an_npz_archive_are_rejected_in_one_line(tmp_path: Pa
     ]
 
 
+@pytest.mark.parametrize("largest, accepted", [(3.7e-8, True), (1e-3, False)])
+def test_token_log_probs_a_rounding_above_zero_are_read_as_the_harness_wrote_them(
+    tmp_path: Path, largest: float, accepted: bool
+) -> None:
+    """A mixture model (the pointer) may round a near-certain token's log-probability to just
+    above 0; the harness accepts up to ``MAX_LOG_PROB`` and the leaderboard reads the same."""
+    path = make_result(tmp_path / "results", "m.test", ppl=100.0, tokens=1000)
+    values = np.full(1000, -math.log(100.0))
+    values[1] -= largest - values[0]  # the mean NLL unchanged
+    values[0] = largest
+    np.save(path.with_suffix(".logprobs.npy"), values)
+    _, _, collection = table(tmp_path)
+    assert len(collection.results) == int(accepted)
+    if not accepted:
+        assert collection.rejected == [
+            f"{path.with_suffix('.logprobs.npy')}: log-probabilities must be finite and at most 1e-06"
+        ]
+
+
 def test_files_named_that_are_not_json_are_noted_and_skipped(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
