@@ -119,6 +119,8 @@ def _train_options(args: argparse.Namespace, model_config: dict[str, Any]) -> Tr
         max_epochs=args.max_epochs,
         anneal_from=args.anneal_from,
         seed=args.seed,
+        sampled_softmax=args.sampled_softmax,
+        sampled_softmax_steps=args.sampled_softmax_steps,
     )
 
 
@@ -539,6 +541,23 @@ def _add_recipe_options(train: argparse.ArgumentParser) -> None:
     )
     train.add_argument(
         "--seed", type=generator_seed, default=1, help="seed of the weights and of every mask (default: 1)"
+    )
+    train.add_argument(
+        "--sampled-softmax",
+        type=non_negative_int,
+        default=0,
+        metavar="K",
+        help="train the first --sampled-softmax-steps steps against a sampled softmax of K words a "
+        "step (Jean et al. 2015), far cheaper than the full one on a large vocabulary; validation "
+        "and the rest of the run use the full softmax, and the train perplexity printed meanwhile "
+        "is the sampled estimate (default: 0, the full softmax throughout)",
+    )
+    train.add_argument(
+        "--sampled-softmax-steps",
+        type=non_negative_int,
+        default=0,
+        metavar="STEPS",
+        help="how many of the run's first steps --sampled-softmax trains (default: 0)",
     )
 
 

@@ -44,7 +44,7 @@ from torch import nn
 from tqdm import tqdm
 
 from baselines import checkpoint as checkpoints
-from baselines.models import PointerSentinelLSTM
+from baselines.models import PointerSentinelLSTM, UnigramSampler
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from core.files import exclusive_directory, file_sha256, remove_stale_temporaries, write_atomically
 from harness.datasets import Dataset
@@ -91,7 +91,12 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclasses.dataclass(frozen=True)
 class TrainOptions:
-    """Everything that defines a training run; a resumed run must repeat these exactly."""
+    """Everything that defines a training run; a resumed run must repeat these exactly.
+
+    ``sampled_softmax`` words drawn per step train the run's first ``sampled_softmax_steps``
+    steps with a sampled softmax (:mod:`baselines.models.sampled_softmax`); the rest, and every
+    validation, use the full softmax. 0 and 0: the full softmax throughout.
+    """
 
     kind: str
     model_config: dict[str, Any]
@@ -107,6 +112,17 @@ class TrainOptions:
     anneal_from: int = 0
     seed: int = 1
     eval_batch_size: int = 10
+    sampled_softmax: int = 0
+    sampled_softmax_steps: int = 0
+
+    def __post_init__(self) -> None:
+        if self.loss not in LOSS_REDUCTIONS:
+            raise TrainingError(f"loss reduction {self.loss!r} is not one of {', '.join(LOSS_REDUCTIONS)}")
+        if (self.sampled_softmax > 0) != (self.sampled_softmax_steps > 0):
+            raise TrainingError(
+                "--sampled-softmax and --sampled-softmax-steps go together: the words drawn per "
+                "step and the run's first steps trained that way"
+            )
 
 
 def bfloat16_is_emulated(device: str) -> bool:
@@ -224,9 +240,14 @@ def parameter_groups(model: nn.Module, pointer_lr_scale: float) -> list[dict[str
     return groups
 
 
-def step_seed(seed: int, epoch: int, chunk: int, rank: int) -> int:
-    """The seed of the masks of one training step of one process."""
-    return int(np.random.SeedSequence([seed, epoch, chunk, rank]).generate_state(1)[0])
+def step_seed(seed: int, epoch: int, chunk: int, stream: int) -> int:
+    """The seed of one training step's random draws: the masks of process ``stream`` (its
+    rank), or the sampled words of every process (``SAMPLED_WORDS_STREAM``)."""
+    return int(np.random.SeedSequence([seed, epoch, chunk, stream]).generate_state(1)[0])
+
+
+#: The ``stream`` of :func:`step_seed` that seeds a step's sampled words (no process has this rank).
+SAMPLED_WORDS_STREAM = 2**31
 
 
 def training_streams(ids: np.ndarray, batch_size: int) -> torch.Tensor:
@@ -268,8 +289,6 @@ class Trainer:
         self.options, self.session, self.dataset, self.run_dir = options, session, dataset, run_dir
         self.rank = dist.get_rank() if dist.is_initialized() else 0
         self.world = dist.get_world_size() if dist.is_initialized() else 1
-        if options.loss not in LOSS_REDUCTIONS:
-            raise TrainingError(f"loss reduction {options.loss!r} is not one of {', '.join(LOSS_REDUCTIONS)}")
         if options.batch_size % self.world:
             raise TrainingError(
                 f"batch size {options.batch_size} is not divisible by the {self.world} processes"
@@ -284,7 +303,13 @@ class Trainer:
         )
         self.progress = Progress()
         local = options.batch_size // self.world
-        streams = training_streams(dataset.tokens("train").ids, options.batch_size)
+        train_ids = dataset.tokens("train").ids
+        streams = training_streams(train_ids, options.batch_size)
+        self.sampler = (
+            UnigramSampler(train_ids, len(dataset.vocab), options.sampled_softmax)
+            if options.sampled_softmax
+            else None
+        )
         self.streams = streams[self.rank * local : (self.rank + 1) * local].to(self.device)
         self.chunks = math.ceil((self.streams.shape[1] - 1) / options.bptt)
         self.valid_ids = dataset.tokens("valid").ids
@@ -467,6 +492,7 @@ class Trainer:
                     batch_size=self.options.eval_batch_size,
                     bptt=self.options.bptt,
                     audit_positions=0,
+                    causality_points=0,  # the run's own model; harness eval audits what it scores
                     name="valid",
                     progress=self.session.progress,
                 )
@@ -483,8 +509,11 @@ class Trainer:
         targets = self.streams[:, chunk * bptt + 1 : (chunk + 1) * bptt + 1]
         inputs = inputs[:, : targets.shape[1]]
         self.generator.manual_seed(step_seed(self.options.seed, self.progress.epoch, chunk, self.rank))
+        sample = None
+        if self.sampler is not None and self._run_steps() < self.options.sampled_softmax_steps:
+            sample = self.sampler.draw(self.sample_generator(chunk), self.device)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
-            output = self.network(inputs, targets, self.state, self.generator)
+            output = self.network(inputs, targets, self.state, self.generator, vocab_sample=sample)
         nll = -output.target_log_probs.float()  # [B, T]
         loss = chunk_loss(output, self.options.loss)
         self.optimizer.zero_grad(set_to_none=True)
@@ -494,6 +523,12 @@ class Trainer:
         self._stop_if_diverged(loss, gradient_norm, chunk)  # after the step: no GPU sync before it
         self.state = detach_state(output.state)
         return float(nll.detach().sum()), nll.numel()
+
+    def sample_generator(self, chunk: int) -> torch.Generator:
+        """The CPU generator of chunk ``chunk``'s sampled words: seeded like its masks, and the
+        same in every process (one draw serves all streams of a step)."""
+        seed = step_seed(self.options.seed, self.progress.epoch, chunk, SAMPLED_WORDS_STREAM)
+        return torch.Generator().manual_seed(seed)
 
     def _stop_if_diverged(self, loss: torch.Tensor, gradient_norm: torch.Tensor, chunk: int) -> None:
         """Raise :meth:`_diverged` when chunk ``chunk``'s training loss or gradient norm (scalars) is
@@ -628,6 +663,7 @@ class Trainer:
                 "seconds": progress.epoch_seconds,
                 "total_seconds": progress.total_seconds,
                 "best": improved,
+                **self._sampled_steps_record(),
             }
         )
         progress.valid_history.append(valid_ppl)
@@ -636,6 +672,18 @@ class Trainer:
         progress.epoch_loss = progress.epoch_seconds = 0.0
         progress.epoch_tokens = 0
         self.state = self.model.initial_state(self.streams.shape[0], self.device)
+
+    def _sampled_steps_record(self) -> dict[str, int]:
+        """For a run with a sampled-softmax phase, a log record's ``sampled_steps``: how many of
+        this epoch's steps so far trained with it (their ``train_ppl`` is the sampled estimate)."""
+        if not self.options.sampled_softmax:
+            return {}
+        before = (self.progress.epoch - 1) * self.chunks
+        return {
+            "sampled_steps": max(
+                0, min(self.progress.next_chunk, self.options.sampled_softmax_steps - before)
+            )
+        }
 
     def _validation_due(self) -> bool:
         """Whether ``--validate-every`` asks for a validation after the step just taken (never
@@ -664,6 +712,7 @@ class Trainer:
                 "device": self.session.device,
                 "threads": torch.get_num_threads(),
                 "seconds": progress.epoch_seconds,
+                **self._sampled_steps_record(),
             }
         )
         if valid_ppl < progress.best_file_valid:

@@ -4,7 +4,8 @@
    GPU) vs the zoneout LSTM vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
    minutes per epoch of the dataset's train split. The models take turns step by step and each
    reports its median step, so a machine whose speed drifts during the run (other processes,
-   the clock) slows them alike.
+   the clock) slows them alike. ``--sampled-softmax K`` adds the zoneout LSTM and the pointer
+   trained against a sampled softmax of ``K`` words (``baselines train --sampled-softmax``).
 2. Neural-cache evaluation (batch 1, the papers' protocol) vs the plain LSTM's evaluation and vs
    the per-token algorithm of awd-lstm-lm's ``pointer.py`` (LSTM outputs computed a chunk at a
    time, then the cache applied one token at a time over a one-hot history of the next words),
@@ -18,6 +19,7 @@ total tokens/s of both models.
 
     python benchmarks/baselines_speed.py [--preset medium] [--steps 3] [--device cuda]
     python benchmarks/baselines_speed.py --preset medium --profile
+    python benchmarks/baselines_speed.py --dataset wikitext-2 --preset medium --sampled-softmax 4096
     python benchmarks/baselines_speed.py --preset medium --layout --layout-batch-sizes 16 32 64
 
 Models have random weights (speed does not depend on them); text is the start of the dataset's
@@ -44,6 +46,7 @@ from baselines.models import (
     NeuralCache,
     PointerConfig,
     PointerSentinelLSTM,
+    UnigramSampler,
     ZoneoutLSTM,
 )
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
@@ -77,10 +80,15 @@ BenchmarkedModel = CudnnLSTM | ZoneoutLSTM | PointerSentinelLSTM
 
 
 def training_steps(
-    args: argparse.Namespace, model: BenchmarkedModel, train_ids: torch.Tensor, amp: bool
+    args: argparse.Namespace,
+    model: BenchmarkedModel,
+    train_ids: torch.Tensor,
+    amp: bool,
+    sampler: UnigramSampler | None = None,
 ) -> Callable[[int], None]:
     """``step(index)``: one training step of ``model`` on the ``index``-th chunk of the command
-    line's batch and BPTT (SGD, gradient clipping, the state carried from the previous step)."""
+    line's batch and BPTT (SGD, gradient clipping, the state carried from the previous step),
+    against the full softmax or, with ``sampler``, a sampled one drawn afresh each step."""
     device, batch, bptt = args.device, args.batch_size, args.bptt
     model.to(device).train()
     optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -91,8 +99,9 @@ def training_steps(
     def step(index: int) -> None:
         nonlocal state
         chunk = streams[:, index * bptt : (index + 1) * bptt + 1]
+        sampled = {} if sampler is None else {"vocab_sample": sampler.draw(None, device)}
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=amp):
-            output = model(chunk[:, :-1], chunk[:, 1:], state, generator)
+            output = model(chunk[:, :-1], chunk[:, 1:], state, generator, **sampled)
         loss = -output.target_log_probs.float().sum(dim=1).mean()
         if output.auxiliary_loss is not None:
             loss = loss + output.auxiliary_loss.float().sum(dim=1).mean()
@@ -193,6 +202,10 @@ def make_models(config: CoreConfig) -> dict[str, Callable[[], BenchmarkedModel]]
     }
 
 
+#: The models that ``--sampled-softmax`` also times with a sampled softmax.
+SAMPLED_MODELS = ("zoneout LSTM", "Pointer Sentinel-LSTM")
+
+
 def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: torch.Tensor) -> None:
     tokens = args.batch_size * args.bptt
     print(
@@ -207,12 +220,19 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
             "float32 (oneDNN has no bfloat16 LSTM here)"
         )
     steps = {}
+    sampler = (
+        UnigramSampler(train_ids.numpy(), config.vocab_size, args.sampled_softmax)
+        if args.sampled_softmax
+        else None
+    )
     for name, make in make_models(config).items():
-        model = make()
-        if args.compile and not isinstance(model, CudnnLSTM):
-            model.core.compile_step()
-        amp = args.amp and not (emulated and name == "torch.nn.LSTM")
-        steps[name] = training_steps(args, model, train_ids, amp)
+        for sampled in (False, True) if sampler is not None and name in SAMPLED_MODELS else (False,):
+            model = make()
+            if args.compile and not isinstance(model, CudnnLSTM):
+                model.core.compile_step()
+            amp = args.amp and not (emulated and name == "torch.nn.LSTM")
+            label = f"{name}, sampled softmax of {args.sampled_softmax}" if sampled else name
+            steps[label] = training_steps(args, model, train_ids, amp, sampler if sampled else None)
     times = time_interleaved(steps, args.steps, args.device)
     seconds = {name: float(np.median(values)) for name, values in times.items()}
     reference = seconds["torch.nn.LSTM"]
@@ -372,6 +392,13 @@ def main() -> None:
     parser.add_argument("--window", type=positive_int, default=2000)
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast in training")
     parser.add_argument("--compile", action="store_true", help="torch.compile the LSTM step")
+    parser.add_argument(
+        "--sampled-softmax",
+        type=positive_int,
+        metavar="K",
+        help="also time the zoneout LSTM and the pointer trained against a sampled softmax of K words",
+    )
+    parser.add_argument("--no-evaluation", action="store_true", help="time the training steps only")
     parser.add_argument("--profile", action="store_true", help="break one training step down instead")
     parser.add_argument("--layout", action="store_true", help="compare process/thread layouts instead")
     parser.add_argument("--layout-batch-sizes", type=positive_int, nargs="+", default=[32])
@@ -402,7 +429,8 @@ def main() -> None:
         layout_section(args)
     else:
         training_section(args, config, train_ids)
-        evaluation_section(args, config, dataset)
+        if not args.no_evaluation:
+            evaluation_section(args, config, dataset)
 
 
 if __name__ == "__main__":

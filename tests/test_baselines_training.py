@@ -1151,3 +1151,41 @@ def test_max_steps_counts_the_runs_steps_so_a_rerun_after_a_stop_ends_where_one_
     assert "--max-steps 5 reached: stopped in epoch 1 at step 5/" in err
     assert "rerun with a larger --max-steps to continue" in err
     assert epoch_records(run) == records
+
+
+@pytest.mark.parametrize("kind", ["zoneout_lstm", "pointer_sentinel"])
+def test_a_sampled_softmax_phase_trains_its_steps_then_the_full_softmax_and_resumes_exactly(
+    toy, tmp_path, monkeypatch, kind
+):
+    sampled = ["--max-epochs", "2", "--sampled-softmax", "5", "--sampled-softmax-steps", "16"]
+    draws = []
+    original = training.UnigramSampler.draw
+    monkeypatch.setattr(
+        training.UnigramSampler, "draw", lambda self, *a: draws.append(1) or original(self, *a)
+    )
+    assert train(toy, tmp_path / "whole", *sampled, kind=kind) == 0
+    assert len(draws) == 16  # then the full softmax, to the end of epoch 2
+    assert train(toy, tmp_path / "parts", *sampled, "--max-steps", "7", kind=kind) == 0
+    assert train(toy, tmp_path / "parts", *sampled, "--max-steps", "19", kind=kind) == 0
+    assert train(toy, tmp_path / "parts", *sampled, kind=kind) == 0
+    whole, parts = (weights(tmp_path / run / "checkpoint.pt") for run in ("whole", "parts"))
+    assert all(torch.equal(whole[name], parts[name]) for name in whole)
+    streams = training.training_streams(load_dataset(str(toy)).tokens("train").ids, 2)
+    chunks = math.ceil((streams.shape[1] - 1) / 6)
+    assert chunks < 16 < 2 * chunks  # the phase ends within epoch 2
+    assert [r["sampled_steps"] for r in epoch_records(tmp_path / "whole")] == [chunks, 16 - chunks]
+    assert train(toy, tmp_path / "plain", "--max-epochs", "2", kind=kind) == 0
+    plain = weights(tmp_path / "plain" / "checkpoint.pt")
+    assert not all(torch.equal(whole[name], plain[name]) for name in whole)
+    assert "sampled_steps" not in epoch_records(tmp_path / "plain")[0]
+
+
+@pytest.mark.parametrize("option", [["--sampled-softmax", "100"], ["--sampled-softmax-steps", "100"]])
+def test_a_sampled_softmax_without_its_steps_or_size_is_one_line(toy, tmp_path, capsys, option):
+    assert train(toy, tmp_path / "run", *option) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("error: --sampled-softmax and --sampled-softmax-steps go together")
+        and err.count("\n") == 1
+    )
+    assert not (tmp_path / "run").exists()

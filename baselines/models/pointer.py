@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from baselines.models.common import LMOutput, band_mask, masked_log_sum
 from baselines.models.recurrent import CoreConfig, LayerState, LSTMCore, full_precision
+from baselines.models.sampled_softmax import VocabularySample
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +103,7 @@ class PointerSentinelLSTM(nn.Module):
         generator: torch.Generator | None = None,
         distribution_rows: Tensor | None = None,
         analyze: bool = False,
+        vocab_sample: VocabularySample | None = None,
     ) -> LMOutput:
         """Score one chunk (arguments as :meth:`ZoneoutLSTM.forward`).
 
@@ -111,7 +113,8 @@ class PointerSentinelLSTM(nn.Module):
         input word in each slot, ``-1`` where empty) and the parts of the target's probability
         ``p(y) = g p_vocab(y) + p_pointer(y)`` besides ``g``, each ``[B, T]``: ``vocab_log_prob``
         (``log p_vocab(y)``) and ``pointer_log_prob`` (``log`` of the attention on the window
-        slots holding ``y``, ``-inf`` where none does).
+        slots holding ``y``, ``-inf`` where none does). With ``vocab_sample`` (training),
+        ``log p_vocab(y)`` is its sampled-softmax estimate.
         """
         features, core_state = self.core(inputs, state.core, generator)  # [B, T, D]
         batch, length, _ = features.shape
@@ -131,8 +134,13 @@ class PointerSentinelLSTM(nn.Module):
         log_gate = log_attention[..., -1]  # [B, T]
         log_attention = log_attention[..., :-1]  # [B, T, M+T]
 
-        log_vocab = torch.log_softmax(full_precision(self.core.logits(features)), dim=-1)  # [B, T, V]
-        target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
+        if vocab_sample is None:
+            log_vocab = torch.log_softmax(full_precision(self.core.logits(features)), dim=-1)  # [B, T, V]
+            target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
+        elif distribution_rows is not None:
+            raise ValueError("a sampled softmax has no full distributions to return")
+        else:
+            target_log_vocab = self.core.sampled_target_log_vocab(features, targets, vocab_sample)
         hits = key_ids.unsqueeze(1) == targets.unsqueeze(2)  # [B, T, M+T]
         log_pointer = masked_log_sum(log_attention, hits & visible)  # [B, T]
         target_log_probs = torch.logaddexp(log_gate + target_log_vocab, log_pointer)

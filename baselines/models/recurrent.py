@@ -20,6 +20,8 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from baselines.models.sampled_softmax import VocabularySample, sampled_target_log_probs
+
 #: Per-layer recurrent state: ``(h, c)``, each ``[B, H]``.
 LayerState = tuple[Tensor, Tensor]
 
@@ -455,3 +457,8 @@ class LSTMCore(nn.Module):
     def logits(self, features: Tensor) -> Tensor:
         """``[..., D]`` -> ``[..., V]``."""
         return linear(features, self.decoder.weight, self.decoder.bias)
+
+    def sampled_target_log_vocab(self, features: Tensor, targets: Tensor, sample: VocabularySample) -> Tensor:
+        """float32 ``[B, T]``: the sampled-softmax estimate of each target's ``log p_vocab`` from
+        features ``[B, T, D]`` (:mod:`baselines.models.sampled_softmax`; training only)."""
+        return sampled_target_log_probs(features, self.decoder.weight, self.decoder.bias, targets, sample)

@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from baselines.models.common import LMOutput, select_rows
 from baselines.models.recurrent import CoreConfig, LayerState, LSTMCore, full_precision
+from baselines.models.sampled_softmax import VocabularySample
 
 
 class ZoneoutLSTM(nn.Module):
@@ -37,6 +38,7 @@ class ZoneoutLSTM(nn.Module):
         generator: torch.Generator | None = None,
         distribution_rows: Tensor | None = None,
         analyze: bool = False,
+        vocab_sample: VocabularySample | None = None,
     ) -> LMOutput:
         """Score one chunk.
 
@@ -47,8 +49,14 @@ class ZoneoutLSTM(nn.Module):
                 generator); evaluation mode (``model.eval()``) is deterministic and ignores it.
             distribution_rows: bool ``[B, T]``; also return the full log-distribution there.
             analyze: unused here (the plain LSTM has no gate or attention to report).
+            vocab_sample: in training, score the targets with this sampled softmax instead of the
+                full one (no ``distribution_rows`` then).
         """
         features, new_state = self.core(inputs, state, generator)
+        if vocab_sample is not None:
+            if distribution_rows is not None:
+                raise ValueError("a sampled softmax has no full distributions to return")
+            return LMOutput(self.core.sampled_target_log_vocab(features, targets, vocab_sample), new_state)
         log_probs = torch.log_softmax(full_precision(self.core.logits(features)), dim=-1)  # [B, T, V]
         return LMOutput(
             target_log_probs=log_probs.gather(2, targets.unsqueeze(2)).squeeze(2),
