@@ -2,7 +2,7 @@
 
 For each plugin, ``harness.evaluate`` scores a split with both audits at their defaults;
 ``Evaluation.seconds`` times the scoring loop (with the probability audit) and
-``Evaluation.causality.seconds`` the causality audit run before it. Each plugin is evaluated
+``Evaluation.causality.seconds`` the causality audit's pass (before or after it). Each plugin is evaluated
 ``--repeats`` times (the first, a warm-up, is dropped) and the medians are printed.
 
     python benchmarks/causality_audit_cost.py --data-dir ../shared/data
@@ -61,8 +61,9 @@ def main() -> None:
         causality = runs[-1].causality
         print(
             f"{plugin:<28} {scoring:>13.4f} {audit:>12.4f} {audit / scoring:>7.3f}  "
-            f"{causality.points} points x {causality.candidates} candidates, compared "
-            f"{causality.compared}, max change {causality.max_difference:.3g}"
+            f"{causality.points} substitutions, S = {causality.random_mass:.3g} (bound "
+            f"{causality.random_mass_bound:.3g}), compared {causality.compared} at "
+            f"{causality.compared_positions:,} positions, max change {causality.max_difference:.3g}"
         )
 
 

@@ -14,6 +14,7 @@ their field's default and they count as unaudited.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 import sys
 import types
@@ -24,10 +25,13 @@ from typing import Any
 #: 2: ``causality_audit``, ``audited``, ``unaudited_reasons``, ``audit.passed`` and
 #: ``train_sha256`` (the train file's, which fixes the vocabulary) added;
 #: ``model`` is ``module`` or, for a factory other than ``load_model``, ``module:attribute``.
-SCHEMA_VERSION = 2
+#: 3: ``causality_audit`` is the second pass that a plugin cannot tell from the evaluation
+#: (``harness.causality``: ``points`` substituted tokens, ``seed``, ``audit_pass``, ...); in
+#: version 2 it was short stretches scored after a reset, which a plugin could tell apart.
+SCHEMA_VERSION = 3
 #: Versions a reader understands; version 1 predates the causality audit: such results are read
 #: but count as unaudited.
-SUPPORTED_SCHEMA_VERSIONS = (1, 2)
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
 
 #: Keys every result file carries, with the JSON types they must have (None allowed where listed).
 REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
@@ -113,10 +117,14 @@ class Protocol:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Protocol:
         """The protocol of a result file's ``protocol`` object; :class:`InvalidResultRecord`
-        when a field is missing or not an integer."""
+        when a field is missing, not an integer (a boolean is none) or not positive (no
+        evaluation scores zero streams or windows of zero tokens)."""
         for field in dataclasses.fields(cls):
-            if not isinstance(data.get(field.name), int):
+            value = data.get(field.name)
+            if not isinstance(value, int) or isinstance(value, bool):
                 raise InvalidResultRecord(f"protocol.{field.name} missing or not an integer")
+            if value < 1:
+                raise InvalidResultRecord(f"protocol.{field.name} must be a positive integer, got {value}")
         return cls(batch_size=data["batch_size"], bptt=data["bptt"])
 
 
@@ -173,8 +181,9 @@ class ResultRecord:
         """The record of a parsed result file, validated: :class:`NotAResultRecord` when ``data``
         is no result at all, :class:`InvalidResultRecord` (one line) when a key is missing or of
         the wrong type (:data:`REQUIRED_KEYS`, :data:`KEYS_ADDED_IN_2`, :data:`OPTIONAL_KEYS`), the
-        version or the ``scoring`` is not supported, or figures contradict each other or the
-        audit records."""
+        version or the ``scoring`` is not supported, the protocol's batch size or BPTT is not a
+        positive integer, ``created`` is no date, or figures contradict each other or the audit
+        records."""
         _check_required_keys(data)
         _check_required_types(data)
         if data["schema_version"] >= 2:
@@ -185,6 +194,7 @@ class ResultRecord:
         record = cls(**{**recorded, "protocol": protocol})
         record._check_audited()
         record._check_figures()
+        record._check_created()
         return record
 
     def rule_unaudited_reasons(self) -> list[str]:
@@ -233,6 +243,18 @@ class ResultRecord:
         parameters = self.num_parameters
         if parameters is not None and parameters < 0:
             raise InvalidResultRecord("num_parameters must be a non-negative integer or null")
+
+    def _check_created(self) -> None:
+        """``created``, when recorded, must be a real date and time in ISO 8601, as the harness
+        writes it (``2026-11-20T10:00:00+00:00``): the tables show its date."""
+        if self.created is None:
+            return
+        try:
+            datetime.datetime.fromisoformat(self.created)
+        except ValueError:
+            raise InvalidResultRecord(
+                f"created {self.created!r} is not a date and time (ISO 8601, as harness eval writes it)"
+            ) from None
 
 
 def _check_required_keys(data: Any) -> None:

@@ -29,8 +29,8 @@ from core.files import DatasetError, write_atomically
 from core.format import SPLITS
 from core.result_schema import ResultRecord
 from harness import contamination
+from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS
 from harness.datasets import Dataset, load_dataset
-from harness.evaluate import ACCELERATOR_CAUSALITY_TOLERANCE
 from harness.plugin import (
     LanguageModel,
     ModelUnavailable,
@@ -432,18 +432,19 @@ def _add_protocol_options(evaluation: argparse.ArgumentParser) -> None:
     evaluation.add_argument(
         "--causality-audit",
         type=non_negative_int,
-        default=4,
+        default=SUBSTITUTIONS,
         metavar="N",
-        help="positions at which the harness checks that no score depends on the "
-        "token it predicts or a later one (default 4; 0: off)",
+        help="tokens substituted at random in the causality audit's second pass over the split, "
+        "which checks that no score depends on the token it predicts or a later one (default "
+        f"{SUBSTITUTIONS:,}, at most a quarter of the split; 0: off, and the pass is not run)",
     )
     evaluation.add_argument(
         "--causality-tolerance",
         type=non_negative_float,
         metavar="X",
-        help="largest run-to-run change of a log-probability accepted by the "
+        help="largest pass-to-pass change of a log-probability accepted by the "
         "causality audit (default 0, or "
-        f"{ACCELERATOR_CAUSALITY_TOLERANCE:g} for scores on an accelerator)",
+        f"{ACCELERATOR_TOLERANCE:g} for scores on an accelerator)",
     )
 
 

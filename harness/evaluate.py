@@ -11,7 +11,8 @@ With ``B = 1`` (the papers' test protocol) every prediction sees the whole prece
 
 Two audits guard the number: the probability audit (full distributions at a few positions sum to
 1 and agree with the reported target scores) and the causality audit (no log-probability depends
-on the token it predicts or on a later one; :func:`causality_audit`).
+on the token it predicts or on a later one), a second pass that the plugin cannot tell from the
+evaluation (:mod:`harness.causality`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import functools
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,22 +31,22 @@ from tqdm import tqdm
 
 from core.files import DatasetError
 from core.result_schema import MAX_LOG_PROB
-from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError
+from harness.causality import (
+    CAUSALITY_OFF,
+    SUBSTITUTIONS,
+    AuditPlan,
+    CausalityAudit,
+    PassScores,
+    check_audit,
+    plan_audit,
+)
+from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError, plugin_metadata
 
 #: Largest mean negative log-likelihood (nats per token) whose perplexity, ``e^nll``, is a finite
 #: float (about 709.78).
 MAX_NLL = math.log(sys.float_info.max)
 #: Tolerance of the audit: |sum of probabilities - 1| and |log p(target) - reported|.
 AUDIT_TOLERANCE = 1e-4
-#: Causality audit: candidate values tried for each audited position's target (the real token
-#: and others), and the positions scored before and after it in each run.
-CAUSALITY_CANDIDATES = 4
-CAUSALITY_CONTEXT = 7
-CAUSALITY_LOOKAHEAD = 8
-#: The causality audit's default tolerance for a model whose scores come back as tensors on an
-#: accelerator, where kernels may reduce in another order from one run to the next (on the CPU,
-#: a causal model's scores are exactly reproducible: the default there is 0).
-ACCELERATOR_CAUSALITY_TOLERANCE = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,45 +75,6 @@ class Audit:
 
 
 @dataclasses.dataclass(frozen=True)
-class CausalityAudit:
-    """What the causality audit checked (see :func:`causality_audit`).
-
-    Attributes:
-        points: positions audited (0: the audit was off).
-        candidates: values tried for each audited position's target, one run each.
-        compared: ``"targets and distributions"`` (target log-probabilities before each point and
-            the distribution at it), ``"targets"`` (a model that gives no distributions), or
-            ``"none"`` when off.
-        max_difference: largest change, across the runs of one point, of a log-probability at or
-            before the point (0 for a causal model on CPU).
-        max_candidate_mass: largest sum, over a point's candidates, of the probability the model
-            gave each candidate in its own run (at most 1 for a causal model).
-        tolerance: largest ``max_difference`` accepted.
-        seconds: wall-clock time of the audit.
-    """
-
-    points: int
-    candidates: int
-    compared: str
-    max_difference: float
-    max_candidate_mass: float
-    tolerance: float
-    seconds: float
-
-    @property
-    def passed(self) -> bool:
-        """Whether any position was audited (a failed check raises instead)."""
-        return self.points > 0
-
-    def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "passed": self.passed}
-
-
-#: The record of a causality audit that was switched off.
-CAUSALITY_OFF = CausalityAudit(0, 0, "none", 0.0, 0.0, 0.0, 0.0)
-
-
-@dataclasses.dataclass(frozen=True)
 class Evaluation:
     """Result of scoring one token stream.
 
@@ -123,6 +85,8 @@ class Evaluation:
         audit: the probability audit.
         causality: the causality audit.
         token_log_probs: float64 ``[N]`` in stream order, when asked for.
+        metadata: what the model's optional ``result_metadata()`` returned right after the
+            evaluation's pass (:func:`harness.plugin.plugin_metadata`; None without one).
     """
 
     tokens: int
@@ -131,6 +95,7 @@ class Evaluation:
     audit: Audit
     causality: CausalityAudit = CAUSALITY_OFF
     token_log_probs: np.ndarray | None = None
+    metadata: dict[str, Any] | None = None
 
     @property
     def nll(self) -> float:
@@ -338,13 +303,14 @@ def evaluate(
     batch_size: int = 1,
     bptt: int = 100,
     audit_positions: int = 8,
-    causality_points: int = 4,
+    causality_points: int = SUBSTITUTIONS,
     causality_tolerance: float | None = None,
+    causality_seed: int | None = None,
     keep_token_log_probs: bool = False,
     name: str = "model",
     progress: bool = True,
 ) -> Evaluation:
-    """Score every token of ``ids`` (integer ``[N]``) with ``model``, after its causality audit.
+    """Score every token of ``ids`` (integer ``[N]``) with ``model``, and audit it.
 
     Args:
         eos_id: id of ``<eos>``, the implicit input before the first token.
@@ -353,10 +319,12 @@ def evaluate(
         bptt: ``T``, positions per chunk.
         audit_positions: positions (drawn with a fixed seed) at which the full distribution is
             requested and checked; 0 disables the audit.
-        causality_points: positions of the causality audit (:func:`causality_audit`), run
-            before the evaluation; 0 disables it.
+        causality_points: positions substituted by the causality audit's pass
+            (:mod:`harness.causality`), which runs before or after the evaluation; 0 disables it
+            (so does a vocabulary of one word).
         causality_tolerance: largest change of a log-probability the causality audit accepts;
-            None: 0, or :data:`ACCELERATOR_CAUSALITY_TOLERANCE` for scores on an accelerator.
+            None: 0, or :data:`ACCELERATOR_TOLERANCE` for scores on an accelerator.
+        causality_seed: the seed of the causality audit's draws (None: a fresh secret one).
         keep_token_log_probs: also return the ``N`` log-probabilities in stream order.
         name: the plugin's name, for error messages.
         progress: show progress bars (on stderr, when it is a terminal).
@@ -370,32 +338,58 @@ def evaluate(
     """
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
-    causality = CAUSALITY_OFF
-    if causality_points > 0 and len(ids) > 0:
-        causality = causality_audit(
-            model,
-            ids,
-            eos_id=eos_id,
+    grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
+    audited = _audit_mask(grid, audit_positions)
+    rows_wanted = audited.copy()
+    plan = None
+    if causality_points > 0 and vocab_size > 1:  # one word: nothing can be substituted
+        plan = plan_audit(
+            grid.inputs,
+            grid.targets,
+            grid.mask,
             vocab_size=vocab_size,
-            bptt=bptt,
             points=causality_points,
+            seed=causality_seed,
+        )
+        rows_wanted |= plan.first  # asked for in both passes: a request tells the plugin nothing
+    score = functools.partial(
+        _score_pass, model, audited=audited, bptt=bptt, vocab_size=vocab_size, name=name, progress=progress
+    )
+    tally = _Tally()
+    if plan is not None and plan.audit_first:
+        audit_pass = score(_audit_grid(grid, plan), rows_wanted.copy(), _Tally(), plan.first, audit=True)
+    evaluation_pass = score(
+        grid, rows_wanted.copy(), tally, None if plan is None else plan.first, audit=False
+    )
+    metadata = plugin_metadata(model, name)  # now: the audit's pass may follow
+    if plan is not None and not plan.audit_first:
+        audit_pass = score(_audit_grid(grid, plan), rows_wanted.copy(), _Tally(), plan.first, audit=True)
+    causality = CAUSALITY_OFF
+    if plan is not None:
+        causality = check_audit(
+            plan,
+            evaluation_pass,
+            audit_pass,
+            starts=grid.starts,
+            vocab_size=vocab_size,
             tolerance=causality_tolerance,
             name=name,
-            progress=progress,
         )
-    grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
-    tally = _Tally(np.zeros(grid.mask.shape) if keep_token_log_probs else None)
-    audit_mask = _audit_mask(grid, audit_positions)
-    with _naming_the_plugin(name, f"reset({batch_size})"):
-        model.reset(batch_size)
-    began = time.perf_counter()
-    with _progress_bar(len(ids), unit="tok", desc=name, progress=progress, unit_scale=True) as bar:
-        for begin, view in grid.chunks(bptt):
-            _score_chunk(model, view, begin, grid.starts, audit_mask, tally, vocab_size=vocab_size, name=name)
-            bar.update(int(view.mask.sum()))
-    seconds = time.perf_counter() - began
-    assert tally.tokens == len(ids), (tally.tokens, len(ids))
-    nll = -tally.total_log_prob / tally.tokens
+    _check_nll(-tally.total_log_prob / tally.tokens, name)
+    return Evaluation(
+        tokens=tally.tokens,
+        total_log_prob=tally.total_log_prob,
+        seconds=evaluation_pass.seconds,
+        audit=Audit(tally.requested, tally.checked, tally.max_sum_error, tally.max_target_error),
+        causality=causality,
+        token_log_probs=evaluation_pass.log_probs[grid.mask] if keep_token_log_probs else None,
+        metadata=metadata,
+    )
+
+
+def _check_nll(nll: float, name: str) -> None:
+    """Raise :class:`PluginError` for a mean negative log-likelihood ``nll`` whose perplexity is no
+    float, or below 1."""
     if nll > MAX_NLL:
         raise PluginError(
             f"{name}: mean negative log-likelihood {nll:.6g} nats per token; its perplexity, e^{nll:.6g}, "
@@ -406,35 +400,86 @@ def evaluate(
             f"{name}: mean negative log-likelihood {nll:.6g} nats per token, below 0: its "
             "log-probabilities are above 0 on average, so its perplexity would be below 1"
         )
-    return Evaluation(
-        tokens=tally.tokens,
-        total_log_prob=tally.total_log_prob,
-        seconds=seconds,
-        audit=Audit(tally.requested, tally.checked, tally.max_sum_error, tally.max_target_error),
-        causality=causality,
-        token_log_probs=tally.log_prob_grid[grid.mask] if tally.log_prob_grid is not None else None,
-    )
+
+
+def _audit_grid(grid: StreamGrid, plan: AuditPlan) -> StreamGrid:
+    """The causality audit's pass: ``grid`` with the plan's substituted tokens."""
+    return dataclasses.replace(grid, inputs=plan.inputs, targets=plan.targets)
 
 
 @dataclasses.dataclass
 class _Tally:
-    """What the scoring loop of :func:`evaluate` has added up so far.
+    """What a pass of :func:`evaluate` has added up so far.
 
     Attributes:
-        log_prob_grid: float64 ``[B, W]``, the log-probability at each place of the stream grid,
-            when the caller keeps them (None otherwise).
         total_log_prob, tokens: the sum of the log-probabilities scored, and their number.
         requested, checked, max_sum_error, max_target_error: the probability audit's figures
             (see :class:`Audit`).
     """
 
-    log_prob_grid: np.ndarray | None
     total_log_prob: float = 0.0
     tokens: int = 0
     requested: int = 0
     checked: int = 0
     max_sum_error: float = 0.0
     max_target_error: float = 0.0
+
+
+def _score_pass(
+    model: LanguageModel,
+    grid: StreamGrid,
+    rows_wanted: np.ndarray,
+    tally: _Tally,
+    rows_kept: np.ndarray | None,
+    *,
+    audit: bool,
+    audited: np.ndarray,
+    bptt: int,
+    vocab_size: int,
+    name: str,
+    progress: bool,
+) -> PassScores:
+    """Score every chunk of ``grid`` from ``reset(B)``, adding to ``tally`` and auditing the
+    distributions asked for where ``rows_wanted`` (bool ``[B, W]``; cleared when the model gives
+    none) is true, and keep those at ``rows_kept`` (bool ``[B, W]``, or None). The probability
+    audit's figures count the positions of ``audited`` (bool ``[B, W]``) only. ``audit`` names
+    the causality audit's pass in the progress bar and messages."""
+    batch_size = grid.mask.shape[0]
+    what = " in the causality audit" if audit else ""
+    with _naming_the_plugin(name, f"reset({batch_size}){what}"):
+        model.reset(batch_size)
+    log_probs = np.zeros(grid.mask.shape)
+    kept: dict[tuple[int, int], np.ndarray] = {}
+    on_accelerator = False
+    began = time.perf_counter()
+    desc = f"{name} causality audit" if audit else name
+    with _progress_bar(
+        int(grid.mask.sum()), unit="tok", desc=desc, progress=progress, unit_scale=True
+    ) as bar:
+        for begin, view in grid.chunks(bptt):
+            end = begin + view.mask.shape[1]
+            scores = _score_chunk(
+                model,
+                view,
+                begin,
+                grid.starts,
+                rows_wanted,
+                audited,
+                tally,
+                vocab_size=vocab_size,
+                name=name,
+                what=what,
+            )
+            log_probs[:, begin:end] = scores.log_probs
+            on_accelerator |= scores.on_accelerator
+            if rows_kept is not None and scores.rows is not None:
+                for (stream, column), row in zip(np.argwhere(scores.requested), scores.rows):
+                    if rows_kept[stream, begin + column]:
+                        kept[int(stream), begin + int(column)] = row
+            bar.update(int(view.mask.sum()))
+    wanted = [] if rows_kept is None else [(int(b), int(j)) for b, j in np.argwhere(rows_kept)]
+    rows = np.stack([kept[key] for key in wanted]) if wanted and all(key in kept for key in wanted) else None
+    return PassScores(log_probs, rows, on_accelerator, time.perf_counter() - began)
 
 
 def _audit_mask(grid: StreamGrid, audit_positions: int) -> np.ndarray:
@@ -449,23 +494,38 @@ def _audit_mask(grid: StreamGrid, audit_positions: int) -> np.ndarray:
     return audit_mask
 
 
+@dataclasses.dataclass(frozen=True)
+class _ChunkResult:
+    """What :func:`_score_chunk` got for a chunk: the log-probabilities (float64 ``[B, T]``), the
+    positions whose distributions were asked for (bool ``[B, T]``) and the distributions given
+    there (float64 ``[K, V]``, or None), and whether the scores came back on an accelerator."""
+
+    log_probs: np.ndarray
+    requested: np.ndarray
+    rows: np.ndarray | None
+    on_accelerator: bool
+
+
 def _score_chunk(
     model: LanguageModel,
     view: Chunk,
     begin: int,
     starts: np.ndarray,
-    audit_mask: np.ndarray,
+    rows_wanted: np.ndarray,
+    audited: np.ndarray,
     tally: _Tally,
     *,
     vocab_size: int,
     name: str,
-) -> None:
-    """Score the chunk ``view`` (views ``[B, T]`` of the stream grid, from column ``begin``;
+    what: str,
+) -> _ChunkResult:
+    """Score the chunk ``view`` (views ``[B, T]`` of a stream grid, from column ``begin``;
     ``starts``: int64 ``[B]``, each stream's first token) and add it to ``tally``, auditing the
-    distributions asked for where ``audit_mask`` (bool ``[B, W]``) is true. A model that gives no
-    distributions clears ``audit_mask``: it is not asked again."""
+    distributions asked for where ``rows_wanted`` (bool ``[B, W]``) is true, counting those of
+    ``audited`` (bool ``[B, W]``) in the tally. A model that gives no distributions clears
+    ``rows_wanted``: it is not asked again. ``what`` says which pass it is in messages."""
     end = begin + view.mask.shape[1]
-    wanted = audit_mask[:, begin:end]
+    wanted = rows_wanted[:, begin:end].copy()
     requested = wanted if wanted.any() else None
     # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
     chunk = Chunk(
@@ -474,25 +534,27 @@ def _score_chunk(
         view.mask.copy(),
         requested.copy() if requested is not None else None,
     )
-    with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}"):
+    with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}{what}"):
         scores = model.score(chunk)
     log_probs, rows = _validated_scores(
         scores, view.mask, requested, vocab_size=vocab_size, starts=starts, begin=begin, name=name
     )
+    device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
+    result = _ChunkResult(log_probs, wanted, rows, getattr(device, "type", "cpu") != "cpu")
     tally.total_log_prob += float(log_probs[view.mask].sum())
     tally.tokens += int(view.mask.sum())
-    if tally.log_prob_grid is not None:
-        tally.log_prob_grid[:, begin:end] = log_probs
     if requested is None:
-        return
-    tally.requested += int(requested.sum())
+        return result
+    counted = int((requested & audited[:, begin:end]).sum())
+    tally.requested += counted
     if rows is None:
-        audit_mask[:] = False  # the model gives no distributions: stop asking
-        return
+        rows_wanted[:] = False  # the model gives no distributions: stop asking
+        return result
     sum_error, target_error = _probability_audit(rows, requested, log_probs, view.targets, name)
-    tally.checked += int(requested.sum())
+    tally.checked += counted
     tally.max_sum_error = max(tally.max_sum_error, sum_error)
     tally.max_target_error = max(tally.max_target_error, target_error)
+    return result
 
 
 def _probability_audit(
@@ -519,310 +581,3 @@ def _probability_audit(
             f"full distribution gives {from_rows[worst]:.6g}"
         )
     return float(sum_errors.max()), float(target_errors.max())
-
-
-def causality_audit(
-    model: LanguageModel,
-    ids: np.ndarray,
-    *,
-    eos_id: int,
-    vocab_size: int,
-    bptt: int,
-    points: int,
-    tolerance: float | None = None,
-    name: str = "model",
-    candidates: int = CAUSALITY_CANDIDATES,
-    context: int = CAUSALITY_CONTEXT,
-    lookahead: int = CAUSALITY_LOOKAHEAD,
-    seed: int = 1,
-    progress: bool = True,
-) -> CausalityAudit:
-    """Check that no log-probability depends on the token it predicts or on any later token.
-
-    At ``points`` seeded positions ``p`` of ``ids`` (integer ``[N]``; position ``p`` predicts
-    ``ids[p]``), a stretch of ``S = min(p, context) + 1 + lookahead`` positions, from up to
-    ``context`` positions before ``p`` to ``lookahead`` after it, is scored as one stream from
-    ``model.reset(1)``, in chunks of ``bptt``, once per candidate: run ``r`` has the real text up
-    to ``p``'s input, candidate ``c_r`` as ``p``'s target (``c_0 = ids[p]``, the others drawn at
-    random) and so as the next input, then random tokens (new ones each run). A causal model
-    sees the same inputs at every position up to ``p`` in every run, so (within ``tolerance``;
-    None: 0, or :data:`ACCELERATOR_CAUSALITY_TOLERANCE` when the scores come back as tensors on
-    an accelerator):
-
-    - its target log-probabilities before ``p`` are the same in every run;
-    - its distribution at ``p`` (``[V]``, asked for in runs 0 and 1 only: for an n-gram model
-      a full row costs as much as ``V`` target scores) is the same in both, when it gives one;
-    - the probabilities it gives the candidates at ``p``, one per run, sum to at most 1.
-
-    A progress bar (one step per run; on stderr, when it is a terminal, and ``progress``) shows
-    from the first call on.
-
-    Raises:
-        PluginError: one line naming the position where the model failed, and for the last
-            check what the evidence says (reading the target, or unnormalised scores).
-    """
-    began = time.perf_counter()
-    candidates = min(candidates, vocab_size)
-    rng = np.random.default_rng(seed)
-    chosen = np.sort(rng.choice(len(ids), min(points, len(ids)), replace=False))
-    score = functools.partial(_score_stretch, model, bptt=bptt, vocab_size=vocab_size, name=name)
-    compared = "targets and distributions"
-    max_difference = max_candidate_mass = 0.0
-    with _progress_bar(
-        len(chosen) * candidates, unit="run", desc=f"{name} causality audit", progress=progress
-    ) as bar:
-        for point in (int(p) for p in chosen):
-            stretch = _Stretch.around(ids, point, eos_id=eos_id, context=context)
-            values = _candidate_values(rng, int(ids[point]), vocab_size=vocab_size, candidates=candidates)
-            runs = _score_runs(
-                score, stretch, values, rng, vocab_size=vocab_size, lookahead=lookahead, bar=bar
-            )
-            if tolerance is None:
-                tolerance = _default_tolerance(runs)
-            difference, row = _compare_runs(runs, stretch, tolerance=tolerance, name=name)
-            mass = _check_candidate_mass(runs, stretch, values, row, name=name)
-            max_difference = max(max_difference, difference)
-            max_candidate_mass = max(max_candidate_mass, mass)
-            compared = compared if row is not None else "targets"
-    return CausalityAudit(
-        len(chosen),
-        candidates,
-        compared,
-        max_difference,
-        max_candidate_mass,
-        tolerance or 0.0,
-        time.perf_counter() - began,
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class _Stretch:
-    """The real text a stretch of :func:`causality_audit` reads up to its audited point.
-
-    Attributes:
-        point: the audited position (it predicts ``ids[point]``).
-        start: the stretch's first position in the split.
-        prefix: int64 ``[point - start + 1]``, the input of the stretch's first position, then
-            the targets of the positions before the point.
-    """
-
-    point: int
-    start: int
-    prefix: np.ndarray
-
-    @classmethod
-    def around(cls, ids: np.ndarray, point: int, *, eos_id: int, context: int) -> _Stretch:
-        """The stretch of ``ids`` (integer ``[N]``) from up to ``context`` positions before
-        ``point``."""
-        start = max(0, point - context)
-        first_input = eos_id if start == 0 else int(ids[start - 1])
-        return cls(point, start, np.concatenate([[first_input], ids[start:point]]).astype(np.int64))
-
-    @property
-    def before(self) -> int:
-        """Positions of the stretch before the point: the point's index in it."""
-        return self.point - self.start
-
-    def text(self, value: int, rng: np.random.Generator, vocab_size: int, lookahead: int) -> np.ndarray:
-        """The text of one run (int64 ``[S + 1]``): the prefix, ``value`` as the point's target,
-        then ``lookahead`` random tokens drawn from ``rng``."""
-        return np.concatenate([self.prefix, [value], rng.integers(0, vocab_size, lookahead)])
-
-
-#: One run of a stretch (see :func:`_score_stretch`): the target log-probabilities (float64
-#: ``[S]``), the distribution at the point (float64 ``[V]`` or None), and whether the scores
-#: came back as tensors on an accelerator.
-_Run = tuple[np.ndarray, np.ndarray | None, bool]
-
-
-def _score_runs(
-    score: Callable[..., _Run],
-    stretch: _Stretch,
-    values: np.ndarray,
-    rng: np.random.Generator,
-    *,
-    vocab_size: int,
-    lookahead: int,
-    bar: tqdm,
-) -> list[_Run]:
-    """One run of ``stretch`` per value (int64 ``[C]``) of its point's target, each scored with
-    ``score`` (:func:`_score_stretch` bound to the model), the distribution at the point asked
-    for in the first two; ``bar`` advances a step per run."""
-    runs = []
-    for run, value in enumerate(values):
-        runs.append(score(stretch.text(value, rng, vocab_size, lookahead), stretch, want_row=run < 2))
-        bar.update()
-    return runs
-
-
-def _default_tolerance(runs: list[_Run]) -> float:
-    """The causality audit's tolerance when none is given, from the first point's ``runs``:
-    :data:`ACCELERATOR_CAUSALITY_TOLERANCE` when the scores came back on an accelerator, else 0."""
-    on_accelerator = any(accelerated for *_, accelerated in runs)
-    return ACCELERATOR_CAUSALITY_TOLERANCE if on_accelerator else 0.0
-
-
-def _candidate_values(rng: np.random.Generator, real: int, *, vocab_size: int, candidates: int) -> np.ndarray:
-    """The values (int64 ``[candidates]``) an audited point's target takes, one per run: the
-    real token ``real`` first, then others drawn from ``rng`` without repeats."""
-    others = rng.choice(vocab_size - 1, candidates - 1, replace=False)
-    others += others >= real  # skip the real token
-    return np.concatenate([[real], others]).astype(np.int64)
-
-
-def _compare_runs(
-    runs: list[_Run],
-    stretch: _Stretch,
-    *,
-    tolerance: float,
-    name: str,
-) -> tuple[float, np.ndarray | None]:
-    """The first two checks of :func:`causality_audit` on the runs of one point (each from
-    :func:`_score_stretch` on ``stretch``): the target log-probabilities before the point, and
-    the distribution at it in runs 0 and 1, are the same within ``tolerance``. Returns the
-    largest change seen and the distribution at the point (float64 ``[V]``; None when the model
-    gives none); raises :class:`PluginError` otherwise."""
-    point, before = stretch.point, stretch.before
-    targets = np.stack([run_targets for run_targets, *_ in runs])  # [candidates, S]
-    changes = _changes(targets[:1, :before], targets[1:, :before]).max(axis=0, initial=0.0)
-    if (changes > tolerance).any():
-        where = stretch.start + int(np.argmax(changes > tolerance))
-        raise PluginError(
-            f"{name}: causality audit failed at token {point}: the log-probability of its "
-            f"target at token {where} changes (by {changes.max():.3g}) when token {point} "
-            "or a later token changes"
-        )
-    reference_row = runs[0][1]
-    other_row = runs[1][1] if len(runs) > 1 else None
-    if reference_row is None or other_row is None:
-        return float(changes.max(initial=0.0)), None
-    change = float(_changes(reference_row, other_row).max())
-    if change > tolerance:
-        raise PluginError(
-            f"{name}: causality audit failed at token {point}: the distribution at token "
-            f"{point} changes (by {change:.3g}) when token {point} or a later token changes"
-        )
-    return max(float(changes.max(initial=0.0)), change), reference_row
-
-
-def _check_candidate_mass(
-    runs: list[_Run],
-    stretch: _Stretch,
-    values: np.ndarray,
-    row: np.ndarray | None,
-    *,
-    name: str,
-) -> float:
-    """The last check of :func:`causality_audit` on the runs of one point (each from
-    :func:`_score_stretch` on ``stretch``, with ``values``, int64 ``[C]``, as the point's
-    target): the probabilities of the values, each in its own run, sum to at most 1. Returns
-    that sum; raises :class:`PluginError`, with what ``row`` (the distribution at the point,
-    from :func:`_compare_runs`) says of the cause, when it is more."""
-    point = stretch.point
-    candidate_log_probs = np.array([run_targets[stretch.before] for run_targets, *_ in runs])  # [C]
-    mass = float(np.exp(candidate_log_probs).sum())
-    if mass > 1 + AUDIT_TOLERANCE:
-        raise PluginError(
-            f"{name}: causality audit failed at token {point}: the probabilities it gives "
-            f"{len(values)} different values of token {point}, each in its own run, sum to "
-            f"{mass:.4g} > 1: {_excess_mass_reason(point, values, candidate_log_probs, row)}"
-        )
-    return mass
-
-
-def _excess_mass_reason(
-    point: int, values: np.ndarray, candidate_log_probs: np.ndarray, row: np.ndarray | None
-) -> str:
-    """What it means, from what was seen, that the probabilities a model gave the candidate
-    targets ``values`` (int ``[C]``) at token ``point``, each in its own run
-    (``candidate_log_probs``, float64 ``[C]``), sum to more than 1: it reads the token it
-    predicts, or its scores are not normalised, or both. ``row`` is its distribution at the
-    point (float64 ``[V]``, the same in the runs that asked for it; None when it gives none),
-    which tells them apart: its total mass, and whether it agrees with the candidates' scores."""
-    if row is None:
-        return (
-            "it reads the token it predicts, or its scores are not normalised (it gives no full "
-            "distributions, so the audit cannot tell which)"
-        )
-    row_mass = float(np.exp(_log_sum_exp(row[None, :]))[0])
-    unnormalised = abs(row_mass - 1) > AUDIT_TOLERANCE
-    reads_target = float(_changes(row[values], candidate_log_probs).max()) > AUDIT_TOLERANCE
-    if unnormalised and not reads_target:
-        return (
-            f"its scores are not normalised: its distribution at token {point} sums to "
-            f"{row_mass:.4g}, not 1, and gives each value the score it got in its own run (so "
-            "it does not read the token it predicts)"
-        )
-    if reads_target and not unnormalised:
-        return (
-            f"it reads the token it predicts: the values' scores differ from its distribution at "
-            f"token {point}, which sums to 1 and is the same whatever follows"
-        )
-    if reads_target:
-        return (
-            f"it reads the token it predicts (the values' scores differ from its distribution at "
-            f"token {point}), and its scores are not normalised (that distribution sums to "
-            f"{row_mass:.4g}, not 1)"
-        )
-    return "it reads the token it predicts, or its scores are not normalised (the audit cannot tell which)"
-
-
-def _score_stretch(
-    model: LanguageModel,
-    text: np.ndarray,
-    stretch: _Stretch,
-    *,
-    want_row: bool,
-    bptt: int,
-    vocab_size: int,
-    name: str,
-) -> _Run:
-    """Score ``text`` (int64 ``[S + 1]``: inputs ``text[:-1]``, targets ``text[1:]``), one run
-    of ``stretch``, as one stream from ``reset(1)``; returns the target log-probabilities
-    (float64 ``[S]``), when ``want_row`` the distribution at the stretch's point (float64 ``[V]``;
-    None when the model gives none), and whether the scores came back as tensors on an
-    accelerator."""
-    length, start = len(text) - 1, stretch.start
-    inputs, targets = text[None, :-1], text[None, 1:]
-    wanted = np.zeros((1, length), dtype=bool)
-    wanted[0, stretch.before] = want_row
-    log_probs, row, on_accelerator = np.empty(length), None, False
-    with _naming_the_plugin(name, f"reset(1) in the causality audit, for token {stretch.point}"):
-        model.reset(1)
-    for begin in range(0, length, bptt):
-        end = min(begin + bptt, length)
-        mask = np.ones((1, end - begin), dtype=bool)
-        requested = wanted[:, begin:end] if wanted[:, begin:end].any() else None
-        chunk = Chunk(
-            inputs[:, begin:end].copy(),
-            targets[:, begin:end].copy(),
-            mask.copy(),
-            requested.copy() if requested is not None else None,
-        )
-        place = f"tokens {start + begin}..{start + end - 1} of a made-up stretch"
-        with _naming_the_plugin(name, f"score() in the causality audit, on {place}"):
-            scores = model.score(chunk)
-        chunk_log_probs, rows = _validated_scores(
-            scores,
-            mask,
-            requested,
-            vocab_size=vocab_size,
-            starts=np.zeros(1, dtype=np.int64),
-            begin=start + begin,
-            name=name,
-        )
-        device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
-        on_accelerator |= getattr(device, "type", "cpu") != "cpu"
-        log_probs[begin:end] = chunk_log_probs[0]
-        row = rows[0] if rows is not None else row
-    return log_probs, row, on_accelerator
-
-
-def _changes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``|a - b|`` elementwise (broadcast), 0 where equal (infinities included), NaN counted as
-    a change."""
-    a, b = np.broadcast_arrays(a, b)
-    if np.array_equal(a, b):
-        return np.zeros(a.shape)
-    with np.errstate(invalid="ignore"):
-        return np.where(a == b, 0.0, np.nan_to_num(np.abs(a - b), nan=np.inf))

@@ -112,7 +112,8 @@ def plugin_num_parameters(model: LanguageModel, name: str) -> int | None:
 
 def plugin_metadata(model: LanguageModel, name: str) -> dict[str, Any] | None:
     """The model's own fields for the result JSON (``plugin_metadata``): what its optional
-    ``result_metadata()`` returns, called once after each evaluation; None without one. Raises
+    ``result_metadata()`` returns, called once after each evaluation's pass (before the causality
+    audit's pass when that comes second); None without one. Raises
     :class:`PluginError` when it is not a dict that JSON can represent (a numpy number, a NaN)."""
     method = getattr(model, "result_metadata", None)
     if method is None:

@@ -17,7 +17,7 @@ from core.files import write_atomically
 from core.result_schema import ResultRecord
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
-from harness.plugin import LanguageModel, plugin_metadata, plugin_num_parameters
+from harness.plugin import LanguageModel, plugin_num_parameters
 from harness.results import result_record, token_log_probs_name
 
 
@@ -94,7 +94,7 @@ def score_split(
         token_log_probs_file=(
             os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
         ),
-        plugin_metadata=plugin_metadata(model, plugin),
+        plugin_metadata=evaluation.metadata,
         data_dir=data_dir,
     )
     return record, evaluation.token_log_probs

@@ -5,7 +5,9 @@
   results), our runs (``kind`` ``reproduced baseline``, ``user model`` or ``subword``; with
   ``--include-unaudited`` also ``unaudited``) merged with the published figures of
   :data:`table.REPORTED_CSV` (``kind`` ``reported``), ranked by test perplexity (see
-  :mod:`leaderboard.table`). Malformed or incompatible files are named on stderr and rejected;
+  :mod:`leaderboard.table`). Each result's figures are recomputed from its per-token
+  log-probabilities; one without them is shown unranked (``kind`` ``unverified``), or rejected
+  with ``--strict``. Malformed or incompatible files are named on stderr and rejected;
   files that are not results are named and skipped. Contamination reports among the files
   (``harness contamination --result``) add the clean-subset perplexity of the results they fit
   (:mod:`leaderboard.clean_subset`).

@@ -62,7 +62,7 @@ def _reports_shown(collection: Collection) -> str:
 def _report(collection: Collection, warnings: list[str]) -> None:
     for line in collection.rejected:
         print(f"rejected: {line}", file=sys.stderr)
-    for line in collection.notes + collection.unaudited + warnings:
+    for line in collection.notes + collection.unaudited + collection.unverified + warnings:
         print(f"note: {line}", file=sys.stderr)
 
 
@@ -80,16 +80,17 @@ def _load_reported(path: Path | None) -> pd.DataFrame:
 
 
 def _build(
-    sources: list[str], reported: pd.DataFrame | None, include_unaudited: bool
+    sources: list[str], reported: pd.DataFrame | None, include_unaudited: bool, strict: bool
 ) -> tuple[dict[str, pd.DataFrame], Collection]:
     """One table per dataset from the result files under ``sources`` and the published figures
-    ``reported`` (None: none); the files rejected are named on stderr."""
+    ``reported`` (None: none); the files rejected are named on stderr. ``strict``: a result
+    without its per-token log-probabilities is rejected rather than shown unverified."""
     from leaderboard.table import build_tables
 
     for source in sources:
         if not Path(source).exists():
             raise UsageError(f"{source}: no such file or directory")
-    collection = collect(sources, include_unaudited)
+    collection = collect(sources, include_unaudited, require_token_log_probs=strict)
     warnings: list[str] = []
     roots = [Path(s) for s in sources if Path(s).is_dir()]
     tables = build_tables(collection, reported, roots=roots, warnings=warnings)
@@ -103,7 +104,7 @@ def command_build(args: argparse.Namespace) -> int:
     out = check_output_dir(args.output_dir, "--output-dir")
     formats = list(dict.fromkeys(args.format))
     reported = None if args.no_reported else _load_reported(args.reported)
-    tables, collection = _build(args.results, reported, args.include_unaudited)
+    tables, collection = _build(args.results, reported, args.include_unaudited, args.strict)
     for dataset, frame in tables.items():
         kinds = frame["kind"].value_counts()
         counts = ", ".join(f"{kinds[kind]} {kind}" for kind in KINDS if kind in kinds)
@@ -111,8 +112,8 @@ def command_build(args: argparse.Namespace) -> int:
     written = write_tables(tables, out, formats)
     print(
         f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
-        f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out"
-        f"{_reports_shown(collection)}"
+        f"{len(collection.rejected)} rejected, {len(collection.unaudited)} unaudited kept out, "
+        f"{len(collection.unverified)} unverified (unranked){_reports_shown(collection)}"
     )
     return 1 if args.strict and collection.rejected else 0
 
@@ -127,7 +128,7 @@ def command_regenerate(args: argparse.Namespace) -> int:
     out = check_output_dir(args.output_dir, "--output-dir")
     if args.readme is not None:
         check_output_file(args.readme, "--readme")
-    tables, collection = _build([str(results)], _load_reported(None), args.include_unaudited)
+    tables, collection = _build([str(results)], _load_reported(None), args.include_unaudited, strict=True)
     formats = ["csv", "markdown"]
     before = {path: path.read_bytes() for path in table_paths(tables, out, formats) if path.is_file()}
     written = write_tables(tables, out, formats)
@@ -475,7 +476,12 @@ def _add_build_parser(commands: Any) -> None:
         help="published figures (default: the packaged reported.csv)",
     )
     _add_no_reported_option(build)
-    build.add_argument("--strict", action="store_true", help="exit 1 when any file was rejected")
+    build.add_argument(
+        "--strict",
+        action="store_true",
+        help="reject results without their per-token log-probabilities (by default shown "
+        "unranked, kind 'unverified'), and exit 1 when any file was rejected",
+    )
     _add_include_unaudited_option(build)
     build.set_defaults(handler=command_build)
 
@@ -486,7 +492,8 @@ def _add_regenerate_parser(commands: Any) -> None:
         help="the project's committed tables, in one go",
         description="Rebuild the committed leaderboard (csv and markdown) "
         f"from {DEFAULT_RESULTS}/ and remove the tables of datasets it no longer has; exit 1 "
-        "when a file was rejected (and remove nothing).",
+        "when a file was rejected (and remove nothing). Like build --strict, it rejects results "
+        "without their per-token log-probabilities.",
     )
     regen.add_argument(
         "--results",

@@ -33,6 +33,7 @@ from core.files import write_atomically  # noqa: E402
 REPORTED_COLOUR = "#9aa5b1"
 REPRODUCED_COLOUR = "#1f77b4"
 UNAUDITED_COLOUR = "#f5b971"
+UNVERIFIED_COLOUR = "#e8a0a8"
 
 
 def _save(figure: plt.Figure, out: str | Path) -> Path:
@@ -57,7 +58,12 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     """Bars of a ranked leaderboard (columns of :data:`table.COLUMNS`), best at the top.
     ``log``: logarithmic perplexity axis; by default when the largest figure is over 5 times
     the smallest (a unigram model beside AWD-LSTM)."""
-    from leaderboard.table import UNAUDITED, format_number
+    from leaderboard.table import UNAUDITED, UNVERIFIED, format_number
+
+    unranked = {
+        UNAUDITED: (UNAUDITED_COLOUR, "unaudited (measured here, not ranked)"),
+        UNVERIFIED: (UNVERIFIED_COLOUR, "unverified (no per-token log-probabilities, not ranked)"),
+    }
 
     rows = frame[frame["test_ppl"].notna() | frame["valid_ppl"].notna()].copy()
     if rows.empty:
@@ -70,7 +76,7 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
     height = max(2.5, 0.32 * len(rows) + 1.2)
     figure, axis = plt.subplots(figsize=(9, height))
     positions = np.arange(len(rows))[::-1]
-    colour_of_kind = {"reported": REPORTED_COLOUR, UNAUDITED: UNAUDITED_COLOUR}
+    colour_of_kind = {"reported": REPORTED_COLOUR, **{kind: colour for kind, (colour, _) in unranked.items()}}
     colours = [colour_of_kind.get(kind, REPRODUCED_COLOUR) for kind in rows["kind"]]
     hatches = ["//" if which == "valid" else "" for which in rows["which"]]
     left = values.min() / 1.5 if log else 0
@@ -108,9 +114,9 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
         Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="measured here (baselines, user models)"),
         Patch(facecolor=REPORTED_COLOUR, edgecolor="black", label="reported (published)"),
     ]
-    if (rows["kind"] == UNAUDITED).any():
-        label = "unaudited (measured here, not ranked)"
-        handles.append(Patch(facecolor=UNAUDITED_COLOUR, edgecolor="black", label=label))
+    for kind, (colour, label) in unranked.items():
+        if (rows["kind"] == kind).any():
+            handles.append(Patch(facecolor=colour, edgecolor="black", label=label))
     if (rows["which"] == "valid").any():
         handles.append(
             Patch(facecolor="white", edgecolor="black", hatch="//", label="valid figure (no test figure)")

@@ -26,7 +26,8 @@ from core.result_schema import MAX_LOG_PROB, InvalidResultRecord, NotAResultReco
 from harness.results import token_log_probs_name
 from leaderboard.clean_subset import CleanFigures, attach_reports, is_report
 
-#: Relative tolerance between a result's nll and the mean of its per-token log-probabilities.
+#: Relative tolerance between a result's nll (and perplexity) and the mean NLL (and its exp) of
+#: its per-token log-probabilities.
 TOKEN_LOG_PROBS_RTOL = 1e-9
 
 #: How deeply a result's JSON may nest: a harness result nests a few levels, and one nested about
@@ -35,6 +36,17 @@ MAX_NESTING = 32
 
 #: Splits that go on a leaderboard; results for other splits (train) are skipped with a note.
 TABLE_SPLITS = ("valid", "test")
+
+#: The tokens of each benchmark split on a leaderboard, as ``harness eval`` counts them (the
+#: whitespace tokens of every line and one ``<eos>`` per line): Table 1 of Merity et al. 2016,
+#: which the harness's tests check on the PTB and WikiText-2 release files. WikiText-103's valid
+#: and test splits are WikiText-2's articles under a larger vocabulary: the same counts. A result
+#: ranked under a benchmark's name must have scored its whole split.
+SPLIT_TOKENS: dict[str, dict[str, int]] = {
+    "ptb": {"valid": 73_760, "test": 82_430},
+    "wikitext-2": {"valid": 217_646, "test": 245_569},
+    "wikitext-103": {"valid": 217_646, "test": 245_569},
+}
 
 
 class ResultError(Exception):
@@ -52,6 +64,9 @@ class Result:
 
     path: Path
     record: ResultRecord
+    #: Whether :func:`collect` recomputed its figures from its per-token log-probability file
+    #: (:func:`verify_figures`); False when that file is missing: an *unverified* result.
+    verified: bool = False
 
     @property
     def split(self) -> str:
@@ -165,6 +180,7 @@ class Collection:
     rejected: list[str]  # one-line messages, each naming the file
     notes: list[str]  # files skipped for a benign reason (e.g. a train-split result)
     unaudited: list[str] = dataclasses.field(default_factory=list)  # kept out, one line each
+    unverified: list[str] = dataclasses.field(default_factory=list)  # shown unranked, one line each
     #: The contamination reports that fit a result in ``results``, by the result's path.
     contamination: dict[Path, CleanFigures] = dataclasses.field(default_factory=dict)
 
@@ -198,12 +214,34 @@ def _release_mismatch(result: Result) -> str | None:
     return None
 
 
-def check_token_log_probs(result: Result) -> None:
-    """When the result's per-token log-probability file is present, check that ``tokens``,
-    ``nll`` and ``perplexity`` agree with it; :class:`ResultError` naming the file otherwise."""
+def _split_size_mismatch(result: Result) -> str | None:
+    """Why a result under a benchmark's name cannot be ranked under it: its ``tokens`` are not
+    the split's (:data:`SPLIT_TOKENS`), so it did not score the whole split; None when they are,
+    or the split's size is not known."""
+    name, split = result.record.dataset, result.split
+    expected = SPLIT_TOKENS.get(name, {}).get(split)
+    if expected is None or result.record.tokens == expected:
+        return None
+    return (
+        f"tokens {result.record.tokens:,} is not the {name} {split} split's {expected:,}: "
+        f"not ranked under the name {name}"
+    )
+
+
+def verify_figures(result: Result, require_token_log_probs: bool) -> Result:
+    """``result``, verified: its ``tokens``, ``nll`` and ``perplexity`` recomputed from its
+    per-token log-probability file must agree with what it states (:class:`ResultError` naming
+    the file otherwise). Without that file it comes back unverified, or, when
+    ``require_token_log_probs``, :class:`ResultError` says where it was looked for."""
     path = find_token_log_probs(result)
-    if path is not None:
-        _read_token_log_probs(result, path)
+    if path is None:
+        if require_token_log_probs:
+            raise ResultError(
+                f"{missing_token_log_probs(result)}; its figures cannot be verified without them"
+            )
+        return result
+    _read_token_log_probs(result, path)
+    return dataclasses.replace(result, verified=True)
 
 
 def _reject_minorities(results: list[Result], group: str, field: str, rejected: list[str]) -> list[Result]:
@@ -274,7 +312,9 @@ def _not_results_note(skipped: list[tuple[Path, NotAResult]]) -> list[str]:
     ]
 
 
-def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Collection:
+def collect(
+    paths: Iterable[str | Path], include_unaudited: bool = False, require_token_log_probs: bool = False
+) -> Collection:
     """Every result file under ``paths`` (directories searched recursively for ``*.json``; files
     named that are not ``*.json`` are noted and skipped; a file found twice is read once),
     validated; incompatible files are rejected by name, never merged (JSON objects that are not
@@ -285,16 +325,20 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
     - unreadable, non-JSON, missing keys, wrong types, unsupported ``schema_version``, figures
       that contradict each other or the audit records;
     - ``tokens``, ``nll`` or ``perplexity`` that disagree with the per-token log-probability
-      file, when it is present;
+      file (:func:`verify_figures`), and, when ``require_token_log_probs``, a result without
+      that file;
     - a benchmark split whose ``dataset_sha256`` is not the release's (or, for a benchmark whose
-      release checksums the harness does not know, one that was not verified);
+      release checksums the harness does not know, one that was not verified), or whose
+      ``tokens`` are not the split's (:data:`SPLIT_TOKENS`);
     - within one dataset, a ``vocab_sha256`` that differs from the one most results share, and
       within one dataset split, a ``dataset_sha256`` that differs likewise.
 
     Results that do not show both audits passed are kept out (named in ``unaudited``) unless
-    ``include_unaudited``. Contamination reports among the files are matched to the results they
-    name (:func:`leaderboard.clean_subset.attach_reports`): those that fit go to
-    ``contamination``, the others are rejected or noted by name.
+    ``include_unaudited``. Results without their per-token file are kept unverified
+    (:attr:`Result.verified`, named in ``unverified``) unless ``require_token_log_probs``.
+    Contamination reports among the files are matched to the results they name
+    (:func:`leaderboard.clean_subset.attach_reports`): those that fit go to ``contamination``,
+    the others are rejected or noted by name.
     """
     files, notes = _input_files(paths)
     results, rejected, unaudited = [], [], []
@@ -308,7 +352,7 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
                 continue
             result = validate(data, file)
             if result.split in TABLE_SPLITS:
-                check_token_log_probs(result)
+                result = verify_figures(result, require_token_log_probs)
         except NotAResult as error:  # e.g. a gate-analysis JSON beside the results: skipped
             if named:
                 notes.append(f"{error}; skipped")
@@ -321,7 +365,7 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
         if result.split not in TABLE_SPLITS:
             notes.append(f"{file}: a {result.split}-split result; only valid and test are tabulated")
             continue
-        mismatch = _release_mismatch(result)
+        mismatch = _release_mismatch(result) or _split_size_mismatch(result)
         if mismatch is not None:
             rejected.append(f"{file}: {mismatch}; skipped")
             continue
@@ -335,10 +379,16 @@ def collect(paths: Iterable[str | Path], include_unaudited: bool = False) -> Col
     results = _reject_minorities(results, "dataset", "vocab_sha256", rejected)
     results = _reject_minorities(results, "dataset/split", "dataset_sha256", rejected)
     results.sort(key=lambda r: str(r.path))
+    unverified = [
+        f"{missing_token_log_probs(result)}; its figures cannot be verified without them: shown "
+        "unranked, kind 'unverified' (--strict refuses it)"
+        for result in results
+        if not result.verified
+    ]
     attached = attach_reports(reports, results)
     notes += _not_results_note(found_not_results)
     return Collection(
-        results, rejected + attached.rejected, notes + attached.notes, unaudited, attached.figures
+        results, rejected + attached.rejected, notes + attached.notes, unaudited, unverified, attached.figures
     )
 
 
@@ -359,21 +409,27 @@ def find_token_log_probs(result: Result) -> Path | None:
     return next((candidate for candidate in candidates if candidate.is_file()), None)
 
 
-def token_log_probs_path(result: Result) -> Path:
-    """:func:`find_token_log_probs`, or :class:`ResultError` saying where it looked."""
-    path = find_token_log_probs(result)
-    if path is not None:
-        return path
+def missing_token_log_probs(result: Result) -> str:
+    """The line that says :func:`find_token_log_probs` found no per-token log-probability file
+    for ``result``: the result's name, and where the file was looked for."""
     recorded = result.record.token_log_probs_file
     if not recorded:
-        raise ResultError(
+        return (
             f"{result.path}: no token_log_probs_file recorded and no "
             f"{token_log_probs_name(result.path.name)} beside it (rerun harness eval "
             "with --output-dir or --save-token-logprobs)"
         )
-    raise ResultError(
+    return (
         f"{result.path}: token log-probabilities {recorded} not found (also looked in {result.path.parent})"
     )
+
+
+def token_log_probs_path(result: Result) -> Path:
+    """:func:`find_token_log_probs`, or :class:`ResultError` saying where it looked."""
+    path = find_token_log_probs(result)
+    if path is None:
+        raise ResultError(missing_token_log_probs(result))
+    return path
 
 
 def load_token_log_probs(result: Result) -> np.ndarray:
@@ -382,7 +438,18 @@ def load_token_log_probs(result: Result) -> np.ndarray:
     return _read_token_log_probs(result, token_log_probs_path(result))
 
 
+def _perplexity(mean_nll: float) -> float:
+    """``exp(mean_nll)``; infinite past the largest float."""
+    try:
+        return math.exp(mean_nll)
+    except OverflowError:
+        return math.inf
+
+
 def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
+    """The per-token log-probabilities in ``path``, refused (:class:`ResultError` naming the file)
+    unless they are finite, at most :data:`MAX_LOG_PROB`, as many as ``result``'s ``tokens``, and
+    their mean NLL and its perplexity are ``result``'s ``nll`` and ``perplexity``."""
     try:
         values = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as error:
@@ -401,10 +468,14 @@ def _read_token_log_probs(result: Result, path: Path) -> np.ndarray:
     if not np.all(np.isfinite(values)) or np.any(values > MAX_LOG_PROB):
         raise ResultError(f"{path}: log-probabilities must be finite and at most {MAX_LOG_PROB:g}")
     mean_nll = -float(values.mean())
-    if not math.isclose(mean_nll, float(result.record.nll), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12):
+    perplexity = _perplexity(mean_nll)
+    if not (
+        math.isclose(mean_nll, float(result.record.nll), rel_tol=TOKEN_LOG_PROBS_RTOL, abs_tol=1e-12)
+        and math.isclose(perplexity, result.perplexity, rel_tol=TOKEN_LOG_PROBS_RTOL)
+    ):
         raise ResultError(
-            f"{path}: mean NLL {mean_nll:.9g} (perplexity {math.exp(mean_nll):.6g}) "
+            f"{path}: mean NLL {mean_nll:.9g} (perplexity {perplexity:.9g}) "
             f"does not match the result's nll {float(result.record.nll):.9g} (perplexity "
-            f"{result.perplexity:.6g}) in {result.path.name}: stale, foreign or edited"
+            f"{result.perplexity:.9g}) in {result.path.name}: stale, foreign or edited"
         )
     return values

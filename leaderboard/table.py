@@ -7,11 +7,13 @@ figure, from ``reported.csv``), ``reproduced baseline`` (one of our result files
 toolkit's own models: the ``baselines`` plugins and the reference unigram), ``user model`` (one
 of our result files for any other plugin), ``subword`` (one of our result files for a subword
 model scored through its attribution to the word-level tokens, e.g. the ``hf`` plugin: same
-tokens and protocol, but the probability audit does not apply), or ``unaudited`` (one of our
-result files that does not show the audits that apply to it passed, shown only when asked for).
+tokens and protocol, but the probability audit does not apply), ``unaudited`` (one of our
+result files that does not show the audits that apply to it passed, shown only when asked for),
+or ``unverified`` (one of our result files without its per-token log-probabilities, so that its
+figures could not be recomputed: :attr:`records.Result.verified`).
 Word-level rows are ranked by test perplexity (ties share a rank); subword rows come after them,
 ranked among themselves; rows without a test figure come after their section, unranked, ordered
-by valid perplexity; unaudited rows come last, never ranked.
+by valid perplexity; unaudited and unverified rows come last, never ranked.
 
 A table gains two columns per split after ``test_ppl`` when one of its rows carries a
 contamination report of that split (:mod:`leaderboard.clean_subset`): ``clean_test_ppl``, the
@@ -92,10 +94,15 @@ BASELINE = "reproduced baseline"
 USER_MODEL = "user model"
 #: ``kind`` of a result that does not show both audits passed, whoever's model it is.
 UNAUDITED = "unaudited"
+#: ``kind`` of a result whose figures could not be recomputed from its per-token log-probabilities
+#: (the file is missing), whoever's model it is.
+UNVERIFIED = "unverified"
 #: ``kind`` of a result of a subword model (its own section, ranked separately).
 SUBWORD = "subword"
 #: Every ``kind``, in the order ``build`` counts them.
-KINDS = (BASELINE, USER_MODEL, SUBWORD, REPORTED, UNAUDITED)
+KINDS = (BASELINE, USER_MODEL, SUBWORD, REPORTED, UNAUDITED, UNVERIFIED)
+#: The kinds of rows that are shown but never ranked, after every ranked row.
+UNRANKED_KINDS = (UNAUDITED, UNVERIFIED)
 
 
 def is_baseline(model: str) -> bool:
@@ -268,6 +275,11 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
     gaps = list(dict.fromkeys(reason for r in run.results for reason in r.unaudited_reasons))
     if gaps:
         notes.append(f"unaudited: {', '.join(gaps)}")
+    unverified = [r.split for r in run.results if not r.verified]
+    if unverified:
+        notes.append(
+            f"unverified: {'/'.join(unverified)} figures not recomputed (no per-token log-probabilities)"
+        )
     if record.model_args:
         notes.append(f"args {_args_text(record.model_args)}")
     if record.checkpoint:
@@ -286,7 +298,7 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
         "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
         "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
-        "kind": _kind(first, gaps),
+        "kind": _kind(first, gaps, unverified),
         "source": " + ".join(_relative(r.path, roots) for r in run.results),
         "hardware": record.device or "",
         "date": dates[-1] if dates else "",
@@ -297,10 +309,13 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
     }
 
 
-def _kind(result: Result, gaps: list[str]) -> str:
-    """The ``kind`` of a result's row (see the module docstring); ``gaps``: its unaudited reasons."""
+def _kind(result: Result, gaps: list[str], unverified: list[str]) -> str:
+    """The ``kind`` of a result's row (see the module docstring); ``gaps``: its unaudited reasons,
+    ``unverified``: the splits of its row whose figures were not recomputed."""
     if gaps:
         return UNAUDITED
+    if unverified:
+        return UNVERIFIED
     if result.record.scoring == "subword":
         return SUBWORD
     return BASELINE if is_baseline(result.record.model) else USER_MODEL
@@ -339,11 +354,12 @@ def _disambiguate(rows: list[dict]) -> None:
 
 
 def rank(frame: pd.DataFrame) -> pd.DataFrame:
-    """Sort into sections (word-level rows, then subword rows, then unaudited rows), each by test
-    perplexity (rows without one after, by valid perplexity), and number the rows with a test
-    figure 1, 2, ... within the word-level and within the subword section (equal figures share
-    a rank); unaudited rows get none."""
-    section = frame["kind"].map({SUBWORD: 1, UNAUDITED: 2}).fillna(0).astype(int).rename("_section")
+    """Sort into sections (word-level rows, then subword rows, then unaudited and unverified rows),
+    each by test perplexity (rows without one after, by valid perplexity), and number the rows
+    with a test figure 1, 2, ... within the word-level and within the subword section (equal
+    figures share a rank); unaudited and unverified rows get none."""
+    sections = {SUBWORD: 1, **{kind: 2 for kind in UNRANKED_KINDS}}
+    section = frame["kind"].map(sections).fillna(0).astype(int).rename("_section")
     frame = (
         frame.join(section)
         .sort_values(
@@ -468,7 +484,7 @@ def to_html(frame: pd.DataFrame, title: str) -> str:
         "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced-baseline{background:#eef6ff}"
         "tr.user-model{background:#effaef}"
-        "tr.unaudited{background:#fff3e0;font-style:italic}</style>"
+        "tr.unaudited,tr.unverified{background:#fff3e0;font-style:italic}</style>"
         f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
         f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n"
     )

@@ -76,7 +76,8 @@ def test_streams_are_contiguous_pieces_of_the_split_in_order(
     dataset = load_dataset(str(corpus))
     ids = dataset.tokens("test").ids
     model = Recorder(len(dataset.vocab))
-    result = _evaluate(model, dataset, batch_size=batch_size, bptt=bptt)
+    # The causality audit's pass, which comes before or after, shows it substituted tokens.
+    result = _evaluate(model, dataset, batch_size=batch_size, bptt=bptt, causality_points=0)
     targets = np.concatenate([t for _, t in model.streams if t])
     inputs = np.concatenate([i for i, _ in model.streams if i])
     np.testing.assert_array_equal(targets, ids)

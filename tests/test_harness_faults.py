@@ -26,7 +26,7 @@ from core.files import DatasetError
 from harness import datasets
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
-from harness.evaluate import causality_audit
+from harness.evaluate import evaluate
 from harness.plugin import Chunk, ChunkScores, PluginError
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -427,14 +427,21 @@ def test_a_model_that_raises_is_named_with_the_position_before_its_traceback(
     assert re.search(place, capsys.readouterr().err, re.MULTILINE)
 
 
-def test_a_model_that_raises_in_the_causality_audit_is_named_with_the_position(
+def test_a_model_that_raises_in_either_pass_is_named_with_the_position(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, corpus: Path
 ) -> None:
     name = _plugin(tmp_path, monkeypatch, "raising_in_audit", FAIL_SCORE="raise KeyError(7)")
-    with pytest.raises(KeyError):
-        harness_main(["eval", name, "--dataset", str(corpus)])
-    error = capsys.readouterr().err
-    assert "raising_in_audit" in error and "score() in the causality audit, on tokens " in error
+    passes = set()
+    for _ in range(12):  # the pass that comes first is drawn afresh each time
+        with pytest.raises(KeyError):
+            harness_main(["eval", name, "--dataset", str(corpus)])
+        error = capsys.readouterr().err
+        found = re.search(
+            r"raising_in_audit toy/test: score\(\) on tokens 0\.\.24( in the causality audit)? raised", error
+        )
+        assert found, error
+        passes.add(found.group(1))
+    assert passes == {None, " in the causality audit"}
 
 
 #: Options that skip the audits, which the models of :data:`PLUGIN_SOURCE` do not pass.
@@ -541,32 +548,17 @@ class _ConstantScores:
         return ChunkScores(np.full(chunk.targets.shape, -1.0), rows)
 
 
-class _ReadsTargetsOnly(_ConstantScores):
-    """Normalised, target-independent distributions (uniform), but target scores that read the
-    target: log 0.9 for whatever it is given."""
-
-    def score(self, chunk: Chunk) -> ChunkScores:
-        wanted = chunk.distribution_mask
-        rows = (
-            None
-            if wanted is None
-            else np.full((int(wanted.sum()), self.vocab_size), -np.log(self.vocab_size))
-        )
-        return ChunkScores(np.full(chunk.targets.shape, np.log(0.9)), rows)
-
-
-def _causality_audit(model, corpus: Path, **options):
-    dataset = load_dataset(str(corpus))
-    return causality_audit(
+def _causality_audit(model, dataset_name: str, **options):
+    dataset = load_dataset(dataset_name)
+    return evaluate(
         model,
         dataset.tokens("test").ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        bptt=100,
-        points=4,
+        audit_positions=0,
         name="m",
-        **options,
-    )
+        **{"causality_seed": 1, **options},
+    ).causality
 
 
 def test_the_causality_audit_shows_progress_from_its_first_call(
@@ -575,39 +567,20 @@ def test_the_causality_audit_shows_progress_from_its_first_call(
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     model = _ConstantScores(len(load_dataset(str(corpus)).vocab), give_distributions=False)
-    with pytest.raises(PluginError):
-        _causality_audit(model, corpus)
+    _causality_audit(model, str(corpus), causality_seed=1)  # seed 1: the audit pass runs first
     assert "m causality audit" in (model.stderr_at_first_call or ""), model.stderr_at_first_call
-    assert "0/16" in (model.stderr_at_first_call or "")
 
 
-@pytest.mark.parametrize(
-    "model, reason",
-    [
-        (
-            lambda v: _ConstantScores(v, give_distributions=False),
-            r"> 1: it reads the token it predicts, or its scores are not normalised \(it gives no full "
-            r"distributions, so the audit cannot tell which\)$",
-        ),
-        (
-            lambda v: _ConstantScores(v, give_distributions=True),
-            r"> 1: its scores are not normalised: its distribution at token \d+ sums to [\d.]+, not 1, "
-            r"and gives each value the score it got in its own run \(so it does not read the token it "
-            r"predicts\)$",
-        ),
-        (
-            lambda v: _ReadsTargetsOnly(v, give_distributions=True),
-            r"> 1: it reads the token it predicts: the values' scores differ from its distribution at "
-            r"token \d+, which sums to 1",
-        ),
-    ],
-)
-def test_the_causality_audit_tells_leakage_from_a_lack_of_normalisation(
-    corpus: Path, model, reason: str
-) -> None:
-    with pytest.raises(PluginError, match=r"^m: causality audit failed at token \d+: .*" + reason) as error:
-        _causality_audit(model(len(load_dataset(str(corpus)).vocab)), corpus)
-    assert "\n" not in str(error.value)
+def test_the_causality_audit_tells_no_more_than_the_evidence_shows() -> None:
+    """Scores of -1 for every token (0.37 each, 3,679 in all over PTB's vocabulary) with no full
+    distributions to check: unnormalised, or reading the target; the audit cannot tell which."""
+    model = _ConstantScores(10_000, give_distributions=False)
+    with pytest.raises(PluginError, match=r"^m: causality audit failed: .* sum to [\d.]+ times") as error:
+        _causality_audit(model, "ptb")
+    assert str(error.value).endswith(
+        "it reads the token it predicts, or its scores are not normalised (it gives no full "
+        "distributions, so the audit cannot tell which)"
+    )
 
 
 # ---- first contact ------------------------------------------------------------------------------------

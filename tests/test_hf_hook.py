@@ -75,4 +75,4 @@ def test_metadata_that_is_not_a_dict_is_a_one_line_error(corpus, plugin, capsys)
         == 2
     )
     err = capsys.readouterr().err.strip()
-    assert err == f"error: {plugin}: result_metadata() returned list, not a dict"
+    assert err == f"error: {plugin} {corpus.name}/test: result_metadata() returned list, not a dict"

@@ -18,6 +18,8 @@ from leaderboard.records import ResultError, collect, load_result, load_token_lo
 from leaderboard.table import COLUMNS, build_tables, load_reported
 
 PTB_VOCAB = "5398e3c52166790aae82ce03ceccccb6097d99ea25eea6045ff857418faad3ac"
+#: PTB's valid and test tokens (Table 1 of Merity et al. 2016): a ptb result scores a whole split.
+PTB_TOKENS = {"valid": 73_760, "test": 82_430}
 
 
 def ptb_sha(split: str) -> str:
@@ -33,12 +35,13 @@ def make_result(
     split: str = "test",
     model: str = "my.model",
     dataset: str = "ptb",
-    tokens: int = 1000,
+    tokens: int | None = None,
     logprobs: bool = True,
     **overrides,
 ) -> Path:
     """A result file as ``harness eval --output-dir`` writes it (both audits passed), with
-    per-token log-probs whose mean NLL is exactly log(ppl)."""
+    per-token log-probs whose mean NLL is exactly log(ppl); ``tokens`` by default the whole
+    split's for ptb (:data:`PTB_TOKENS`), 1,000 for other datasets."""
     directory.mkdir(parents=True, exist_ok=True)
     record = {
         "schema_version": 2,
@@ -54,7 +57,7 @@ def make_result(
         "vocab_size": 10000,
         "vocab_sha256": PTB_VOCAB if dataset == "ptb" else "v" * 64,
         "oov_tokens": 0,
-        "tokens": tokens,
+        "tokens": tokens if tokens is not None else PTB_TOKENS[split] if dataset == "ptb" else 1000,
         "nll": math.log(ppl),
         "perplexity": ppl,
         "bits_per_token": math.log2(ppl),
@@ -212,7 +215,7 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
 @pytest.mark.parametrize(
     "overrides, reason",
     [
-        ({"schema_version": 3}, "schema_version 3 is not supported"),
+        ({"schema_version": 4}, "schema_version 4 is not supported"),
         ({"perplexity": 99.0}, "is not exp(nll"),
         ({"tokens": "many"}, "tokens must be int"),
         ({"protocol": {"batch_size": 1}}, "protocol.bptt"),
@@ -392,7 +395,7 @@ def test_token_log_probs_are_found_beside_a_moved_result(tmp_path: Path) -> None
     record["token_log_probs_file"] = "/somewhere/else/m.test.logprobs.npy"  # absolute, now stale
     path.write_text(json.dumps(record))
     values = load_token_log_probs(load_result(path))
-    assert len(values) == 1000
+    assert len(values) == PTB_TOKENS["test"]
     (tmp_path / "old" / "m.test.logprobs.npy").unlink()
     with pytest.raises(ResultError, match="not found"):
         load_token_log_probs(load_result(path))
@@ -415,8 +418,8 @@ def test_token_log_probs_a_rounding_above_zero_are_read_as_the_harness_wrote_the
 ) -> None:
     """A mixture model (the pointer) may round a near-certain token's log-probability to just
     above 0; the harness accepts up to ``MAX_LOG_PROB`` and the leaderboard reads the same."""
-    path = make_result(tmp_path / "results", "m.test", ppl=100.0, tokens=1000)
-    values = np.full(1000, -math.log(100.0))
+    path = make_result(tmp_path / "results", "m.test", ppl=100.0)
+    values = np.full(PTB_TOKENS["test"], -math.log(100.0))
     values[1] -= largest - values[0]  # the mean NLL unchanged
     values[0] = largest
     np.save(path.with_suffix(".logprobs.npy"), values)
@@ -474,10 +477,11 @@ def test_the_package_docstring_names_every_kind_and_figure() -> None:
 
 def test_the_committed_results_are_all_read(capsys: pytest.CaptureFixture) -> None:
     """Every result file in results/ (schema 1 ones included, as unaudited) is accepted: its
-    figures agree with each other and with its per-token log-probabilities."""
+    figures agree with each other and with its per-token log-probabilities, which are all there."""
     results = Path(__file__).resolve().parent.parent / "results"
-    collection = collect([results], include_unaudited=True)
+    collection = collect([results], include_unaudited=True, require_token_log_probs=True)
     assert collection.rejected == [] and len(collection.results) >= 16
+    assert all(result.verified for result in collection.results)
     audited = collect([results])
     assert {r.path for r in audited.results} == {
         r.path for r in collection.results if not r.unaudited_reasons

@@ -56,17 +56,17 @@ def test_bars_from_results_and_from_a_table(tmp_path: Path) -> None:
     assert_png(tmp_path / "b.png")
 
 
-def test_unaudited_bars_look_different_and_have_a_legend_entry(
+def test_unaudited_and_unverified_bars_look_different_and_have_a_legend_entry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     figures = []
     monkeypatch.setattr(plots, "_save", lambda figure, out: figures.append(figure) or Path(out))
     frame = pd.DataFrame(
         {
-            "model": ["mine", "theirs", "unchecked"],
-            "valid_ppl": [None, None, None],
-            "test_ppl": [90.0, 100.0, 80.0],
-            "kind": ["user model", "reported", "unaudited"],
+            "model": ["mine", "theirs", "unchecked", "no log-probs"],
+            "valid_ppl": [None, None, None, None],
+            "test_ppl": [90.0, 100.0, 80.0, 1.5],
+            "kind": ["user model", "reported", "unaudited", "unverified"],
         }
     )
     plots.plot_bars(frame, "ptb leaderboard", tmp_path / "bars.png")
@@ -74,9 +74,10 @@ def test_unaudited_bars_look_different_and_have_a_legend_entry(
     colours = {
         label.get_text(): bar.get_facecolor() for label, bar in zip(axis.get_yticklabels(), axis.patches)
     }
-    assert len(set(colours.values())) == 3  # measured here, reported, unaudited
+    assert len(set(colours.values())) == 4  # measured here, reported, unaudited, unverified
     legend = [text.get_text() for text in axis.get_legend().get_texts()]
     assert "unaudited (measured here, not ranked)" in legend
+    assert "unverified (no per-token log-probabilities, not ranked)" in legend
 
 
 def test_a_table_with_a_rank_that_is_no_whole_number_is_one_line(

@@ -139,10 +139,25 @@ def test_a_file_that_is_no_result_is_told_apart() -> None:
             "missing keys model, model_args, checkpoint, dataset, split, dataset_sha256, "
             "vocab_size, vocab_sha256, tokens, nll, perplexity, protocol",
         ),
-        (written_record(schema_version=3), "schema_version 3 is not supported (this leaderboard reads 1, 2)"),
+        (
+            written_record(schema_version=4),
+            "schema_version 4 is not supported (this leaderboard reads 1, 2, 3)",
+        ),
         (written_record(tokens=True), "tokens must be int, got True"),
         (written_record(checkpoint=5), "checkpoint must be str or null, got 5"),
         (written_record(protocol={"batch_size": 1}), "protocol.bptt missing or not an integer"),
+        (
+            written_record(protocol={"batch_size": False, "bptt": 100}),
+            "protocol.batch_size missing or not an integer",
+        ),
+        (
+            written_record(protocol={"batch_size": 0, "bptt": 100}),
+            "protocol.batch_size must be a positive integer, got 0",
+        ),
+        (
+            written_record(protocol={"batch_size": 1, "bptt": -1}),
+            "protocol.bptt must be a positive integer, got -1",
+        ),
         (written_record(audited="yes"), "audited missing or not a bool"),
         (
             written_record(audited=False),
@@ -157,6 +172,11 @@ def test_a_file_that_is_no_result_is_told_apart() -> None:
         (written_record(bits_per_token=1.0), "bits_per_token 1.0 is not nll / ln 2 (file edited by hand?)"),
         (written_record(num_parameters=-1), "num_parameters must be a non-negative integer or null"),
         (written_record(created=12345), "created must be str or null, got 12345"),
+        (
+            written_record(created="2026-11-31T10:00:00+00:00"),
+            "created '2026-11-31T10:00:00+00:00' is not a date and time "
+            "(ISO 8601, as harness eval writes it)",
+        ),
         (written_record(git_commit=5), "git_commit must be str or null, got 5"),
         (written_record(token_log_probs_file=5), "token_log_probs_file must be str or null, got 5"),
         (written_record(device=["cpu"]), "device must be str or null, got ['cpu']"),

@@ -41,8 +41,9 @@ Scoring is precomputed per stream: on the first chunk after ``reset``, the plugi
 (test, valid, then train up to :data:`TRAIN_SEARCH_BYTES`) whose streams begin with the tokens fed
 so far and scores each whole stream once; chunks are then served from it while they match, and
 the search is repeated with all the tokens fed when they stop matching (two splits can share
-their first chunk). Streams that match no split (the causality audit's stretches) are scored
-from the tokens fed so far ("live"), at most :data:`LIVE_LIMIT` tokens.
+their first chunk). Streams that match no split (the causality audit's pass, from its first
+substituted token on) are scored from the tokens fed so far ("live"), at most :data:`LIVE_LIMIT`
+tokens: the audit of a longer split fails, and such a split is scored with the audit off.
 """
 
 from __future__ import annotations
@@ -248,7 +249,10 @@ class HFCausalLM:
                     raise PluginError(
                         f"hf: a stream of {end} tokens that is no split of the dataset (test, "
                         f"valid, and train up to {TRAIN_SEARCH_BYTES >> 20} MiB are searched); "
-                        f"live scoring stops at {LIVE_LIMIT} tokens"
+                        f"live scoring stops at {LIVE_LIMIT} tokens: the causality audit's pass, "
+                        "with its substituted tokens, is such a stream beyond them, so score a "
+                        "split longer than that with --causality-audit 0 (the result is marked "
+                        "unaudited)"
                     )
                 scores = self.score_tokens(np.asarray(stream.fed))
             log_probs[row, : end - begin] = scores.word_log_probs[begin:end]
@@ -256,9 +260,9 @@ class HFCausalLM:
         return ChunkScores(log_probs, None)
 
     def result_metadata(self) -> dict[str, Any]:
-        """Subword-level figures of the longest pass scored since the last call (the
-        evaluation, not the causality audit's short stretches), and the settings."""
-        scored = max(self._passes, key=lambda p: p.words, default=_Pass())
+        """Subword-level figures of the last pass scored (the harness calls this right after the
+        evaluation's pass), and the settings."""
+        scored = self._passes[-1] if self._passes else _Pass()
         self._passes.clear()
         return {
             "scoring": "subword",
