@@ -2,7 +2,7 @@
 
 import sys
 
-from baselines.cli import main
+from core.startup import baselines
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(baselines())

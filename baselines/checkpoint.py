@@ -18,6 +18,7 @@ load against ``trained/SHA256SUMS``; ``trained/README.md`` says how each was tra
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
@@ -28,7 +29,7 @@ import torch
 
 from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 from core.benchmarks import user_cache_dir
-from core.files import file_sha256, parse_checksum_file, write_atomically, write_checksum_file
+from core.files import file_sha256, parse_checksum_file, waiting_lock, write_atomically, write_checksum_file
 from harness.datasets import Vocabulary
 from harness.plugin import PluginError
 
@@ -128,8 +129,9 @@ PACKAGED_PERPLEXITY = "valid_perplexity_float32"
 def package(source: Path, dataset_name: str, precision: str = "float16") -> Path:
     """Ship the model of checkpoint ``source`` as ``trained/DATASET/KIND.pt``: the model part
     only, its weights stored in ``precision`` (one of :data:`PRECISIONS`); ``trained/SHA256SUMS``
-    is updated. A source that is itself a package (e.g. one that ``baselines calibrate`` changed)
-    keeps its stored weights, and must have been packaged in ``precision``."""
+    is updated, one ``package`` at a time (another one running waits: :func:`_packaging_lock`). A
+    source that is itself a package (e.g. one that ``baselines calibrate`` changed) keeps its
+    stored weights, and must have been packaged in ``precision``."""
     payload = load(source)
     if payload["dataset"] != dataset_name:
         raise CheckpointError(f"checkpoint {source} was trained on {payload['dataset']}, not {dataset_name}")
@@ -150,11 +152,30 @@ def package(source: Path, dataset_name: str, precision: str = "float16") -> Path
     if "calibration" in payload:
         shipped["calibration"] = payload["calibration"]
     target = PACKAGED / dataset_name / f"{payload['kind']}.pt"
-    save(target, shipped)
+    with _packaging_lock():
+        save(target, shipped)
+        _record_packaged(target)
+    return target
+
+
+def _packaging_lock() -> contextlib.AbstractContextManager[None]:
+    """Held while a ``package`` writes a model and its ``SHA256SUMS`` entry: an ``flock`` on
+    ``.SHA256SUMS.lock`` beside the file, for which a second ``package`` (of this model or another,
+    in this process or another) waits, so that neither loses the other's entry (a read-modify-write)
+    and the entry is that of the model file last written."""
+    PACKAGED_SUMS.parent.mkdir(parents=True, exist_ok=True)
+    return waiting_lock(
+        PACKAGED_SUMS.with_name(f".{PACKAGED_SUMS.name}.lock"),
+        f"waiting for another `baselines package` to finish updating {PACKAGED_SUMS}",
+    )
+
+
+def _record_packaged(target: Path) -> None:
+    """Set the checksum of the packaged ``target`` in ``SHA256SUMS``, keeping the other entries (hold
+    :func:`_packaging_lock` around it)."""
     sums = _packaged_sums()
     sums[target.relative_to(PACKAGED).as_posix()] = file_sha256(target)
     write_checksum_file(PACKAGED_SUMS, sums)
-    return target
 
 
 def _stored_weights(

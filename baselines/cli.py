@@ -1,4 +1,5 @@
-"""``python -m baselines {train,tune,analyze,calibrate,package}`` (console script ``lm-baselines``)."""
+"""``python -m baselines {train,tune,analyze,calibrate,package,pack-run,unpack-run}`` (console
+script ``lm-baselines``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from baselines.training import (
     distributed,
     holding_run_dir,
 )
+from baselines.transfer import PIECE_BYTES, PRECISIONS, TransferError, pack_run, unpack_run
 from baselines.tuning import read_tuning_file, tune, tuning_path, tuning_record
 from core.cli import (
     ArgumentParser,
@@ -58,6 +60,7 @@ from core.files import (
     write_atomically,
 )
 from core.format import SPLITS
+from core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
 from harness.datasets import load_dataset
 from harness.plugin import ModelUnavailable, PluginError, parse_model_args
 
@@ -68,7 +71,15 @@ DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
 
 #: The error types of the baselines (and of the harness they use) whose message is a one-line
 #: user error.
-USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, TrainingError, DirectoryBusy)
+USER_ERRORS = (
+    DatasetError,
+    DeviceError,
+    PluginError,
+    ModelUnavailable,
+    TrainingError,
+    DirectoryBusy,
+    TransferError,
+)
 
 
 def _switch(value: str, device: str) -> bool:
@@ -139,8 +150,6 @@ def _session(args: argparse.Namespace, device: str) -> Session:
 def command_train(args: argparse.Namespace) -> int:
     if args.output_dir is not None:
         check_output_dir(args.output_dir, "--output-dir")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     overrides = parse_model_args(args.model_args)
     with distributed(resolve_device(args.device)) as device:
         dataset = load_dataset(args.dataset, data_dir=args.data_dir)
@@ -153,6 +162,7 @@ def command_train(args: argparse.Namespace) -> int:
             else check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), option)
         )
         with holding_run_dir(run_dir, option):
+            set_torch_threads(args.threads, torch)
             trainer = Trainer(options, _session(args, device), dataset, run_dir)
             resumed = trainer.resume()
             if args.init_from is not None and not resumed:
@@ -227,6 +237,7 @@ def command_tune(args: argparse.Namespace) -> int:
         output = check_output_file(tuning_path(path), "the tuning file", inputs=inputs)
         previous = read_tuning_file(output) or {}
     ids = dataset.tokens(args.split).ids
+    set_torch_threads(args.threads, torch)
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
     assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
     announce_checkpoint(ZoneoutLSTM.kind, path)
@@ -309,6 +320,7 @@ def command_analyze(args: argparse.Namespace) -> int:
     command = ["python", "-m", "baselines", "analyze", args.kind, "--dataset", dataset_argument(dataset)]
     trained = ZoneoutLSTM.kind if args.kind == "neural_cache" else args.kind
     path = resolve_checkpoint(trained, dataset, args.checkpoint, device=device, command=command)
+    set_torch_threads(args.threads, torch)
     if args.kind == "neural_cache":
         window = DEFAULT_WINDOW if args.window is None else args.window
         module = cache_from_checkpoint(
@@ -352,6 +364,7 @@ def command_calibrate(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     check_not_an_input(output, "--output", [args.checkpoint, *dataset.files()])
+    set_torch_threads(args.threads, torch)
     pointer, payload = checkpoints.load_model(args.checkpoint, dataset.vocab, kind=PointerSentinelLSTM.kind)
     assert isinstance(pointer, PointerSentinelLSTM)  # load_model checked the kind
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
@@ -393,12 +406,37 @@ def command_package(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_pack_run(args: argparse.Namespace) -> int:
+    manifest = pack_run(
+        args.run_dir, args.destination, args.name or args.run_dir.name, args.precision, args.piece_bytes
+    )
+    pieces = json.loads(manifest.read_text(encoding="utf-8"))["pieces"]
+    total = sum(piece["bytes"] for piece in pieces)
+    print(
+        f"wrote {manifest} and {len(pieces)} piece(s), {total / 1e6:.1f} MB in all ({args.precision}); "
+        f"rebuild with: python -m baselines unpack-run {shlex.quote(str(manifest))} RUN_DIR",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def command_unpack_run(args: argparse.Namespace) -> int:
+    unpack_run(args.manifest, args.run_dir)
+    print(f"rebuilt {args.run_dir}; every piece matched its SHA-256", file=sys.stderr)
+    return 0
+
+
 #: ``--device`` of every command.
 DEVICE_HELP = "cpu, cuda, cuda:1, ... (default: auto, a GPU when there is one)"
 CHECKPOINT_HELP = (
     "the checkpoint to use, e.g. the best.pt of a `baselines train` run (default: the packaged {kind} "
     "of the dataset; a run of one's own is used only when named)"
 )
+
+
+def _add_threads_option(parser: argparse.ArgumentParser) -> None:
+    """``--threads N|auto`` of the commands that run a model."""
+    parser.add_argument("--threads", type=thread_request, default=AUTO, metavar="N|auto", help=THREADS_HELP)
 
 
 def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
@@ -459,7 +497,7 @@ def _add_train_parser(commands: Any) -> None:
 def _add_session_options(train: argparse.ArgumentParser) -> None:
     """The options of ``train`` that set how this session runs, not what it trains: threads,
     mixed precision, compilation, the time and step limits, checkpoints within an epoch."""
-    train.add_argument("--threads", type=positive_int, help="torch CPU threads (default: torch's choice)")
+    _add_threads_option(train)
     train.add_argument(
         "--amp",
         choices=["auto", "on", "off"],
@@ -577,7 +615,10 @@ def _add_tune_parser(commands: Any) -> None:
     _add_dataset_options(tune_parser)
     tune_parser.add_argument("--checkpoint", help=CHECKPOINT_HELP.format(kind="zoneout LSTM"))
     tune_parser.add_argument(
-        "--split", choices=SPLITS, default="valid", help="the split tuned on (default: valid)"
+        "--split",
+        choices=("train", "valid"),
+        default="valid",
+        help="the split tuned on; never test, the exam itself (default: valid)",
     )
     tune_parser.add_argument(
         "--windows",
@@ -610,6 +651,7 @@ def _add_tune_parser(commands: Any) -> None:
         "--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)"
     )
     tune_parser.add_argument("--device", default="auto", help=DEVICE_HELP)
+    _add_threads_option(tune_parser)
     tune_parser.add_argument(
         "--output",
         metavar="FILE.json",
@@ -655,6 +697,7 @@ def _add_analyze_parser(commands: Any) -> None:
     )
     inspect.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)")
     inspect.add_argument("--device", default="auto", help=DEVICE_HELP)
+    _add_threads_option(inspect)
     inspect.set_defaults(handler=command_analyze)
 
 
@@ -674,7 +717,10 @@ def _add_calibrate_parser(commands: Any) -> None:
         "--output", required=True, metavar="FILE.pt", help="the calibrated checkpoint to write"
     )
     calibrate.add_argument(
-        "--split", choices=SPLITS, default="train", help="the text fitted on (default: train)"
+        "--split",
+        choices=("train", "valid"),
+        default="train",
+        help="the text fitted on; never test, which would tune the model on its own exam (default: train)",
     )
     calibrate.add_argument(
         "--max-tokens", type=positive_int, help="fit on the split's first N tokens (default: all)"
@@ -686,6 +732,7 @@ def _add_calibrate_parser(commands: Any) -> None:
         "--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)"
     )
     calibrate.add_argument("--device", default="auto", help=DEVICE_HELP)
+    _add_threads_option(calibrate)
     calibrate.set_defaults(handler=command_calibrate)
 
 
@@ -716,7 +763,40 @@ def build_parser() -> argparse.ArgumentParser:
         "(half the size) (default: %(default)s)",
     )
     ship.set_defaults(handler=command_package)
+    _add_transfer_parsers(commands)
     return parser
+
+
+def _add_transfer_parsers(commands: Any) -> None:
+    """``pack-run`` and ``unpack-run``: a run directory moved between machines in pieces."""
+    pack = commands.add_parser(
+        "pack-run",
+        help="write a run directory as checksummed pieces of bounded size, to move it to another "
+        "machine (e.g. back from a lent accelerator)",
+    )
+    pack.add_argument("run_dir", type=Path, help="a `baselines train` --output-dir")
+    pack.add_argument("destination", type=Path, help="where NAME.manifest.json and NAME.partNN go")
+    pack.add_argument("--name", help="the files' prefix (default: the run directory's name)")
+    pack.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="float32",
+        help="float32: lossless; float16: float32 tensors rounded (relative error < 2**-11), about "
+        "half the size (default: %(default)s)",
+    )
+    pack.add_argument(
+        "--piece-bytes",
+        type=positive_int,
+        default=PIECE_BYTES,
+        help="the largest piece (default: %(default)s, under 16 MiB)",
+    )
+    pack.set_defaults(handler=command_pack_run)
+    unpack = commands.add_parser(
+        "unpack-run", help="rebuild a run directory from `pack-run`'s pieces, checking each one"
+    )
+    unpack.add_argument("manifest", type=existing_file, help="NAME.manifest.json (its pieces beside it)")
+    unpack.add_argument("run_dir", type=Path, help="the run directory to write (holding no run yet)")
+    unpack.set_defaults(handler=command_unpack_run)
 
 
 def main(argv: list[str] | None = None) -> int:

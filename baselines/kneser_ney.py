@@ -110,7 +110,7 @@ class KneserNeyModel:
         order: N >= 1.
 
     Raises:
-        ValueError: ``order`` is below 1.
+        ValueError: ``order`` is below 1, or longer than the longest sentence (with ``<s>``).
     """
 
     def __init__(self, train_ids: np.ndarray, vocab_size: int, eos_id: int, order: int = 5) -> None:
@@ -122,6 +122,12 @@ class KneserNeyModel:
         self.start_id = vocab_size
         width = vocab_size + 1
         tokens, distance = _with_sentence_starts(np.asarray(train_ids, dtype=np.int64), eos_id, self.start_id)
+        longest = int(distance.max()) + 1  # tokens of the longest sentence, <s> included
+        if order > longest:
+            raise ValueError(
+                f"order {order}: the longest sentence of the training text is {longest} tokens with "
+                f"<s>, so no {order}-gram exists; at most {longest}"
+            )
         # ids[k][i]: id of the k-gram ending at position i (-1 where it would cross a sentence
         # start); keys/raw/representative: per distinct k-gram, its key, raw count and one
         # position where it ends.

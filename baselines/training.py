@@ -203,6 +203,35 @@ class Progress:
         return len(self.valid_history) + 1
 
 
+#: Bytes a float32 parameter costs in training: its value and its gradient.
+TRAINING_BYTES_PER_PARAMETER = 8
+
+
+def check_model_fits(kind: str, model_config: dict[str, Any], device: torch.device) -> None:
+    """Refuse, before any allocation, a model whose weights and gradients alone exceed the
+    device's memory (``--model-args hidden_size=100000`` would otherwise fail deep inside torch,
+    or swap for hours); the parameters are counted on the meta device, which holds no data."""
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in checkpoints.build_model(kind, model_config).parameters())
+    needed = parameters * TRAINING_BYTES_PER_PARAMETER
+    available = device_memory_bytes(device)
+    if available is not None and needed > available:
+        raise TrainingError(
+            f"a {kind} of {parameters:,} parameters needs {needed / 1e9:,.1f} GB for its weights and "
+            f"gradients alone; {device} has {available / 1e9:,.1f} GB: choose smaller --model-args sizes"
+        )
+
+
+def device_memory_bytes(device: torch.device) -> int | None:
+    """The memory of ``device``: the GPU's, or this machine's physical memory (None: unknown)."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def chunk_loss(output: Any, reduction: str) -> torch.Tensor:
     """The training loss of one chunk (a scalar) from a model's ``LMOutput``: the target NLL
     plus the auxiliary (pointer) loss at each of the ``[B, T]`` positions, summed over positions
@@ -294,6 +323,7 @@ class Trainer:
                 f"batch size {options.batch_size} is not divisible by the {self.world} processes"
             )
         self.device = torch.device(session.device)
+        check_model_fits(options.kind, options.model_config, self.device)
         torch.manual_seed(options.seed)
         self.model = checkpoints.build_model(options.kind, options.model_config).to(self.device)
         if session.compile:
@@ -458,9 +488,19 @@ class Trainer:
             checkpoints.save(self.run_dir / checkpoints.BEST, payload)
 
     def _log(self, record: dict[str, Any]) -> None:
-        if self.rank == 0:
-            with open(self.run_dir / checkpoints.LOG, "a", encoding="utf-8") as log:
-                log.write(json.dumps(record) + "\n")
+        """Append a validation's ``record`` to ``log.jsonl`` and print it in a line (process 0)."""
+        if self.rank != 0:
+            return
+        with open(self.run_dir / checkpoints.LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+        where = f"epoch {record['epoch']}" + (
+            f", step {record['step']}/{record['steps_per_epoch']}" if record["partial"] else " done"
+        )
+        tqdm.write(
+            f"{where}: valid perplexity {record['valid_ppl']:.2f} (train {record['train_ppl']:.2f}, "
+            f"learning rate {record['learning_rate']:g})",
+            file=sys.stderr,
+        )
 
     # ----------------------------------------------------------------- the loop
     def validate(self) -> float:

@@ -9,6 +9,8 @@
   checksum mismatch, a plugin that cannot load), is one line ``error: MESSAGE`` on stderr and
   exit status 2; argparse's own errors (an unknown option, ``--bptt 0``) go the same way;
 - Ctrl-C is one line on stderr and exit status 130;
+- a full disk (or quota, or a file system turned read-only) is one line naming the file, exit
+  status 2 (:func:`core.files.write_atomically` leaves the file it was replacing as it was);
 - when the reader of standard output stops reading (``| head``), the command still finishes its
   work (its files are written), drops the rest of its output and exits 141, the status of a
   shell tool stopped by SIGPIPE;
@@ -28,6 +30,7 @@ builder uses it too.
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import sys
@@ -41,6 +44,8 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 #: Exit status when the reader of standard output has gone (128 + SIGPIPE), as a shell reports it.
 EXIT_BROKEN_PIPE = 141
+#: The errors of a file system that cannot take more data: the machine's, not the command's.
+STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 
 
 class UsageError(Exception):
@@ -91,8 +96,20 @@ def run(
     except KeyboardInterrupt:
         print(interrupted, file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as error:
+        if error.errno not in STORAGE_ERRORS:
+            raise
+        print(f"error: {storage_message(error)}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         sys.stdout = stdout.stream
+
+
+def storage_message(error: OSError) -> str:
+    """One line for a write the file system refused (full, over quota, read-only)."""
+    where = f" writing {error.filename}" if error.filename else ""
+    reason = error.strerror or os.strerror(error.errno or 0)
+    return f"{reason}{where}; free some space and rerun the same command"
 
 
 class _OutputToAReader:
@@ -148,6 +165,22 @@ def positive_int(text: str) -> int:
     value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+#: The most CPU threads a command takes per CPU of the machine: beyond, threads only wait.
+THREADS_PER_CPU = 4
+
+
+def thread_count(text: str) -> int:
+    """``--threads``: at least 1, and at most :data:`THREADS_PER_CPU` per CPU of this machine
+    (torch starts every thread asked for: 100,000 hang the process)."""
+    value = positive_int(text)
+    cpus = os.cpu_count() or 1
+    if value > THREADS_PER_CPU * cpus:
+        raise argparse.ArgumentTypeError(
+            f"{value} threads on a machine of {cpus} CPU(s): at most {THREADS_PER_CPU * cpus}"
+        )
     return value
 
 
@@ -246,11 +279,33 @@ def check_output_file(
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"{option} {path}: is a directory; name a file")
+    _check_name_length(path, option)
     check_not_an_input(path, option, inputs)
     if path.exists() and not os.access(path, os.W_OK):
         raise UsageError(f"{option} {path}: the file is read-only")
     _check_writable_directory(_nearest_existing(path.parent), option, path)
     return path
+
+
+#: Bytes a file name needs beyond its own while it is written (``.NAME.PID-RANDOM.tmp``, see
+#: :func:`core.files.write_atomically`).
+TEMPORARY_NAME_BYTES = 32
+
+
+def _check_name_length(path: Path, option: str) -> None:
+    """Refuse a file name too long for its file system, counting the temporary name it is first
+    written under."""
+    directory = _nearest_existing(path.parent)
+    try:
+        limit = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    length = len(os.fsencode(path.name))
+    if length + TEMPORARY_NAME_BYTES > limit:
+        raise UsageError(
+            f"{option} {path}: the file name is {length} bytes; this file system takes at most "
+            f"{limit - TEMPORARY_NAME_BYTES} here (with --output-dir: shorter --model-args values)"
+        )
 
 
 def check_not_an_input(path: str | os.PathLike, option: str, inputs: Iterable[str | os.PathLike]) -> None:

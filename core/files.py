@@ -4,7 +4,9 @@ sha256 checksums.
 The files the harness, the baselines, the leaderboard and the builder write (results, per-token
 arrays, checkpoints, token-cache entries, tables, figures, corpus files, checksum files; not the
 training log, which is appended to) go through :func:`write_atomically`, so an interrupted or
-failed write never leaves a truncated file or a stray temporary behind.
+failed write never leaves a truncated file or a stray temporary behind, and the temporary that a
+killed writer (``kill -9``, a power cut) left beside a file is removed by the next write of that
+file (the rule is :func:`remove_stale_temporaries`'s).
 
 A ``SHA256SUMS`` file lists checksums in the ``sha256sum`` format (``HEX  relative/path``); the
 downloader writes one beside every benchmark it installs, the builder one beside every corpus,
@@ -95,23 +97,59 @@ def write_atomically(path: str | os.PathLike, content: str | bytes | Callable[[B
     (``fsync``) and renamed over ``path``: readers see the previous file or the complete new
     one, never a part. On any failure, Ctrl-C included, the temporary file is removed and the
     previous file, if any, is left as it was. Missing parent directories are created.
+
+    The writer holds an ``flock`` on its temporary until it is renamed, and first removes the
+    stale temporaries of ``path`` (``.NAME.PID-RANDOM.tmp`` of the same ``NAME``) that killed
+    writers left: those of writers that are gone by the rule of :func:`remove_stale_temporaries`.
+    A concurrent writer's temporary is never removed, nor the temporaries of other files.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    _remove_stale_temporaries_of(path)
+    temporary, handle = _new_temporary(path)
     try:
-        with temporary.open("xb") as handle:
+        with handle:
             if callable(content):
                 content(handle)
             else:
                 handle.write(content.encode("utf-8") if isinstance(content, str) else content)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
+            os.replace(temporary, path)  # still locked: the name is never free of its writer's lock
+    except BaseException as error:
         temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.filename is None:
+            error.filename = str(path)  # a failed write names no file: say which (a full disk, say)
         raise
     return path
+
+
+def _new_temporary(path: Path) -> tuple[Path, BinaryIO]:
+    """Create this process's temporary for ``path`` (``.NAME.PID-RANDOM.tmp``), open for writing and
+    ``flock``-ed, the sign to sweepers that it is at work (see :func:`remove_stale_temporaries`).
+    Made again under a new name if a sweeper removed it before the lock was taken."""
+    while True:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        handle = temporary.open("xb")
+        try:
+            if _lock_own_temporary(temporary, handle):
+                return temporary, handle
+        except BaseException:
+            handle.close()
+            temporary.unlink(missing_ok=True)
+            raise
+        handle.close()
+
+
+def _lock_own_temporary(temporary: Path, handle: BinaryIO) -> bool:
+    """``flock`` the new ``temporary`` open as ``handle``, waiting for a sweeper that holds it; False
+    when that sweeper removed it meanwhile. Where the filesystem has no locks, it goes unlocked."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    try:
+        return os.stat(temporary).st_ino == os.fstat(handle.fileno()).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def _process_is_alive(pid: int) -> bool:
@@ -130,28 +168,78 @@ def remove_stale_temporaries(directory: Path, idle_seconds: float = 0.0) -> list
 
     A ``kill -9`` (or a power cut) between creating ``.NAME.PID-RANDOM.tmp`` and renaming it
     (:func:`write_atomically`) leaves it behind; so does one inside a scratch directory named the
-    same way (the token cache's). Those whose ``PID`` is no longer a live process are removed,
-    scratch directories with their contents; a live process's are never touched (a reused PID
-    only delays the sweep to a later run). ``idle_seconds`` spares those changed more recently
-    (the temporary, or a file directly in it): a directory shared by processes of other PID
-    namespaces (containers, machines sharing a home) sees their live writers as dead PIDs. Other
-    files are left alone, and a directory that is missing or cannot be written is no error.
+    same way (the token cache's). The rule, which :func:`write_atomically` applies to the
+    temporaries of the file it writes: a temporary is stale, and removed (a scratch directory with
+    its contents), when its ``PID`` is no live process here (``os.kill(PID, 0)`` finds none) and,
+    for a file, no process holds its ``flock`` (every writer holds one until it renames it, so a
+    writer of another PID namespace - a container, another machine sharing the directory - whose
+    PID looks dead from here is still seen at work where the filesystem has locks). A live ``PID``
+    keeps it, even one reused by another program (that only delays the sweep to a later run).
+    ``idle_seconds`` also spares those changed more recently (the temporary, or a file directly in
+    it): scratch directories carry no lock, so a directory shared by processes of other PID
+    namespaces sees their live users as dead PIDs. Other files are left alone, and a directory
+    that is missing or cannot be written is no error.
     """
-    removed = []
     with contextlib.suppress(OSError):
-        for path in sorted(Path(directory).iterdir()):
-            match = _TEMPORARY_NAME.fullmatch(path.name)
-            if match is None or _process_is_alive(int(match["pid"])):
-                continue
-            with contextlib.suppress(OSError):
-                if time.time() - _last_change(path) < idle_seconds:
-                    continue
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-                removed.append(path)
-    return removed
+        return [path for path in sorted(Path(directory).iterdir()) if _remove_if_stale(path, idle_seconds)]
+    return []
+
+
+def _remove_stale_temporaries_of(path: Path) -> None:
+    """Remove the stale temporaries of file ``path``: ``.NAME.PID-RANDOM.tmp`` files beside it,
+    ``NAME`` its name, by the rule of :func:`remove_stale_temporaries`."""
+    prefix, candidates = f".{path.name}.", []
+    with contextlib.suppress(OSError), os.scandir(path.parent) as entries:
+        candidates = [
+            Path(entry.path)
+            for entry in entries
+            if entry.name.startswith(prefix) and not entry.is_dir(follow_symlinks=False)
+        ]
+    for candidate in candidates:
+        match = _TEMPORARY_NAME.fullmatch(candidate.name)
+        if match is not None and match["name"] == path.name:
+            _remove_if_stale(candidate)
+
+
+def _remove_if_stale(path: Path, idle_seconds: float = 0.0) -> bool:
+    """Remove ``path`` if it is a stale temporary (see :func:`remove_stale_temporaries`); True
+    when removed."""
+    match = _TEMPORARY_NAME.fullmatch(path.name)
+    if match is None or _process_is_alive(int(match["pid"])):
+        return False
+    try:
+        if time.time() - _last_change(path) < idle_seconds:
+            return False
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+            return True
+    except OSError:
+        return False
+    return _unlink_unless_locked(path)
+
+
+def _unlink_unless_locked(path: Path) -> bool:
+    """Remove the file ``path`` unless a process holds its ``flock`` (a writer at work); True when
+    removed. It is removed holding the lock, so that a writer that has just created it and waits
+    for it sees it gone. Where the filesystem has no locks, it is removed; where it cannot be
+    opened, kept."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            os.close(descriptor)
+            return False
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+    return True
 
 
 def _last_change(path: Path) -> float:

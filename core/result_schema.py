@@ -241,8 +241,14 @@ class ResultRecord:
         if bits is not None and not math.isclose(bits * math.log(2), nll, rel_tol=1e-6, abs_tol=1e-9):
             raise InvalidResultRecord(f"bits_per_token {bits!r} is not nll / ln 2 (file edited by hand?)")
         parameters = self.num_parameters
-        if parameters is not None and parameters < 0:
+        if parameters is None:
+            return
+        if isinstance(parameters, bool) or not isinstance(parameters, int) or parameters < 0:
             raise InvalidResultRecord("num_parameters must be a non-negative integer or null")
+        if parameters > MAX_PARAMETERS:
+            raise InvalidResultRecord(
+                f"num_parameters has {len(str(parameters))} digits: no model's count (at most 10**15)"
+            )
 
     def _check_created(self) -> None:
         """``created``, when recorded, must be a real date and time in ISO 8601, as the harness
@@ -255,6 +261,10 @@ class ResultRecord:
             raise InvalidResultRecord(
                 f"created {self.created!r} is not a date and time (ISO 8601, as harness eval writes it)"
             ) from None
+
+
+#: The largest parameter count a result may record: 10**15, a thousand times today's largest models.
+MAX_PARAMETERS = 10**15
 
 
 def _check_required_keys(data: Any) -> None:

@@ -2,7 +2,7 @@
 
 import sys
 
-from harness.cli import main
+from core.startup import harness
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness())

@@ -28,6 +28,7 @@ from core.devices import DeviceError, resolve_device
 from core.files import DatasetError, write_atomically
 from core.format import SPLITS
 from core.result_schema import ResultRecord
+from core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
 from harness import contamination
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS
 from harness.datasets import Dataset, load_dataset
@@ -40,7 +41,8 @@ from harness.plugin import (
     load_factory,
     parse_model_args,
 )
-from harness.scoring import EvaluationProtocol, result_paths, save_scores, score_split
+from harness.results import token_log_probs_name
+from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol, result_paths, save_scores, score_split
 
 #: The error types of the harness whose message is a one-line user error.
 USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, ngrams.ContaminationError)
@@ -97,12 +99,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             )
     if args.output is not None:
         check_output_file(args.output, "--output")
-    if args.save_token_logprobs is not None:
-        check_output_file(args.save_token_logprobs, "--save-token-logprobs")
-        if (
-            args.output is not None
-            and Path(args.output).resolve() == Path(args.save_token_logprobs).resolve()
-        ):
+    token_file = _token_file(args)
+    if token_file is not None:
+        check_output_file(token_file, "--save-token-logprobs")
+        if args.output is not None and Path(args.output).resolve() == Path(token_file).resolve():
             raise UsageError(
                 f"--output and --save-token-logprobs name the same file ({args.output}); name two files"
             )
@@ -115,9 +115,18 @@ def _single_file_outputs(args: argparse.Namespace) -> list[tuple[str, str | None
     return [("--output", args.output), ("--save-token-logprobs", args.save_token_logprobs)]
 
 
+def _token_file(args: argparse.Namespace) -> str | None:
+    """Where the per-token log-probabilities of a single-file evaluation go: ``--save-token-logprobs``,
+    else beside ``--output`` (``STEM.logprobs.npy``: a saved result always keeps its per-token
+    file, which ``leaderboard`` verifies and ``compare`` tests), else nowhere."""
+    if args.save_token_logprobs is not None or args.output is None:
+        return args.save_token_logprobs
+    return str(Path(args.output).with_name(token_log_probs_name(Path(args.output).name)))
+
+
 def _check_not_inputs(args: argparse.Namespace, inputs: list[Path]) -> None:
     """Refuse output files that would overwrite one of ``inputs``."""
-    for option, path in _single_file_outputs(args):
+    for option, path in (("--output", args.output), ("--save-token-logprobs", _token_file(args))):
         if path is not None:
             check_not_an_input(path, option, inputs)
 
@@ -128,10 +137,8 @@ def _output_paths(
     """Where one evaluation's record (JSON) and token log-probabilities (.npy) go, if anywhere."""
     if args.output_dir is not None:
         return result_paths(args.output_dir, plugin, model_args, dataset.name, split)
-    return (
-        Path(args.output) if args.output else None,
-        Path(args.save_token_logprobs) if args.save_token_logprobs else None,
-    )
+    token_file = _token_file(args)
+    return (Path(args.output) if args.output else None, Path(token_file) if token_file else None)
 
 
 def _check_distinct_outputs(
@@ -142,14 +149,17 @@ def _check_distinct_outputs(
     datasets: list[Dataset],
     splits: list[str],
 ) -> None:
-    """Refuse two evaluations that ``--output-dir`` would write to the same file (two datasets of
-    one name: one named twice, or two directories of one base name)."""
+    """Refuse, before scoring, the files ``--output-dir`` would write that cannot be written (a
+    name too long, a directory in the way) and two evaluations it would write to the same file
+    (two datasets of one name: one named twice, or two directories of one base name)."""
     if args.output_dir is None:
         return
     writers: dict[Path, str] = {}
     for name, dataset in zip(names, datasets):
         for split in splits:
-            json_path, _ = result_paths(args.output_dir, plugin, model_args, dataset.name, split)
+            json_path, npy_path = result_paths(args.output_dir, plugin, model_args, dataset.name, split)
+            for path in (json_path, npy_path):
+                check_output_file(path, "--output-dir")
             if json_path in writers:
                 raise UsageError(
                     f"--dataset {writers[json_path]} and {name} are both named {dataset.name}: both "
@@ -232,13 +242,28 @@ def command_eval(args: argparse.Namespace) -> int:
                 raise
             print(f"{dataset.name}: {unavailable}", file=sys.stderr)
             continue
+        _set_model_threads(args.threads)
         records += [_score(args, model, plugin, model_args, dataset, split, device) for split in splits]
     if not records:
         print("nothing evaluated", file=sys.stderr)
         return 1
     if len(records) > 1 or not args.dataset:  # without --dataset: the table of what was found
         print(_table(records))
+    if args.output_dir is None and args.output is None and args.save_token_logprobs is None:
+        print(
+            "note: nothing was saved; --output-dir DIR keeps each result with its per-token file "
+            "(what `leaderboard build` and `compare` read)",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _set_model_threads(request: ThreadRequest) -> None:
+    """Give torch the threads ``--threads`` asks for, when the model uses it (its plugin has
+    imported torch by now); the harness itself never imports torch."""
+    torch: Any = sys.modules.get("torch")
+    if torch is not None:
+        set_torch_threads(request, torch)
 
 
 def command_list(args: argparse.Namespace) -> int:
@@ -406,6 +431,9 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
     evaluation.add_argument(
         "--device", default="auto", help="cpu, cuda, cuda:1, ... (default auto: cuda when there is one)"
     )
+    evaluation.add_argument(
+        "--threads", type=thread_request, default=AUTO, metavar="N|auto", help=THREADS_HELP
+    )
     _add_protocol_options(evaluation)
     _add_eval_output_options(evaluation)
     evaluation.set_defaults(handler=command_eval)
@@ -416,23 +444,26 @@ def _add_protocol_options(evaluation: argparse.ArgumentParser) -> None:
     evaluation.add_argument(
         "--batch-size",
         type=positive_int,
-        default=1,
-        help="contiguous streams scored together (default 1, the papers' test protocol)",
+        default=DEFAULT_PROTOCOL.batch_size,
+        help="contiguous streams scored together (default %(default)s, the papers' test protocol)",
     )
     evaluation.add_argument(
-        "--bptt", type=positive_int, default=100, help="positions per chunk (default 100)"
+        "--bptt",
+        type=positive_int,
+        default=DEFAULT_PROTOCOL.bptt,
+        help="positions per chunk (default %(default)s)",
     )
     evaluation.add_argument(
         "--audit",
         type=non_negative_int,
-        default=8,
+        default=DEFAULT_PROTOCOL.audit_positions,
         metavar="N",
-        help="positions whose full distribution is checked (default 8; 0: off)",
+        help="positions whose full distribution is checked (default %(default)s; 0: off)",
     )
     evaluation.add_argument(
         "--causality-audit",
         type=non_negative_int,
-        default=SUBSTITUTIONS,
+        default=DEFAULT_PROTOCOL.causality_points,
         metavar="N",
         help="tokens substituted at random in the causality audit's second pass over the split, "
         "which checks that no score depends on the token it predicts or a later one (default "
@@ -451,7 +482,10 @@ def _add_protocol_options(evaluation: argparse.ArgumentParser) -> None:
 def _add_eval_output_options(evaluation: argparse.ArgumentParser) -> None:
     """The options of ``eval`` that say where its results are written."""
     evaluation.add_argument(
-        "--output", metavar="FILE.json", help="write the result record (default none: printed only)"
+        "--output",
+        metavar="FILE.json",
+        help="write the result record, and its per-token file FILE.logprobs.npy beside it unless "
+        "--save-token-logprobs names another (default none: printed only)",
     )
     evaluation.add_argument(
         "--save-token-logprobs",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import json
 import lzma
 import math
 import zlib
@@ -29,6 +28,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from core import bounded_json
 from core.format import SPLITS
 from core.ngrams import SEED_WORDS, ContaminationError, Document, Overlaps, TestSide
 
@@ -142,7 +142,7 @@ def _json_documents(path: Path, text_field: str) -> Iterator[Document]:
 
 def _record_text(line: bytes, text_field: str, where: str) -> str:
     try:
-        record = json.loads(line)
+        record = bounded_json.loads(line)
     except ValueError as error:  # UnicodeDecodeError included
         raise ContaminationError(f"corpus {where}: not a JSON line ({_reason(error)})") from None
     if not isinstance(record, dict):
@@ -177,7 +177,7 @@ def read_scored_result(
     (float64 ``[tokens]``), checked against the record (dataset, split, checksum, token count
     and perplexity, within :data:`PERPLEXITY_RTOL`); one-line errors otherwise."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = bounded_json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ContaminationError(f"--result {path}: not a readable JSON result ({_reason(error)})") from None
     if not isinstance(record, dict) or not {"dataset", "split", "tokens", "perplexity"} <= record.keys():

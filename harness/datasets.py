@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import multiprocessing
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterable, Iterator
@@ -206,6 +207,30 @@ def _line_blocks(
             return
 
 
+def _checked_blocks(
+    blocks: Iterator[tuple[bytes, bool, int]], path: Path
+) -> Iterator[tuple[bytes, bool, int]]:
+    """:func:`_line_blocks` of ``path``, refused at the first byte that is no text of the WikiText
+    format: a NUL, or a carriage return not followed by ``\n`` (lines that end in CR alone would be
+    read as one line, and their ``<eos>`` tokens lost)."""
+    for data, last, offset in blocks:
+        nul = data.find(b"\0")
+        if nul >= 0:
+            raise DatasetError(f"{path}: a NUL byte at byte {offset + nul}: not a text file")
+        if b"\r" in data:
+            lone = _LONE_CR.search(data)
+            if lone is not None:
+                raise DatasetError(
+                    f"{path}: a carriage return not followed by a newline at byte {offset + lone.start()}: "
+                    "lines must end in \\n (or \\r\\n); convert the file, e.g. tr '\\r' '\\n'"
+                )
+        yield data, last, offset
+
+
+#: A carriage return that does not begin ``\r\n`` (one at a block's very end is followed by none).
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
 class _Readable(Protocol):
     """What :func:`_line_blocks` reads from: a binary file, or one of the wrappers below."""
 
@@ -302,7 +327,9 @@ def _encode_pieces_worker(
             for number, (start, end) in enumerate(pieces):
                 table = _TypeTable()
                 reader = _Positional(file.descriptor, start)
-                blocks = _first_occurrence_ids(table, _line_blocks(reader, start, end), path)
+                blocks = _first_occurrence_ids(
+                    table, _checked_blocks(_line_blocks(reader, start, end), path), path
+                )
                 np.save(scratch / f"{number}.npy", np.concatenate(blocks or [np.zeros(0, np.int32)]))
                 (scratch / f"{number}.types").write_bytes(b"\n".join(table.order))
                 report.send(number)
@@ -395,7 +422,7 @@ class Dataset(SplitFiles):
         blocks, oov = [], 0
         with self._reading_whole(path), reading_errors(self.name, path), open_split(path) as handle:
             reader = _Hashing(handle)
-            for data, last, offset in _line_blocks(reader):
+            for data, last, offset in _checked_blocks(_line_blocks(reader), path):
                 ids, unknown = vocab.encode(_tokens(_decode(data, offset, path), last))
                 blocks.append(ids)
                 oov += unknown
@@ -414,7 +441,7 @@ class Dataset(SplitFiles):
             if large and _cpus() > 1 and not path.name.endswith(COMPRESSED_SUFFIX):
                 blocks = self._first_occurrence_ids_in_two_processes(table, reader, path)
             else:
-                blocks = _first_occurrence_ids(table, _line_blocks(reader), path)
+                blocks = _first_occurrence_ids(table, _checked_blocks(_line_blocks(reader), path), path)
         self._confirm_encoded("train", reader.sha256.hexdigest())
         counts = np.zeros(len(table.order), dtype=np.int64)
         for ids in blocks:
@@ -441,7 +468,9 @@ class Dataset(SplitFiles):
         with token_cache.scratch_directory(user_cache_dir()) as scratch:
             worker, report = _start_worker(reader.handle, path, scratch, pieces)
             try:
-                blocks = _first_occurrence_ids(table, _line_blocks(reader, 0, pieces[0][0]), path)
+                blocks = _first_occurrence_ids(
+                    table, _checked_blocks(_line_blocks(reader, 0, pieces[0][0]), path), path
+                )
                 reader.read_to_end()  # the checksum covers the worker's half too
                 for _ in pieces:
                     message = report.recv()

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from core.cli import UsageError
 from core.files import DatasetError
 from core.result_schema import MAX_LOG_PROB
 from harness.causality import (
@@ -178,6 +179,8 @@ def _as_float64(values: Any, what: str) -> np.ndarray:
     :class:`PluginError` for anything that is not real numbers (complex ones included, whose
     imaginary part a conversion would silently drop)."""
     if hasattr(values, "detach"):  # a torch tensor, on any device
+        if values.is_meta:
+            raise PluginError(f"{what} is a tensor on the meta device, which holds no values")
         if values.is_complex():
             raise PluginError(f"{what} is a complex tensor ({values.dtype}), not real log-probabilities")
         values = values.detach().to("cpu").double().numpy()
@@ -199,6 +202,10 @@ def _naming_the_plugin(name: str, call: str) -> Iterator[None]:
         yield
     except (PluginError, ModelUnavailable, DatasetError):
         raise
+    except SystemExit as exit:  # else the evaluation would end with the plugin's status and no result
+        raise PluginError(
+            f"{name}: {call} called sys.exit({exit.code!r}); a plugin returns its scores or raises"
+        ) from None
     except Exception:
         tqdm.write(f"{name}: {call} raised an exception (traceback below)", file=sys.stderr)
         raise
@@ -269,9 +276,15 @@ def _validated_scores(
     rows = _as_float64(scores.distributions, f"{name}: distributions")
     expected_shape = (int(distribution_mask.sum()), vocab_size)
     if rows.shape != expected_shape:
+        hint = ""
+        if rows.ndim == 2 and rows.shape[0] == expected_shape[0]:
+            hint = (
+                f": a distribution over {rows.shape[1]:,} words, where the dataset's vocabulary has "
+                f"{expected_shape[1]:,} (a model of another vocabulary?)"
+            )
         raise PluginError(
             f"{name}: distributions has shape {rows.shape}, expected "
-            f"{expected_shape} (requested positions, vocabulary)"
+            f"{expected_shape} (requested positions, vocabulary){hint}"
         )
     if np.isnan(rows).any() or np.isposinf(rows).any():
         raise PluginError(f"{name}: a full distribution contains NaN or +inf")
@@ -289,8 +302,11 @@ def _check_log_probs(
         value = log_probs[stream, offset]
         token = int(starts[stream]) + begin + offset
         what = "a positive log-probability" if value > 0 else "an invalid log-probability"
+        hint = ""
+        if np.all((log_probs[mask] >= 0) & (log_probs[mask] <= 1)):
+            hint = "; all of the chunk's lie in [0, 1]: probabilities rather than their logarithms?"
         raise PluginError(
-            f"{name}: {what} ({value}) for token {token} (stream {stream}, position {begin + offset})"
+            f"{name}: {what} ({value}) for token {token} (stream {stream}, position {begin + offset}){hint}"
         )
 
 
@@ -338,6 +354,11 @@ def evaluate(
     """
     if bptt < 1:
         raise ValueError(f"bptt must be >= 1, got {bptt}")
+    if batch_size > len(ids):  # else streams of no tokens, and arrays of batch_size before any score
+        raise UsageError(
+            f"batch size {batch_size:,} is more streams than the {len(ids):,} tokens to score: "
+            f"at most {len(ids):,} (--batch-size)"
+        )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     audited = _audit_mask(grid, audit_positions)
     rows_wanted = audited.copy()
@@ -550,28 +571,51 @@ def _score_chunk(
     if rows is None:
         rows_wanted[:] = False  # the model gives no distributions: stop asking
         return result
-    sum_error, target_error = _probability_audit(rows, requested, log_probs, view.targets, name)
+    sum_error, target_error = _probability_audit(
+        rows, requested, log_probs, view.targets, name, starts=starts, begin=begin
+    )
     tally.checked += counted
     tally.max_sum_error = max(tally.max_sum_error, sum_error)
     tally.max_target_error = max(tally.max_target_error, target_error)
     return result
 
 
+def _normalization_hint(rows: np.ndarray) -> str:
+    """The likely mistake behind unnormalized distributions ``rows`` (float64 ``[K, V]`` of
+    log-probabilities), for the audit's message; empty when none is recognised."""
+    if np.all((rows >= 0) & (rows <= 1)) and np.allclose(rows.sum(axis=1), 1.0, atol=AUDIT_TOLERANCE):
+        return "; each row sums to 1 as it is: probabilities rather than their logarithms?"
+    if len(rows) > 1 and np.allclose(np.exp(rows).sum(axis=0), 1.0, atol=AUDIT_TOLERANCE):
+        return "; each word's probabilities sum to 1 across the positions: a softmax over the wrong axis?"
+    return ""
+
+
 def _probability_audit(
-    rows: np.ndarray, wanted: np.ndarray, log_probs: np.ndarray, targets: np.ndarray, name: str
+    rows: np.ndarray,
+    wanted: np.ndarray,
+    log_probs: np.ndarray,
+    targets: np.ndarray,
+    name: str,
+    *,
+    starts: np.ndarray,
+    begin: int,
 ) -> tuple[float, float]:
     """Check the distributions ``rows`` (float64 ``[K, V]``, from :func:`_validated_scores`)
-    asked for at the ``K`` positions of ``wanted`` (bool ``[B, T]``): each sums to 1 and gives
-    its target (``targets``, int64 ``[B, T]``) the reported log-probability (``log_probs``,
-    float64 ``[B, T]``), within :data:`AUDIT_TOLERANCE`. Returns the largest errors of each."""
+    asked for at the ``K`` positions of ``wanted`` (bool ``[B, T]``, columns from ``begin`` of
+    the streams starting at ``starts``, int64 ``[B]``): each sums to 1 and gives its target
+    (``targets``, int64 ``[B, T]``) the reported log-probability (``log_probs``, float64
+    ``[B, T]``), within :data:`AUDIT_TOLERANCE`. Returns the largest errors of each."""
     sums = np.exp(_log_sum_exp(rows))
     sum_errors = np.abs(sums - 1.0)
-    if sum_errors.max() > AUDIT_TOLERANCE:
-        raise PluginError(
-            f"{name}: unnormalized distribution: probabilities sum to "
-            f"{sums[sum_errors.argmax()]:.6g}, not 1 (tolerance {AUDIT_TOLERANCE})"
-        )
     where = np.nonzero(wanted)
+    if sum_errors.max() > AUDIT_TOLERANCE:
+        worst = int(sum_errors.argmax())
+        stream, position = int(where[0][worst]), begin + int(where[1][worst])
+        raise PluginError(
+            f"{name}: unnormalized distribution at token {int(starts[stream]) + position} (stream "
+            f"{stream}, position {position}): probabilities sum to {sums[worst]:.6g}, not 1 (tolerance "
+            f"{AUDIT_TOLERANCE}){_normalization_hint(rows)}"
+        )
     from_rows = rows[np.arange(len(rows)), targets[where]]
     target_errors = np.abs(from_rows - log_probs[where])
     if target_errors.max() > AUDIT_TOLERANCE:

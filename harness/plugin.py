@@ -24,6 +24,7 @@ import importlib
 import importlib.metadata
 import inspect
 import json
+import math
 import operator
 import traceback
 from collections.abc import Callable
@@ -192,6 +193,11 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
         if not sep or not key.strip():
             raise PluginError(f"--model-args: {item!r} is not key=value")
         args[key.strip()] = _literal(value.strip())
+        if isinstance(args[key.strip()], float) and not math.isfinite(args[key.strip()]):
+            raise PluginError(
+                f"--model-args {item.strip()}: not a finite number (the result records its arguments "
+                "in JSON, which has no NaN or infinity)"
+            )
     return args
 
 
@@ -256,6 +262,10 @@ def create_model(
         model = factory(dataset, device=device, checkpoint=checkpoint, **model_args)
     except (ModelUnavailable, PluginError, DatasetError):
         raise
+    except SystemExit as exit:
+        raise PluginError(
+            f"plugin {plugin!r} cannot be loaded: its factory called sys.exit({exit.code!r})"
+        ) from None
     except Exception as error:
         raise PluginError(
             f"plugin {plugin!r} cannot be loaded: its factory raised {_describe(error)}"

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from core import __version__
 from core.benchmarks import search_roots, user_cache_dir
 from core.result_schema import SCHEMA_VERSION, SCORINGS, Protocol, ResultRecord, unaudited_reasons
-from harness import __version__
 from harness.datasets import Dataset
 from harness.evaluate import Evaluation
 

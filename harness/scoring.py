@@ -15,6 +15,7 @@ import numpy as np
 
 from core.files import write_atomically
 from core.result_schema import ResultRecord
+from harness.causality import SUBSTITUTIONS
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
 from harness.plugin import LanguageModel, plugin_num_parameters
@@ -23,13 +24,19 @@ from harness.results import result_record, token_log_probs_name
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationProtocol:
-    """How a split is scored (see :func:`harness.evaluate.evaluate`)."""
+    """How a split is scored (see :func:`harness.evaluate.evaluate`); the defaults are those of
+    ``python -m harness eval`` and :func:`harness.api.evaluate_model`: one stream (the papers'
+    test protocol), chunks of 100, 8 audited distributions, the full causality audit."""
 
-    batch_size: int
-    bptt: int
-    audit_positions: int
-    causality_points: int
-    causality_tolerance: float | None
+    batch_size: int = 1
+    bptt: int = 100
+    audit_positions: int = 8
+    causality_points: int = SUBSTITUTIONS
+    causality_tolerance: float | None = None
+
+
+#: The protocol when no option sets it.
+DEFAULT_PROTOCOL = EvaluationProtocol()
 
 
 def result_paths(
@@ -61,11 +68,13 @@ def score_split(
     data_dir: str | None,
     json_path: Path | None,
     npy_path: Path | None,
+    keep_token_log_probs: bool = False,
 ) -> tuple[ResultRecord, np.ndarray | None]:
     """Score ``split`` of ``dataset`` with ``model``; returns the result record and, when
-    ``npy_path`` is given, the per-token log-probabilities (the record names their file relative
-    to ``json_path``'s folder when both are given). Raises :class:`harness.plugin.PluginError`
-    when the model's ``num_parameters`` (checked before scoring) or metadata cannot be recorded."""
+    ``npy_path`` is given or ``keep_token_log_probs``, the per-token log-probabilities (the record
+    names their file relative to ``json_path``'s folder when both paths are given). Raises
+    :class:`harness.plugin.PluginError` when the model's ``num_parameters`` (checked before
+    scoring) or metadata cannot be recorded."""
     num_parameters = plugin_num_parameters(model, plugin)
     evaluation = evaluate(
         model,
@@ -77,7 +86,7 @@ def score_split(
         audit_positions=protocol.audit_positions,
         causality_points=protocol.causality_points,
         causality_tolerance=protocol.causality_tolerance,
-        keep_token_log_probs=npy_path is not None,
+        keep_token_log_probs=keep_token_log_probs or npy_path is not None,
         name=f"{plugin} {dataset.name}/{split}",
     )
     record = result_record(

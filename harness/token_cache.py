@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from core import bounded_json
 from core.files import remove_stale_temporaries, write_atomically
 
 #: Layout version: entries of another version are never read.
@@ -100,7 +101,7 @@ def _read_json(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
     except OSError:
         return None
     try:
-        record = json.loads(text)
+        record = bounded_json.loads(text)
     except ValueError as error:
         raise CacheCorrupt(f"{path.name} unreadable ({error})") from None
     if not isinstance(record, dict) or any(record.get(k) != v for k, v in expected.items()):

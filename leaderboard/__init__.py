@@ -15,6 +15,10 @@
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
   difference over the saved per-token log-probabilities.
 - ``python -m leaderboard plot {bars,frequency,gates,curves,zipf} ...``: the figures.
+
+``compare`` and the plots of results (``bars``, ``frequency``) refuse, by name, the results that
+``build`` would not rank (unaudited or unverified: :func:`records.trust_gap`) unless
+``--allow-unaudited``, and then warn on stderr, in ``compare``'s output and in the figure.
 """
 
 from leaderboard.bootstrap import Comparison, paired_bootstrap

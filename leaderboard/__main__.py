@@ -2,7 +2,7 @@
 
 import sys
 
-from leaderboard.cli import main
+from core.startup import leaderboard
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(leaderboard())

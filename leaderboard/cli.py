@@ -22,7 +22,17 @@ from core.cli import (
 )
 from core.files import DatasetError
 from core.format import SPLITS
-from leaderboard.records import Collection, Result, ResultError, collect, load_result, load_token_log_probs
+from leaderboard.records import (
+    ALLOW_UNAUDITED,
+    Collection,
+    Result,
+    ResultError,
+    check_trusted,
+    collect,
+    load_result,
+    load_verified,
+    trust_gap,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,6 +45,10 @@ DEFAULT_TABLES = Path("leaderboard") / "tables"
 INCLUDE_UNAUDITED_HELP = (
     "also show results that do not show both harness audits passed (kind "
     "'unaudited', never ranked); by default they are left out"
+)
+ALLOW_UNAUDITED_HELP = (
+    "{use} results that are not audited and verified (those build leaves unranked) anyway, with "
+    "a warning on stderr and {where}; by default they are refused, named"
 )
 #: The most bootstrap resamples ``compare`` draws: 16 MB of resampled means, and far more than an
 #: interval's ends need.
@@ -59,11 +73,43 @@ def _reports_shown(collection: Collection) -> str:
     return f", {count} contamination report(s) shown" if count else ""
 
 
+def _report_lines(collection: Collection, warnings: list[str]) -> list[str]:
+    """What stderr says about the files read: those rejected, then notes."""
+    notes = collection.notes + collection.unaudited + collection.unverified + warnings
+    return [f"rejected: {line}" for line in collection.rejected] + [f"note: {line}" for line in notes]
+
+
 def _report(collection: Collection, warnings: list[str]) -> None:
-    for line in collection.rejected:
-        print(f"rejected: {line}", file=sys.stderr)
-    for line in collection.notes + collection.unaudited + collection.unverified + warnings:
-        print(f"note: {line}", file=sys.stderr)
+    for line in _report_lines(collection, warnings):
+        print(line, file=sys.stderr)
+
+
+def _trust_gaps(results: list[Result]) -> dict[Path, str]:
+    """The results (each once) that are not audited and verified, by path, each with its
+    :func:`leaderboard.records.trust_gap`."""
+    return {result.path: gap for result in results if (gap := trust_gap(result)) is not None}
+
+
+def _check_results(results: list[Result], use: str, allowed: bool) -> str | None:
+    """Refuse to ``use`` the results that are not audited and verified, naming them
+    (:func:`leaderboard.records.check_trusted`), unless ``allowed``; then print the warning on
+    stderr and return it (None when every result is audited and verified)."""
+    gaps = [(str(path), gap) for path, gap in _trust_gaps(results).items()]
+    return _warn(check_trusted(gaps, use, allowed))
+
+
+def _warn(warning: str | None) -> str | None:
+    """Print ``warning`` (when there is one) on stderr, and return it."""
+    if warning is not None:
+        print(warning, file=sys.stderr)
+    return warning
+
+
+def _figure_warning(gaps: list[tuple[str, str]]) -> str:
+    """The warning a figure drawn with :data:`ALLOW_UNAUDITED` carries: what is drawn that is not
+    audited and verified, each name with its :func:`leaderboard.records.trust_gap`."""
+    named = "; ".join(f"{name}: {gap}" for name, gap in gaps)
+    return f"WARNING: drawn with {ALLOW_UNAUDITED}, not audited and verified: {named}"
 
 
 # ---- build / regenerate ------------------------------------------------------------------------
@@ -190,7 +236,8 @@ def command_compare(args: argparse.Namespace) -> int:
         )
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
-    log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
+    (a, log_a), (b, log_b) = load_verified(a), load_verified(b)
+    warning = _check_results([a, b], "compare", args.allow_unaudited)
     try:
         result = paired_bootstrap(
             log_a,
@@ -202,13 +249,18 @@ def command_compare(args: argparse.Namespace) -> int:
         )
     except ValueError as error:  # a --block-length longer than the tokens compared
         raise UsageError(str(error)) from None
-    _print_comparison(a, b, result, args.confidence)
+    _print_comparison(a, b, result, args.confidence, warning)
     return 0
 
 
-def _print_comparison(a: Result, b: Result, result: Comparison, confidence: float) -> None:
+def _print_comparison(
+    a: Result, b: Result, result: Comparison, confidence: float, warning: str | None = None
+) -> None:
     """Both perplexities, their difference with its interval, the p-value and the verdict
-    (:attr:`leaderboard.bootstrap.Comparison.significant`: whether the NLL interval excludes 0)."""
+    (:attr:`leaderboard.bootstrap.Comparison.significant`: whether the NLL interval excludes 0);
+    first the ``warning`` line when there is one (results compared with :data:`ALLOW_UNAUDITED`)."""
+    if warning is not None:
+        print(warning)
     level = f"{100 * confidence:g}%"
     where = f"{a.record.dataset}/{a.split}"
     print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
@@ -257,10 +309,11 @@ def _figure_file(text: str) -> str:
 
 def command_plot_bars(args: argparse.Namespace) -> int:
     from leaderboard.plots import plot_bars
-    from leaderboard.table import PAPER_DATASETS, REPORTED, build_tables, read_table
+    from leaderboard.table import read_table, unchecked_rows
 
     source = Path(args.source)
     check_output_file(args.output, "--output", inputs=[source])
+    report: list[str] = []  # what stderr says about the result files read
     if source.is_file() and source.suffix == ".csv":
         try:
             frame = read_table(source)
@@ -268,33 +321,47 @@ def command_plot_bars(args: argparse.Namespace) -> int:
             raise UsageError(str(error)) from None
         dataset = args.dataset or source.stem
     elif source.exists():
-        collection = collect([source], args.include_unaudited)
-        warnings: list[str] = []
-        tables = build_tables(
-            collection,
-            None if args.no_reported else _load_reported(None),
-            roots=[source] if source.is_dir() else [],
-            warnings=warnings,
-        )
-        _report(collection, warnings)
-        if args.dataset is None:
-            found = [d for d in tables if d not in PAPER_DATASETS or (tables[d]["kind"] != REPORTED).any()]
-            if len(found) != 1:
-                raise UsageError(
-                    f"{source} holds results for {', '.join(found) or 'no dataset'}: pick one with --dataset"
-                )
-            args.dataset = found[0]
-        if args.dataset not in tables:
-            raise UsageError(f"no {args.dataset} rows in {source} (datasets: {', '.join(tables)})")
-        dataset, frame = args.dataset, tables[args.dataset]
+        dataset, frame, report = _bars_from_results(source, args.dataset, args.no_reported)
     else:
         raise UsageError(f"{source}: no such file or directory")
+    unchecked = unchecked_rows(frame)
+    warning = check_trusted(unchecked, "plot", args.allow_unaudited)  # before the notes: one line
+    for line in report:
+        print(line, file=sys.stderr)
+    _warn(warning)
+    figure_warning = _figure_warning(unchecked) if warning else None
     try:
-        path = plot_bars(frame, args.title or f"{dataset} leaderboard", args.output, log=args.log)
+        path = plot_bars(
+            frame, args.title or f"{dataset} leaderboard", args.output, log=args.log, warning=figure_warning
+        )
     except ValueError as error:  # no row with a perplexity
         raise UsageError(str(error)) from None
     print(f"wrote {path}")
     return 0
+
+
+def _bars_from_results(
+    source: Path, dataset: str | None, no_reported: bool
+) -> tuple[str, pd.DataFrame, list[str]]:
+    """The table of ``dataset`` (default: the one dataset with results) built from the result
+    files under ``source``, its unaudited and unverified rows included (``plot bars`` refuses
+    them unless :data:`ALLOW_UNAUDITED`), and the lines stderr says about the files read."""
+    from leaderboard.table import PAPER_DATASETS, REPORTED, build_tables
+
+    collection = collect([source], include_unaudited=True)
+    warnings: list[str] = []
+    # No roots: each row's source is the path of its files, which a refusal names.
+    tables = build_tables(collection, None if no_reported else _load_reported(None), warnings=warnings)
+    if dataset is None:
+        found = [d for d in tables if d not in PAPER_DATASETS or (tables[d]["kind"] != REPORTED).any()]
+        if len(found) != 1:
+            raise UsageError(
+                f"{source} holds results for {', '.join(found) or 'no dataset'}: pick one with --dataset"
+            )
+        dataset = found[0]
+    if dataset not in tables:
+        raise UsageError(f"no {dataset} rows in {source} (datasets: {', '.join(tables)})")
+    return dataset, tables[dataset], _report_lines(collection, warnings)
 
 
 def command_plot_frequency(args: argparse.Namespace) -> int:
@@ -304,7 +371,8 @@ def command_plot_frequency(args: argparse.Namespace) -> int:
     check_output_file(args.output, "--output", inputs=[args.a, args.b])
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
-    log_a, log_b = load_token_log_probs(a), load_token_log_probs(b)
+    (a, log_a), (b, log_b) = load_verified(a), load_verified(b)
+    warning = _check_results([a, b], "plot", args.allow_unaudited)
     dataset = load_scored_dataset(a, args.dataset, args.data_dir)
     check_not_an_input(args.output, "--output", dataset.files())
     targets = dataset.tokens(a.split).ids
@@ -325,7 +393,9 @@ def command_plot_frequency(args: argparse.Namespace) -> int:
     title = args.title or (
         f"{a.record.dataset}/{a.split}: mean difference in log perplexity by word frequency"
     )
-    path = plot_frequency(result, _describe(a), _describe(b), title, args.output)
+    unchecked = [(path.name, gap) for path, gap in _trust_gaps([a, b]).items()]
+    figure_warning = _figure_warning(unchecked) if warning else None
+    path = plot_frequency(result, _describe(a), _describe(b), title, args.output, warning=figure_warning)
     print(f"wrote {path}")
     return 0
 
@@ -438,6 +508,18 @@ def _add_include_unaudited_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--include-unaudited", action="store_true", help=INCLUDE_UNAUDITED_HELP)
 
 
+def _add_allow_unaudited_option(parser: argparse.ArgumentParser, *aliases: str, use: str, where: str) -> None:
+    """:data:`ALLOW_UNAUDITED` (and ``aliases``, its former names): ``use`` (a verb) results that
+    are not audited and verified anyway, with a warning on stderr and ``where``."""
+    parser.add_argument(
+        ALLOW_UNAUDITED,
+        *aliases,
+        dest="allow_unaudited",
+        action="store_true",
+        help=ALLOW_UNAUDITED_HELP.format(use=use, where=where),
+    )
+
+
 def _add_figure_output_option(parser: argparse.ArgumentParser) -> None:
     """A figure's ``--output PNG``, its format checked before any work."""
     parser.add_argument("--output", required=True, type=_figure_file, metavar="PNG", help="the figure")
@@ -547,6 +629,7 @@ def _add_compare_parser(commands: Any) -> None:
     compare.add_argument(
         "--confidence", type=_confidence, default=0.95, help="level of the intervals (default: 0.95)"
     )
+    _add_allow_unaudited_option(compare, use="compare", where="first on stdout")
     compare.set_defaults(handler=command_compare)
 
 
@@ -559,7 +642,9 @@ def _add_bars_parser(plots: Any) -> None:
     )
     _add_figure_output_option(bars)
     _add_no_reported_option(bars)
-    _add_include_unaudited_option(bars)
+    _add_allow_unaudited_option(
+        bars, "--include-unaudited", use="draw", where="in the figure (their bars in colours of their own)"
+    )
     scale = bars.add_mutually_exclusive_group()
     scale_default = "(default: log when the largest figure is over 5 times the smallest)"
     scale.add_argument(
@@ -589,6 +674,7 @@ def _add_frequency_parser(plots: Any) -> None:
     frequency.add_argument(
         "--dataset", metavar="NAME|DIR", help="where the corpus is (default: the result's dataset)"
     )
+    _add_allow_unaudited_option(frequency, use="draw", where="in the figure")
     _add_title_option(frequency, "the dataset split and what is shown")
     frequency.set_defaults(handler=command_plot_frequency)
 

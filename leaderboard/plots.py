@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,6 +35,7 @@ REPORTED_COLOUR = "#9aa5b1"
 REPRODUCED_COLOUR = "#1f77b4"
 UNAUDITED_COLOUR = "#f5b971"
 UNVERIFIED_COLOUR = "#e8a0a8"
+WARNING_COLOUR = "#b00020"
 
 
 def _save(figure: plt.Figure, out: str | Path) -> Path:
@@ -51,13 +53,24 @@ def _save(figure: plt.Figure, out: str | Path) -> Path:
         plt.close(figure)
 
 
+def _show_warning(figure: plt.Figure, warning: str | None) -> None:
+    """``warning`` (when there is one) across the top of ``figure``, above the title, in red:
+    a figure drawn from results that are not audited and verified says so."""
+    if warning is not None:
+        figure.set_layout_engine("constrained")  # the warning just above the title, not clipped
+        figure.suptitle(textwrap.fill(warning, 110), color=WARNING_COLOUR, fontsize=9, fontweight="bold")
+
+
 # ---- leaderboard bars --------------------------------------------------------------------------
 
 
-def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None = None) -> Path:
+def plot_bars(
+    frame: pd.DataFrame, title: str, out: str | Path, log: bool | None = None, warning: str | None = None
+) -> Path:
     """Bars of a ranked leaderboard (columns of :data:`table.COLUMNS`), best at the top.
     ``log``: logarithmic perplexity axis; by default when the largest figure is over 5 times
-    the smallest (a unigram model beside AWD-LSTM)."""
+    the smallest (a unigram model beside AWD-LSTM). ``warning``: a line shown above the title
+    (unaudited or unverified rows drawn)."""
     from leaderboard.table import UNAUDITED, UNVERIFIED, format_number
 
     unranked = {
@@ -122,6 +135,7 @@ def plot_bars(frame: pd.DataFrame, title: str, out: str | Path, log: bool | None
             Patch(facecolor="white", edgecolor="black", hatch="//", label="valid figure (no test figure)")
         )
     axis.legend(handles=handles, loc="upper right", fontsize=8)  # the best (shortest) bars are on top
+    _show_warning(figure, warning)
     return _save(figure, out)
 
 
@@ -223,7 +237,16 @@ def bucket_difference(
     return BucketDifference(buckets, mean, stderr, tokens, buckets.types(targets))
 
 
-def plot_frequency(result: BucketDifference, label_a: str, label_b: str, title: str, out: str | Path) -> Path:
+def plot_frequency(
+    result: BucketDifference,
+    label_a: str,
+    label_b: str,
+    title: str,
+    out: str | Path,
+    warning: str | None = None,
+) -> Path:
+    """The seed paper's Figure 4 of ``result`` (A against B); ``warning``: a line shown above
+    the title (a result that is not audited and verified drawn)."""
     count = result.buckets.count
     figure, axis = plt.subplots(figsize=(8, 4.5))
     x = np.arange(1, count + 1)
@@ -262,6 +285,7 @@ def plot_frequency(result: BucketDifference, label_a: str, label_b: str, title: 
         ),
     ]
     axis.legend(handles=handles, fontsize=8, loc="best")
+    _show_warning(figure, warning)
     return _save(figure, out)
 
 

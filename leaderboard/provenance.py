@@ -21,8 +21,15 @@ def check_comparable(a: Result, b: Result) -> None:
         value_a, value_b = getattr(a.record, field), getattr(b.record, field)
         if value_a != value_b:
             raise ResultError(
-                f"{a.path} and {b.path} are not comparable: {field} differs ({value_a} vs {value_b})"
+                f"{a.path} and {b.path} are not comparable: {_difference(field, value_a, value_b)}"
             )
+
+
+def _difference(field: str, value_a: object, value_b: object) -> str:
+    """What differs between two results, for :func:`check_comparable`'s message."""
+    if field == "tokens":
+        return f"they scored different numbers of tokens ({value_a:,} vs {value_b:,})"
+    return f"{field} differs ({value_a} vs {value_b})"
 
 
 def load_scored_dataset(result: Result, override: str | None, data_dir: str | None) -> Dataset:

@@ -15,7 +15,7 @@ import json
 import math
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -236,9 +236,7 @@ def verify_figures(result: Result, require_token_log_probs: bool) -> Result:
     path = find_token_log_probs(result)
     if path is None:
         if require_token_log_probs:
-            raise ResultError(
-                f"{missing_token_log_probs(result)}; its figures cannot be verified without them"
-            )
+            raise ResultError(unverifiable(result))
         return result
     _read_token_log_probs(result, path)
     return dataclasses.replace(result, verified=True)
@@ -369,19 +367,16 @@ def collect(
         if mismatch is not None:
             rejected.append(f"{file}: {mismatch}; skipped")
             continue
-        if result.unaudited_reasons and not include_unaudited:
-            unaudited.append(
-                f"{file}: unaudited ({'; '.join(result.unaudited_reasons)}): kept "
-                "out of the ranking (--include-unaudited shows it, marked)"
-            )
+        gap = audit_gap(result)
+        if gap is not None and not include_unaudited:
+            unaudited.append(f"{file}: {gap}: kept out of the ranking (--include-unaudited shows it, marked)")
             continue
         results.append(result)
     results = _reject_minorities(results, "dataset", "vocab_sha256", rejected)
     results = _reject_minorities(results, "dataset/split", "dataset_sha256", rejected)
     results.sort(key=lambda r: str(r.path))
     unverified = [
-        f"{missing_token_log_probs(result)}; its figures cannot be verified without them: shown "
-        "unranked, kind 'unverified' (--strict refuses it)"
+        f"{unverifiable(result)}: shown unranked, kind 'unverified' (--strict refuses it)"
         for result in results
         if not result.verified
     ]
@@ -390,6 +385,42 @@ def collect(
     return Collection(
         results, rejected + attached.rejected, notes + attached.notes, unaudited, unverified, attached.figures
     )
+
+
+#: The option with which ``compare`` and the plots use results that are not audited and
+#: verified (:func:`trust_gap`): they go on, with a warning, where they refuse them otherwise.
+ALLOW_UNAUDITED = "--allow-unaudited"
+
+#: :func:`trust_gap` of a result whose figures were not recomputed from its per-token file.
+UNVERIFIED_GAP = "unverified (figures not recomputed: no per-token log-probabilities)"
+
+
+def audit_gap(result: Result) -> str | None:
+    """``unaudited (REASONS)`` when the audits that apply to ``result`` did not all pass
+    (:attr:`Result.unaudited_reasons`); None when they did."""
+    reasons = result.unaudited_reasons
+    return f"unaudited ({'; '.join(reasons)})" if reasons else None
+
+
+def trust_gap(result: Result) -> str | None:
+    """Why ``result``'s figures are not to be taken as measured: its :func:`audit_gap`, else
+    :data:`UNVERIFIED_GAP` when they were not recomputed from its per-token log-probabilities
+    (:attr:`Result.verified`); None for a result both audited and verified, as ``build`` ranks."""
+    return audit_gap(result) or (None if result.verified else UNVERIFIED_GAP)
+
+
+def check_trusted(gaps: Sequence[tuple[str, str]], use: str, allowed: bool) -> str | None:
+    """Refuse to ``use`` (``compare``, ``plot``) the results that ``gaps`` names, each with its
+    :func:`trust_gap`: :class:`ResultError`, one line naming each and why, unless ``allowed``
+    (:data:`ALLOW_UNAUDITED`); then the warning line to show beside what is made of them. None
+    when ``gaps`` is empty."""
+    if not gaps:
+        return None
+    named = "; ".join(f"{name}: {gap}" for name, gap in gaps)
+    if not allowed:
+        them = "it" if len(gaps) == 1 else "them"
+        raise ResultError(f"{named}: refused; pass {ALLOW_UNAUDITED} to {use} {them} anyway, with a warning")
+    return f"WARNING: {named}: used anyway ({ALLOW_UNAUDITED}); figures not audited and verified may be wrong"
 
 
 def find_token_log_probs(result: Result) -> Path | None:
@@ -424,6 +455,12 @@ def missing_token_log_probs(result: Result) -> str:
     )
 
 
+def unverifiable(result: Result) -> str:
+    """The line that says ``result``'s figures cannot be verified: its per-token
+    log-probabilities were not found (:func:`missing_token_log_probs`)."""
+    return f"{missing_token_log_probs(result)}; its figures cannot be verified without them"
+
+
 def token_log_probs_path(result: Result) -> Path:
     """:func:`find_token_log_probs`, or :class:`ResultError` saying where it looked."""
     path = find_token_log_probs(result)
@@ -436,6 +473,16 @@ def load_token_log_probs(result: Result) -> np.ndarray:
     """The result's per-token log-probabilities (float64 ``[tokens]``), checked against the
     result's token count and mean NLL so that a stale or foreign file is refused."""
     return _read_token_log_probs(result, token_log_probs_path(result))
+
+
+def load_verified(result: Result) -> tuple[Result, np.ndarray]:
+    """``result``, verified (:attr:`Result.verified`), and its per-token log-probabilities, checked
+    as :func:`load_token_log_probs` checks them; :class:`ResultError` naming the file when they
+    are missing (:func:`unverifiable`) or disagree with it."""
+    path = find_token_log_probs(result)
+    if path is None:
+        raise ResultError(unverifiable(result))
+    return dataclasses.replace(result, verified=True), _read_token_log_probs(result, path)
 
 
 def _perplexity(mean_nll: float) -> float:

@@ -575,3 +575,22 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if len(wrong):
             raise ValueError(f"{path}: not a leaderboard CSV ({column} {wrong.iloc[0]} is no perplexity)")
     return frame[table_columns(frame)]
+
+
+def unchecked_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    """The rows of a table that are unaudited or unverified (:data:`UNRANKED_KINDS`, as
+    :func:`records.trust_gap` decides for their results), each as its source files (else its
+    model) and its kind with why, for :func:`records.check_trusted`."""
+    rows = frame[frame["kind"].isin(UNRANKED_KINDS)]
+    return [
+        (str(row["source"] or row["model"]), _kind_reason(row["kind"], row["notes"]))
+        for _, row in rows.iterrows()
+    ]
+
+
+def _kind_reason(kind: str, notes: str) -> str:
+    """``KIND (WHY)``, WHY the note of ``notes`` that begins ``KIND:`` (:func:`_run_row` writes
+    one for each unranked kind); ``KIND`` alone when none does."""
+    prefix = f"{kind}: "
+    why = next((note[len(prefix) :] for note in str(notes).split("; ") if note.startswith(prefix)), "")
+    return f"{kind} ({why})" if why else kind

@@ -104,9 +104,12 @@ def test_eval_prints_the_result_before_writing_it(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(scoring, "write_atomically", disk_full)
-    with pytest.raises(OSError):
-        harness_main(["eval", "unigram", "--dataset", str(corpus), "--output", str(tmp_path / "r.json")])
-    assert "harness.plugins.unigram on toy/test: perplexity" in capsys.readouterr().out
+    assert (
+        harness_main(["eval", "unigram", "--dataset", str(corpus), "--output", str(tmp_path / "r.json")]) == 2
+    )
+    captured = capsys.readouterr()
+    assert "harness.plugins.unigram on toy/test: perplexity" in captured.out
+    assert captured.err.splitlines()[-1].startswith("error: No space left on device")
 
 
 def test_empty_split_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

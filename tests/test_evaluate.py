@@ -133,6 +133,12 @@ class Faulty:
             log_probs -= 0.1
         elif self.fault == "distribution shape":
             distributions = distributions[:, 1:]
+        elif self.fault == "probabilities":
+            log_probs, distributions = np.exp(log_probs), np.exp(distributions)
+        elif self.fault == "wrong axis" and rows > 1:
+            distributions = np.log(np.full((rows, self.vocab_size), 1 / rows))
+        elif self.fault == "other vocabulary":
+            distributions = np.full((rows, self.vocab_size + 7), -math.log(self.vocab_size + 7))
         elif self.fault == "not scores":
             return log_probs
         elif self.fault == "no distributions":
@@ -146,7 +152,16 @@ class Faulty:
         ("nan", r"an invalid log-probability \(nan\) for token 4 \(stream 0, position 4\)"),
         ("positive", r"a positive log-probability \(0\.5\) for token 0"),
         ("shape", r"target_log_probs has shape \(1, 4\), expected \(1, 5\)"),
-        ("unnormalized", r"unnormalized distribution: probabilities sum to 2, not 1"),
+        (
+            "unnormalized",
+            r"unnormalized distribution at token \d+ \(stream 0, position \d+\): probabilities sum to 2, not 1",
+        ),
+        (
+            "probabilities",
+            r"a positive log-probability .* all of the chunk's lie in \[0, 1\]: probabilities rather",
+        ),
+        ("wrong axis", r"unnormalized distribution .* a softmax over the wrong axis\?"),
+        ("other vocabulary", r"a distribution over \d+ words, where the dataset's vocabulary has \d+"),
         ("disagrees", r"reported log p\(target\) = .* but its full distribution gives"),
         ("distribution shape", r"distributions has shape \(\d+, \d+\), expected"),
         ("not scores", r"score\(\) returned ndarray, not harness.ChunkScores"),

@@ -108,8 +108,7 @@ def test_tables_that_fail_mid_write_keep_the_previous_tables(
     before = {path.name: path.read_bytes() for path in out.iterdir()}
     make_result(results, "second.test", ppl=90.0, model="other.model")
     fill_the_disk(monkeypatch)
-    with pytest.raises(OSError, match="No space left"):
-        leaderboard_main(build)
+    assert leaderboard_main(build) == 2  # one line: "error: No space left on device writing ..."
     assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     assert leftovers(tmp_path) == []
 

@@ -1,8 +1,8 @@
-"""``python -m wikitext_builder``."""
+"""``python -m wikitext_builder``: the same as the console script ``wikitext-builder``."""
 
 import sys
 
-from wikitext_builder.cli import main
+from core.startup import builder
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(builder())

@@ -218,7 +218,7 @@ class Cache:
         return [Skipped(**fields) for fields in json.loads(self.get_meta("skipped") or "[]")]
 
     def _transaction(self) -> _Transaction:
-        return _Transaction(self.connection)
+        return _Transaction(self.connection, self.path)
 
 
 def _identity(source: dict[str, object]) -> dict[str, object]:
@@ -226,14 +226,34 @@ def _identity(source: dict[str, object]) -> dict[str, object]:
     return {key: value for key, value in source.items() if key != CONTENT_KEY}
 
 
-class _Transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection."""
+#: SQLite's result code of a full disk (``sqlite3.SQLITE_FULL``, which the type stubs lack).
+SQLITE_FULL = 13
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self.connection = connection
+
+class _Transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on error) on an autocommit connection of
+    the cache at ``path``; a full disk is a :class:`CacheError` (the batch is rolled back, the
+    batches committed before it stay)."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self.connection, self.path = connection, path
 
     def __enter__(self) -> None:
         self.connection.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.connection.execute("COMMIT" if exc_type is None else "ROLLBACK")
+    def __exit__(self, exc_type: object, error: BaseException | None, *rest: object) -> None:
+        try:  # after some errors (a full disk) SQLite has rolled the transaction back itself
+            if exc_type is None or self.connection.in_transaction:
+                self.connection.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        except sqlite3.OperationalError as failure:
+            self._raise_if_full(failure)
+            raise
+        if isinstance(error, sqlite3.OperationalError):
+            self._raise_if_full(error)
+
+    def _raise_if_full(self, error: sqlite3.OperationalError) -> None:
+        if getattr(error, "sqlite_errorcode", None) == SQLITE_FULL:
+            raise CacheError(
+                f"{self.path}: the disk is full (SQLite: {error}); the batches committed before "
+                "are kept: free some space and rerun the same command to resume"
+            ) from None

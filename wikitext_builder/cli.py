@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from core import bounded_json
 from core.cli import (
     ArgumentParser,
     UsageError,
@@ -118,12 +119,18 @@ def _manifest_plan(args: argparse.Namespace) -> Plan:
 
 
 def _recorded_settings(manifest: Path) -> dict[str, Any]:
-    """The ``builder.settings`` of the ``stats.json`` beside ``manifest`` ({} when it has none)."""
+    """The ``builder.settings`` of the ``stats.json`` beside ``manifest`` ({} when there is none or
+    it records none); a ``stats.json`` that is not JSON is a :class:`UsageError`."""
+    stats = manifest.with_name(STATS_FILE)
     try:
-        settings = json.loads(manifest.with_name(STATS_FILE).read_text(encoding="utf-8"))["builder"][
-            "settings"
-        ]
-    except (OSError, ValueError, KeyError, TypeError):
+        recorded = bounded_json.loads(stats.read_text(encoding="utf-8"))
+    except OSError:
+        return {}
+    except ValueError as error:  # UnicodeDecodeError and JSONTooDeep included
+        raise UsageError(f"{stats}: not JSON ({error}); repair it or move it aside") from None
+    try:
+        settings = recorded["builder"]["settings"]
+    except (KeyError, TypeError):
         return {}
     return settings if isinstance(settings, dict) else {}
 
@@ -585,7 +592,8 @@ def _corpus_options() -> argparse.ArgumentParser:
         type=positive_int,
         default=1,
         metavar="N",
-        help="processes that render articles (default 1; output identical for any N)",
+        help="processes that render articles (default 1; output identical for any N; at most one per 2 "
+        "articles and 2 per CPU, lowered with a note)",
     )
     corpus.add_argument("--quiet", action="store_true", help="no progress bars")
     return corpus

@@ -15,9 +15,11 @@ import heapq
 import io
 import json
 import multiprocessing
+import os
 import random
 import re
 import signal
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from tqdm import tqdm
 
+from core import bounded_json
 from core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
 from core.format import EOS, SPLITS, UNK
 from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_from_record
@@ -44,6 +47,11 @@ SPOOL_FILE = ".render.spool"
 #: article reaches it; the largest of the shared 1,500-article pool has 261,072 bytes.
 MAX_ARTICLE_BYTES = 2 * 1024 * 1024
 _TITLE_LINE = re.compile(r"^ = (?!= ).* = \n$")
+#: Articles handed to a render process at a time.
+RENDER_CHUNK = 2
+#: The most render processes per usable CPU: rendering is CPU-bound, so more would only wait for a
+#: CPU, each holding a parser's memory.
+WORKERS_PER_CPU = 2
 
 
 # --- article order, sharding -------------------------------------------------------------------
@@ -106,7 +114,30 @@ def render_one(article: Article) -> Rendered:
         return Rendered(article, None, Skipped("render failed", title=article.title, detail=detail))
 
 
-def render_all(articles: Iterable[Article], workers: int, chunksize: int = 2) -> Iterator[Rendered]:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the system tells it, else all)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def capped_workers(asked: int, articles: int) -> tuple[int, str | None]:
+    """The render processes worth starting for ``articles`` when ``--workers asked``: at most one
+    per chunk of :data:`RENDER_CHUNK` articles (the rest would get no work) and
+    :data:`WORKERS_PER_CPU` per usable CPU; with a one-line note when that is fewer than asked.
+    The output is the same for any number, so lowering it changes nothing but the processes."""
+    chunks = max(1, -(-articles // RENDER_CHUNK))
+    cpus = usable_cpus()
+    if asked <= min(chunks, WORKERS_PER_CPU * cpus):
+        return asked, None
+    if chunks <= WORKERS_PER_CPU * cpus:
+        why = f"{articles:,} article{'s' * (articles != 1)}, handed out {RENDER_CHUNK} at a time"
+        return chunks, f"note: --workers {asked:,} lowered to {chunks:,} ({why})"
+    why = f"{WORKERS_PER_CPU} per CPU, and this build may use {cpus:,} CPU{'s' * (cpus != 1)}"
+    return WORKERS_PER_CPU * cpus, f"note: --workers {asked:,} lowered to {WORKERS_PER_CPU * cpus:,} ({why})"
+
+
+def render_all(
+    articles: Iterable[Article], workers: int, chunksize: int = RENDER_CHUNK
+) -> Iterator[Rendered]:
     """``render_one`` over ``articles`` in input order, in ``workers`` processes.
 
     The input is handed to the pool a window at a time, so at most a few windows of wikitext are
@@ -357,9 +388,13 @@ def _skip_order(skip: Skipped) -> tuple[str, str, str]:
 def _render_to_spool(
     articles: Iterator[Article], spool: IO[bytes], workers: int, total: int, progress: bool
 ) -> tuple[dict[str, ArticleRecord], list[Skipped]]:
-    """Render every article into ``spool``; where each landed, and the skipped ones."""
+    """Render every article into ``spool`` in at most ``workers`` processes (:func:`capped_workers`,
+    its note on stderr); where each landed, and the skipped ones."""
     records: dict[str, ArticleRecord] = {}
     skipped: list[Skipped] = []
+    workers, note = capped_workers(workers, total)
+    if note:
+        print(note, file=sys.stderr)
     bar = tqdm(
         render_all(articles, workers),
         total=total,
@@ -547,7 +582,7 @@ def read_manifest(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = bounded_json.loads(line)
             if not isinstance(record["title"], str) or record["split"] not in (*SPLITS, EXCLUDED_SPLIT):
                 raise ValueError("bad title or split")
             if record["revision_id"] is not None and not 0 <= int(record["revision_id"]) <= MAX_ID:

@@ -31,7 +31,7 @@ from typing import Any, BinaryIO, cast
 
 import requests
 
-from core import files
+from core import bounded_json, files
 
 DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
 PROJECT_URL = "https://github.com/wikitext-toolkit/wikitext-toolkit"
@@ -583,7 +583,7 @@ def iter_jsonl(path: Path, kinds: Iterable[str]) -> Iterator[Article | Skipped]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = bounded_json.loads(line)
             title = record.get("title") or record.get("title_guess") or ""
             wikitext = record["wikitext"]
         except (ValueError, KeyError, AttributeError) as error:

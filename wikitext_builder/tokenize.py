@@ -20,7 +20,7 @@ from __future__ import annotations
 import regex
 from sacremoses import MosesTokenizer
 
-__all__ = ["tokenize_text", "format_line", "format_heading", "format_paragraph"]
+__all__ = ["tokenize_text", "heading_tokens", "format_line", "format_heading", "format_paragraph"]
 
 
 class _MosesTokenizer(MosesTokenizer):
@@ -124,7 +124,24 @@ def format_heading(tokens: list[str], level: int) -> str:
     return " " + "= " * level + " ".join(tokens) + " =" * level + " \n"
 
 
+def heading_tokens(text: str) -> list[str]:
+    """The tokens of a heading's text (an article title or a section heading), without the ``=``
+    tokens at its two ends.
+
+    The format has no escape for them: next to the ``=`` markers of the heading line they would
+    read as markers too, so the title `` = = Evil = = `` would become `` = = = Evil = = = ``, a
+    level-3 section heading, and ``= (album)`` the malformed heading `` = = ( album ) = ``. No
+    heading of the real WikiText files starts or ends with an ``=`` token; an ``=`` inside
+    (``E = mc2``) stays. Empty when the text holds nothing else."""
+    tokens = tokenize_text(text)  # (Moses makes every "=" a token of its own)
+    while tokens and tokens[-1] == "=":
+        tokens.pop()
+    while tokens and tokens[0] == "=":
+        tokens.pop(0)
+    return tokens
+
+
 def format_line(text: str, level: int = 0) -> str:
-    """Tokenize ``text`` and format it as a paragraph (level 0) or a heading line."""
-    tokens = tokenize_text(text)
-    return format_heading(tokens, level) if level else format_paragraph(tokens)
+    """Tokenize ``text`` and format it as a paragraph (level 0) or a heading line
+    (:func:`heading_tokens`)."""
+    return format_heading(heading_tokens(text), level) if level else format_paragraph(tokenize_text(text))

@@ -9,7 +9,7 @@ import mwparserfromhell
 from mwparserfromhell.nodes import Heading, Text
 from mwparserfromhell.wikicode import Wikicode
 
-from ..tokenize import format_heading, tokenize_text
+from ..tokenize import format_heading, heading_tokens
 from .layout import drop_markup_residue, paragraph_line, paragraphs, strip_quotes
 from .markers import BLOCK_FORMULA, CONTROL_CHARS, FORMULA, INDENT, INVISIBLE, LIST_ITEM, WHITESPACE
 from .prestrip import prestrip
@@ -211,17 +211,25 @@ def plain_title(title: str) -> str:
 
 
 def render_article(title: str, wikitext: str) -> str:
-    """The article in WikiText form (no ``<unk>`` mapping); raises :class:`MarkupError`."""
+    """The article in WikiText form (no ``<unk>`` mapping); raises :class:`MarkupError`.
+
+    The title line and the section headings hold their text without the ``=`` signs at its ends
+    (:func:`~wikitext_builder.tokenize.heading_tokens`): the format has no escape for them, and
+    kept they would turn the title `` = = Evil = = `` into a section heading of the article before
+    (an article too few counted; a heading before any title, an error of ``validate``, when it
+    opens its split) and ``Evil =`` into a malformed heading. Dropping them keeps the article and
+    every word of its title, where skipping it would lose a real article such as ``= (album)``;
+    ``manifest.jsonl`` keeps the exact title. A title of nothing but ``=`` signs is empty."""
     title = plain_title(title)
-    title_tokens = tokenize_text(title)
+    title_tokens = heading_tokens(title)
     if not title_tokens:
-        raise MarkupError(repr(title), "empty title")
+        raise MarkupError(repr(title), "empty title (nothing but '=' signs)" if title else "empty title")
     out = [" \n", format_heading(title_tokens, 1), " \n"]
     lines = 0
     for level, text in render_text(title, wikitext):
         if level:
             text = text.replace(FORMULA, " <formula> ").replace(BLOCK_FORMULA, " <formula> ")
-            tokens = tokenize_text(text)
+            tokens = heading_tokens(text)
             if tokens:
                 out.append(" \n")
                 out.append(format_heading(tokens, min(level, 6)))

@@ -1,0 +1,249 @@
+"""In-process evaluation: :func:`evaluate_model` scores a plugin, or a model object that implements
+:class:`harness.plugin.LanguageModel`, under the protocol, audits and result schema of
+``python -m harness eval``, and returns each split's record with its per-token log-probabilities
+(a validation figure inside a training loop, say). Nothing is printed: errors are raised as the
+harness's own exception types, with the command line's one-line messages."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.cli import check_output_dir, check_output_file
+from core.devices import resolve_device
+from core.result_schema import ResultRecord
+from harness.datasets import Dataset, load_dataset
+from harness.plugin import LanguageModel, PluginError, create_model, load_factory
+from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol, result_paths, save_scores, score_split
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitResult:
+    """One split scored by :func:`evaluate_model`.
+
+    Attributes:
+        record: the result record, field for field what ``python -m harness eval`` writes
+            (``perplexity``, ``nll``, ``tokens``, ``audit``, ``causality_audit``, ``audited``,
+            ``audit_gaps``, ...).
+        token_log_probs: float64 ``[N]``, the natural-log probability of each of the split's
+            ``N`` tokens in stream order (what ``--save-token-logprobs`` saves).
+    """
+
+    record: ResultRecord
+    token_log_probs: np.ndarray
+
+    @property
+    def perplexity(self) -> float:
+        """``exp(nll)``."""
+        return self.record.perplexity
+
+    @property
+    def nll(self) -> float:
+        """Mean negative log-likelihood, nats per token."""
+        return self.record.nll
+
+    @property
+    def tokens(self) -> int:
+        """``N``, the tokens scored."""
+        return self.record.tokens
+
+
+def evaluate_model(
+    model: str | LanguageModel,
+    dataset: str | os.PathLike[str] | Dataset,
+    *,
+    splits: str | Iterable[str] = ("valid", "test"),
+    batch_size: int = DEFAULT_PROTOCOL.batch_size,
+    bptt: int = DEFAULT_PROTOCOL.bptt,
+    audit: int = DEFAULT_PROTOCOL.audit_positions,
+    causality_audit: int = DEFAULT_PROTOCOL.causality_points,
+    causality_tolerance: float | None = DEFAULT_PROTOCOL.causality_tolerance,
+    device: str = "cpu",
+    model_args: Mapping[str, Any] | None = None,
+    checkpoint: str | os.PathLike[str] | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    output_dir: str | os.PathLike[str] | None = None,
+) -> list[SplitResult]:
+    """Score ``splits`` of ``dataset`` with ``model`` as ``python -m harness eval`` does.
+
+    Args:
+        model: a plugin, named as on the command line (a registered name, ``module`` or
+            ``module:attribute``) and made by its factory for ``dataset``; or a model object
+            (``reset(batch_size)`` and ``score(chunk)``), recorded as its class's
+            ``module:qualname``.
+        dataset: a benchmark name, a directory in the WikiText layout, or a loaded
+            :class:`harness.datasets.Dataset`, which keeps its token streams for the next call.
+        splits: the splits to score, in order (one name is one split).
+        batch_size, bptt, audit, causality_audit, causality_tolerance: ``--batch-size``,
+            ``--bptt``, ``--audit``, ``--causality-audit``, ``--causality-tolerance``, with
+            their defaults (:data:`harness.scoring.DEFAULT_PROTOCOL`).
+        device: ``--device`` (``auto`` as on the command line: ``cuda`` when there is one),
+            given to the factory and recorded; a model object runs where its owner put it, so
+            name that device.
+        model_args: the factory's keyword arguments (``--model-args``), recorded; for a model
+            object, recorded only (an epoch, say).
+        checkpoint: ``--checkpoint``, given to the factory and recorded.
+        data_dir: ``--data-dir``, where a benchmark is looked for first.
+        output_dir: ``--output-dir``: each split's record and ``.logprobs.npy`` are written
+            there, under the command line's names.
+
+    Returns:
+        One :class:`SplitResult` per split, in the order of ``splits`` (a repeated split once).
+
+    Raises:
+        DatasetError, PluginError, ModelUnavailable, DeviceError: as the command line reports
+            them (an unknown split or dataset, a plugin that cannot be loaded or breaks the
+            protocol or an audit, a model unavailable for the dataset, a missing device);
+            PluginError too for ``model_args`` that JSON cannot hold.
+        UsageError: ``output_dir`` or a file in it cannot be written.
+        ValueError: a batch size or BPTT below 1, a negative audit or tolerance.
+    """
+    protocol = _checked_protocol(batch_size, bptt, audit, causality_audit, causality_tolerance)
+    if output_dir is not None:
+        check_output_dir(output_dir, "output_dir")
+    plugin, factory = _identify(model)
+    arguments = _recordable_model_args(model_args)
+    device = resolve_device(device)
+    data_root = None if data_dir is None else os.fspath(data_dir)
+    data = dataset if isinstance(dataset, Dataset) else load_dataset(os.fspath(dataset), data_root)
+    names = _split_names(splits)
+    outputs = {split: _output_paths(output_dir, plugin, arguments, data.name, split) for split in names}
+    for split in names:
+        data.tokens(split)  # an unknown or empty split fails here, before the model is made
+    checkpoint_path = None if checkpoint is None else os.fspath(checkpoint)
+    scorer = create_model(
+        factory, plugin, data, device=device, checkpoint=checkpoint_path, model_args=arguments
+    )
+    return [
+        _score(
+            scorer,
+            plugin=plugin,
+            model_args=arguments,
+            checkpoint=checkpoint_path,
+            dataset=data,
+            split=split,
+            protocol=protocol,
+            device=device,
+            data_dir=data_root,
+            outputs=outputs[split],
+        )
+        for split in names
+    ]
+
+
+def _split_names(splits: str | Iterable[str]) -> list[str]:
+    """The splits to score, in order, each once (a string is one split); ValueError for none."""
+    names = [splits] if isinstance(splits, str) else list(dict.fromkeys(splits))
+    if not names:
+        raise ValueError("splits names no split: name one or more of train, valid, test")
+    return names
+
+
+def _checked_protocol(
+    batch_size: int, bptt: int, audit: int, causality_audit: int, causality_tolerance: float | None
+) -> EvaluationProtocol:
+    """The protocol, its values checked as the command line's options are; ValueError otherwise."""
+    for name, value, least in (
+        ("batch_size", batch_size, 1),
+        ("bptt", bptt, 1),
+        ("audit", audit, 0),
+        ("causality_audit", causality_audit, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+    if causality_tolerance is not None and not 0 <= causality_tolerance < math.inf:
+        raise ValueError(
+            f"causality_tolerance must be a finite number of at least 0, got {causality_tolerance}"
+        )
+    return EvaluationProtocol(
+        batch_size=batch_size,
+        bptt=bptt,
+        audit_positions=audit,
+        causality_points=causality_audit,
+        causality_tolerance=causality_tolerance,
+    )
+
+
+def _identify(model: str | LanguageModel) -> tuple[str, Callable[..., LanguageModel]]:
+    """The recorded name and the factory of a plugin (loaded as the command line loads it), or
+    of a model object: its class's ``module:qualname`` and a factory that returns it whatever
+    the arguments. PluginError for an object that is no model."""
+    if isinstance(model, str):
+        return load_factory(model)
+    if not isinstance(model, LanguageModel):
+        raise PluginError(
+            f"{type(model).__name__} is no plugin name nor a model: it has no reset(batch_size) "
+            "and score(chunk) methods"
+        )
+    return f"{type(model).__module__}:{type(model).__qualname__}", lambda *_, **__: model
+
+
+def _recordable_model_args(model_args: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``model_args`` as the record holds them; PluginError, before any work, when JSON cannot
+    hold them as they are (a NaN, a numpy number, a key that is no string, a tuple)."""
+    arguments = dict(model_args or {})
+    try:
+        text = json.dumps(arguments, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        raise PluginError(f"model_args {arguments!r}: not recordable in JSON: {error}") from None
+    if json.loads(text) != arguments:
+        raise PluginError(f"model_args {arguments!r}: not recordable in JSON, which reads them as {text}")
+    return arguments
+
+
+def _output_paths(
+    output_dir: str | os.PathLike[str] | None,
+    plugin: str,
+    model_args: dict[str, Any],
+    dataset: str,
+    split: str,
+) -> tuple[Path, Path] | tuple[None, None]:
+    """The record (JSON) and log-probabilities (.npy) files of one split in ``output_dir``,
+    checked writable, as ``--output-dir`` names them; (None, None) without an output directory."""
+    if output_dir is None:
+        return None, None
+    json_path, npy_path = result_paths(output_dir, plugin, model_args, dataset, split)
+    for path in (json_path, npy_path):
+        check_output_file(path, "output_dir")
+    return json_path, npy_path
+
+
+def _score(
+    model: LanguageModel,
+    *,
+    plugin: str,
+    model_args: dict[str, Any],
+    checkpoint: str | None,
+    dataset: Dataset,
+    split: str,
+    protocol: EvaluationProtocol,
+    device: str,
+    data_dir: str | None,
+    outputs: tuple[Path, Path] | tuple[None, None],
+) -> SplitResult:
+    """Score one split, check its record as the command line does and save both where asked."""
+    json_path, npy_path = outputs
+    record, token_log_probs = score_split(
+        model,
+        plugin=plugin,
+        model_args=model_args,
+        checkpoint=checkpoint,
+        dataset=dataset,
+        split=split,
+        protocol=protocol,
+        device=device,
+        data_dir=data_dir,
+        json_path=json_path,
+        npy_path=npy_path,
+        keep_token_log_probs=True,
+    )
+    assert token_log_probs is not None  # kept, as asked
+    save_scores(record, token_log_probs, json_path, npy_path)
+    return SplitResult(record, token_log_probs)

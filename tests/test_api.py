@@ -1,0 +1,196 @@
+"""The in-process API, :func:`harness.api.evaluate_model`: the command line's figures, files and
+errors, from a plugin name or a model object, without printing anything."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.files import DatasetError
+from harness.api import evaluate_model
+from harness.causality import SUBSTITUTIONS
+from harness.cli import main as harness_main
+from harness.datasets import Dataset, load_dataset
+from harness.plugin import Chunk, ChunkScores, PluginError
+from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol
+
+REPO = Path(__file__).resolve().parent.parent
+#: Fields of a record that differ between two runs of one evaluation: when it ran, how fast, and
+#: the audits' draws. The causality audit's are secret and fresh each time, and the probability
+#: audit's largest errors cover the distributions it asks for too; the audits' sizes and outcomes
+#: are compared (:func:`assert_same_evaluation`).
+VOLATILE = ("created", "runtime_seconds", "tokens_per_second", "audit", "causality_audit")
+
+
+class TinyTorchBigram:
+    """An untrained ``nn.Embedding`` + ``nn.Linear`` bigram network (weights from a fixed seed)
+    behind the plugin protocol; torch is imported when one is made (torch is an extra)."""
+
+    def __init__(self, vocab_size: int, seed: int = 0) -> None:
+        import torch
+
+        self.torch = torch
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.net = torch.nn.Sequential(torch.nn.Embedding(vocab_size, 8), torch.nn.Linear(8, vocab_size))
+        self.num_parameters = sum(parameter.numel() for parameter in self.net.parameters())
+
+    def reset(self, batch_size: int) -> None:
+        pass  # the previous token is all the context a bigram has
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        torch = self.torch
+        with torch.no_grad():
+            log_dists = torch.log_softmax(self.net(torch.from_numpy(chunk.inputs)), dim=-1)  # [B, T, V]
+        targets = log_dists.gather(2, torch.from_numpy(chunk.targets)[..., None])[..., 0]
+        wanted = chunk.distribution_mask
+        return ChunkScores(targets, None if wanted is None else log_dists[torch.from_numpy(wanted)])
+
+
+def load_tiny_bigram(dataset: Dataset, *, device: str, checkpoint: str | None) -> TinyTorchBigram:
+    """The factory that serves :class:`TinyTorchBigram` to the command line."""
+    return TinyTorchBigram(len(dataset.vocab))
+
+
+def command_line_results(directory: Path, plugin: str, dataset: Path, *options: str) -> dict[str, Any]:
+    """Run ``python -m harness eval PLUGIN --dataset DATASET --device cpu --output-dir DIRECTORY
+    OPTIONS...``; returns ``{file name: parsed record}`` of what it wrote."""
+    arguments = ["eval", plugin, "--dataset", str(dataset), "--device", "cpu", "--output-dir", str(directory)]
+    assert harness_main([*arguments, *options]) == 0
+    return {path.name: json.loads(path.read_text()) for path in sorted(directory.glob("*.json"))}
+
+
+def assert_same_evaluation(record: dict[str, Any], expected: dict[str, Any], *differing: str) -> None:
+    """Two records of one evaluation agree in every field but :data:`VOLATILE` and ``differing``,
+    and their audits had the same sizes and outcomes."""
+    skipped = {*VOLATILE, *differing}
+    assert {key: value for key, value in record.items() if key not in skipped} == {
+        key: value for key, value in expected.items() if key not in skipped
+    }
+    for audit, keys in (
+        ("audit", ("requested", "checked", "passed")),
+        ("causality_audit", ("points", "passed")),
+    ):
+        assert [record[audit][key] for key in keys] == [expected[audit][key] for key in keys]
+
+
+def test_a_torch_model_object_gets_the_command_lines_figures(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the command line imports this module
+    protocol = ("--batch-size", "2", "--bptt", "3", "--audit", "5")
+    expected = command_line_results(
+        tmp_path / "cli", "test_api:load_tiny_bigram", corpus, "--split", "valid", "test", *protocol
+    )
+    capsys.readouterr()
+    dataset = load_dataset(str(corpus))
+    results = evaluate_model(
+        TinyTorchBigram(len(dataset.vocab)), dataset, splits=("valid", "test"), batch_size=2, bptt=3, audit=5
+    )
+    assert capsys.readouterr().out == ""
+    assert [result.record.split for result in results] == ["valid", "test"]
+    for result, (name, record) in zip(results, sorted(expected.items(), reverse=True)):  # valid, test
+        assert name.endswith(f".{result.record.split}.json")
+        assert result.record.model == "test_api:TinyTorchBigram"
+        assert (result.perplexity, result.nll, result.tokens) == (
+            record["perplexity"],
+            record["nll"],
+            record["tokens"],
+        )
+        assert result.record.audited and record["audited"]
+        assert_same_evaluation(result.record.to_json(), record, "model", "token_log_probs_file")
+        saved = np.load(tmp_path / "cli" / record["token_log_probs_file"])
+        assert result.token_log_probs.dtype == np.float64
+        assert np.array_equal(result.token_log_probs, saved)
+        assert math.isclose(-result.token_log_probs.mean(), result.nll)
+
+
+def test_a_plugin_name_writes_the_files_the_command_line_writes(corpus: Path, tmp_path: Path) -> None:
+    expected = command_line_results(tmp_path / "cli", "unigram", corpus, "--split", "valid", "test")
+    results = evaluate_model("unigram", corpus, output_dir=tmp_path / "api")
+    written = {path.name: json.loads(path.read_text()) for path in sorted((tmp_path / "api").glob("*.json"))}
+    names = ["harness.plugins.unigram.toy.test.json", "harness.plugins.unigram.toy.valid.json"]
+    assert sorted(written) == sorted(expected) == names
+    assert sorted(path.name for path in (tmp_path / "api").iterdir()) == sorted(
+        path.name for path in (tmp_path / "cli").iterdir()
+    )
+    for result in results:
+        name = f"harness.plugins.unigram.toy.{result.record.split}.json"
+        assert result.record.to_json() == written[name]
+        assert_same_evaluation(written[name], expected[name])
+        for directory in ("api", "cli"):
+            saved = np.load(tmp_path / directory / written[name]["token_log_probs_file"])
+            assert np.array_equal(result.token_log_probs, saved)
+
+
+def test_the_defaults_are_the_command_lines(corpus: Path, tmp_path: Path) -> None:
+    (expected,) = command_line_results(tmp_path, "unigram", corpus).values()
+    (result,) = evaluate_model("unigram", str(corpus), splits="test")
+    assert result.record.protocol.to_json() == expected["protocol"]
+    assert_same_evaluation(result.record.to_json(), expected, "token_log_probs_file")
+    assert result.record.token_log_probs_file is None  # no file without output_dir
+    assert DEFAULT_PROTOCOL == EvaluationProtocol(  # as docs/harness.md states them
+        batch_size=1, bptt=100, audit_positions=8, causality_points=SUBSTITUTIONS, causality_tolerance=None
+    )
+
+
+def test_a_dataset_object_is_reused_without_reading_its_files_again(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = load_dataset(str(corpus))
+    first = evaluate_model("unigram", dataset, splits=("valid", "test"))
+    shutil.rmtree(corpus)  # what a second call needs is in the dataset object
+    (again,) = evaluate_model("unigram", dataset, splits=["valid", "valid"], causality_audit=0)
+    assert (again.nll, again.tokens) == (first[0].nll, first[0].tokens)
+    assert np.array_equal(again.token_log_probs, first[0].token_log_probs)
+    assert again.record.audit_gaps and not again.record.audited  # its causality audit was off
+    assert capsys.readouterr() == ("", "")  # nothing printed, on stdout or stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "dataset", "options", "error", "message"),
+    [
+        ("unigram", "toy", {"splits": ("dev",)}, DatasetError, "unknown split 'dev'"),
+        ("unigram", "missing", {}, DatasetError, "missing"),
+        ("no_such_plugin", "toy", {}, PluginError, "no plugin 'no_such_plugin'"),
+        ("unigram", "toy", {"checkpoint": "x.pt"}, PluginError, "takes no --checkpoint"),
+        (object(), "toy", {}, PluginError, "no reset(batch_size) and score(chunk) methods"),
+        ("unigram", "toy", {"model_args": {"epoch": math.nan}}, PluginError, "not recordable in JSON"),
+        ("unigram", "toy", {"model_args": {"sizes": (1, 2)}}, PluginError, 'reads them as {"sizes": [1, 2]}'),
+        ("unigram", "toy", {"splits": ()}, ValueError, "splits names no split"),
+        ("unigram", "toy", {"bptt": 0}, ValueError, "bptt must be an integer of at least 1, got 0"),
+        ("unigram", "toy", {"audit": -1}, ValueError, "audit must be an integer of at least 0"),
+    ],
+)
+def test_errors_are_raised_as_the_harness_types_and_nothing_is_printed(
+    corpus: Path,
+    capsys: pytest.CaptureFixture[str],
+    model: Any,
+    dataset: str,
+    options: dict[str, Any],
+    error: type[Exception],
+    message: str,
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        evaluate_model(model, corpus.parent / dataset, **options)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_readme_training_loop_example_runs(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    readme = (REPO / "README.md").read_text()
+    code = re.search(r"<!-- example-training-loop -->\n```python\n(.*?)```", readme, re.S).group(1)
+    assert code.count('load_dataset("ptb")') == 1  # trained and scored on the tiny corpus here, for speed
+    code = code.replace('load_dataset("ptb")', f"load_dataset({str(corpus)!r})")
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2
+    assert all(re.fullmatch(r"epoch \d: valid perplexity [\d.]+", line) for line in printed), printed

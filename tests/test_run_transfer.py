@@ -1,0 +1,111 @@
+"""``baselines pack-run`` / ``unpack-run``: a run directory moved between machines in pieces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import write_corpus
+from test_baselines_training import REPEATED, epoch_records, train, weights
+
+from baselines import checkpoint as checkpoints
+from baselines import transfer
+from baselines.cli import main as baselines_main
+
+SIZES = "embedding_size=32,hidden_size=32"
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    directory = write_corpus(tmp_path / "toy")
+    (directory / "wiki.train.tokens").write_text(REPEATED * 6, encoding="utf-8")
+    return directory
+
+
+def train_steps(toy: Path, run: Path, steps: int, kind: str = "zoneout_lstm") -> None:
+    assert train(toy, run, "--model-args", SIZES, "--max-steps", str(steps), kind=kind) == 0
+
+
+def measured(run: Path) -> list[dict]:
+    """The run's log records without their timings."""
+    timings = ("tokens_per_second", "seconds", "total_seconds")
+    return [{k: v for k, v in record.items() if k not in timings} for record in epoch_records(run)]
+
+
+def pieces_bytes(manifest: Path) -> int:
+    return sum(piece["bytes"] for piece in json.loads(manifest.read_text())["pieces"])
+
+
+@pytest.mark.parametrize("kind", ["zoneout_lstm", "pointer_sentinel"])
+def test_an_unpacked_run_resumes_exactly_like_the_run_left_in_place(toy, tmp_path, kind):
+    train_steps(toy, tmp_path / "here", 5, kind)
+    assert baselines_main(["pack-run", str(tmp_path / "here"), str(tmp_path / "wire"), "--name", "run"]) == 0
+    manifest = tmp_path / "wire" / "run.manifest.json"
+    assert baselines_main(["unpack-run", str(manifest), str(tmp_path / "there")]) == 0
+    for name in (checkpoints.RESUME, checkpoints.BEST):
+        here, there = checkpoints.load(tmp_path / "here" / name), checkpoints.load(tmp_path / "there" / name)
+        assert here.keys() == there.keys()
+        assert all(torch.equal(here["model"][key], there["model"][key]) for key in here["model"])
+    train_steps(toy, tmp_path / "here", 14, kind)
+    train_steps(toy, tmp_path / "there", 14, kind)
+    here, there = weights(tmp_path / "here" / "checkpoint.pt"), weights(tmp_path / "there" / "checkpoint.pt")
+    assert all(torch.equal(here[key], there[key]) for key in here)
+    assert measured(tmp_path / "here") == measured(tmp_path / "there")
+
+
+def test_float16_halves_the_tensors_keeps_them_close_and_keeps_shared_storage_shared(
+    toy, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(transfer, "SMALL_TENSOR", 1)  # every tensor travels as data
+    train_steps(toy, tmp_path / "run", 5)
+    full = transfer.pack_run(tmp_path / "run", tmp_path / "wire", "full")
+    half = transfer.pack_run(tmp_path / "run", tmp_path / "wire", "half", precision="float16")
+    assert pieces_bytes(half) < 0.7 * pieces_bytes(full)
+    transfer.unpack_run(half, tmp_path / "rounded")
+    original = checkpoints.load(tmp_path / "run" / "checkpoint.pt")["model"]
+    rounded = checkpoints.load(tmp_path / "rounded" / "checkpoint.pt")["model"]
+    for key in original:
+        assert rounded[key].dtype == original[key].dtype
+        torch.testing.assert_close(rounded[key], original[key], rtol=2**-11, atol=1e-7, msg=key)
+    tied = ("core.embedding.weight", "core.decoder.weight")
+    assert original[tied[0]].data_ptr() == original[tied[1]].data_ptr()
+    assert rounded[tied[0]].data_ptr() == rounded[tied[1]].data_ptr()
+    assert epoch_records(tmp_path / "rounded") == epoch_records(tmp_path / "run")
+
+
+def test_pieces_are_bounded_and_a_damaged_piece_is_refused_before_anything_is_written(toy, tmp_path, capsys):
+    train_steps(toy, tmp_path / "run", 3)
+    wire = tmp_path / "wire"
+    assert baselines_main(["pack-run", str(tmp_path / "run"), str(wire), "--piece-bytes", "5000"]) == 0
+    manifest = json.loads((wire / "run.manifest.json").read_text())
+    assert len(manifest["pieces"]) > 2
+    assert all((wire / piece["file"]).stat().st_size <= 5000 for piece in manifest["pieces"])
+    damaged = wire / manifest["pieces"][1]["file"]
+    data = bytearray(damaged.read_bytes())
+    data[17] ^= 1
+    damaged.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert baselines_main(["unpack-run", str(wire / "run.manifest.json"), str(tmp_path / "there")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and "SHA-256" in error and damaged.name in error
+    assert not (tmp_path / "there" / checkpoints.RESUME).exists()
+
+
+def test_unpacking_onto_a_run_and_packing_over_a_manifest_are_refused(toy, tmp_path, capsys):
+    train_steps(toy, tmp_path / "run", 3)
+    wire = str(tmp_path / "wire")
+    assert baselines_main(["pack-run", str(tmp_path / "run"), wire]) == 0
+    capsys.readouterr()
+    assert baselines_main(["pack-run", str(tmp_path / "run"), wire]) == 2
+    assert "exists" in capsys.readouterr().err
+    before = (tmp_path / "run" / checkpoints.RESUME).read_bytes()
+    assert (
+        baselines_main(["unpack-run", str(tmp_path / "wire" / "run.manifest.json"), str(tmp_path / "run")])
+        == 2
+    )
+    assert "already holds a run" in capsys.readouterr().err
+    assert (tmp_path / "run" / checkpoints.RESUME).read_bytes() == before
+    assert baselines_main(["pack-run", str(tmp_path / "wire"), str(tmp_path / "other")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
