@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from baselines.models import NeuralCache, PointerSentinelLSTM
 from harness.datasets import Vocabulary
-from harness.evaluate import stream_grid
+from harness.streams import stream_grid
 
 
 @torch.inference_mode()

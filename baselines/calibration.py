@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from baselines.models import PointerSentinelLSTM
-from harness.evaluate import stream_grid
+from core.progress import progress_bar
+from harness.streams import stream_grid
 
 #: The shifts tried first, then the ones :data:`FINE_STEP` apart around the best of them.
 COARSE_SHIFTS = np.linspace(-10.0, 10.0, 81)
@@ -54,9 +54,7 @@ def mixture_parts(
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     state = model.initial_state(batch_size, device)
     parts = []
-    for _, chunk in tqdm(
-        grid.chunks(bptt), desc="calibrate", unit="chunk", leave=False, disable=None if progress else True
-    ):
+    for _, chunk in progress_bar(grid.chunks(bptt), desc="calibrate", unit="chunk", show=progress):
         inputs = torch.from_numpy(chunk.inputs).to(device)
         targets = torch.from_numpy(chunk.targets).to(device)
         output = model(inputs, targets, state, analyze=True)

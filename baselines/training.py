@@ -47,6 +47,7 @@ from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM, UnigramSampler
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from core.files import exclusive_directory, file_sha256, remove_stale_temporaries, write_atomically
+from core.progress import progress_bar
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
 from harness.plugin import PluginError
@@ -631,15 +632,12 @@ class Trainer:
         self._apply_learning_rate()
         while not self.schedule.finished:
             epoch = self.progress.epoch
-            terminal = sys.stderr.isatty()  # else a log file (nohup): a kept line a minute
-            with tqdm(
+            with progress_bar(
                 total=self.chunks,
                 initial=self.progress.next_chunk,
                 desc=f"epoch {epoch}",
                 unit="step",
-                leave=not terminal,
-                mininterval=0.1 if terminal else 60.0,
-                disable=not self.session.progress or self.rank > 0,
+                show=self.session.progress and self.rank == 0,
             ) as bar:  # closed on an error too, before the error's line
                 while self.progress.next_chunk < self.chunks:
                     reason = self._should_stop(began, stop)

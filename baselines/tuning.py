@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from baselines.models import NeuralCache, ZoneoutLSTM
 from baselines.models.common import masked_log_sum
 from baselines.models.continuous_cache import cache_log_weights, mix
-from harness.evaluate import stream_grid
+from core.progress import progress_bar
 from harness.plugin import PluginError
 from harness.results import portable_path
+from harness.streams import stream_grid
 
 TUNING_FILE = "neural_cache.json"
 
@@ -114,12 +114,8 @@ def tune(
         cache = NeuralCache(lstm, window, theta=0.0, interpolation=0.0)
         state = cache.initial_state(batch_size, device)
         totals = torch.zeros(len(thetas), len(interpolations), dtype=torch.float64, device=device)
-        for _, chunk in tqdm(
-            grid.chunks(bptt),
-            desc=f"tune window {window}",
-            unit="chunk",
-            leave=False,
-            disable=None if progress else True,
+        for _, chunk in progress_bar(
+            grid.chunks(bptt), desc=f"tune window {window}", unit="chunk", show=progress
         ):
             inputs = torch.from_numpy(chunk.inputs).to(device)
             targets = torch.from_numpy(chunk.targets).to(device)

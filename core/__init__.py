@@ -6,6 +6,8 @@ leaderboard share, importing none of them.
 - :mod:`core.cli`: the command lines' plumbing (one-line errors, exit statuses, option types);
 - :mod:`core.startup`: the tools' entry points (Ctrl-C while a tool imports is one line too);
 - :mod:`core.devices`: the ``--device`` option, with its own :class:`~core.devices.DeviceError`;
+- :mod:`core.threads`: the ``--threads N|auto`` option (fewer torch threads beside busy CPUs);
+- :mod:`core.progress`: progress bars on a terminal, a line a minute in a log file;
 - :mod:`core.catalogue`: the benchmarks' split files, checksums and download sources;
 - :mod:`core.benchmarks`: where a dataset's split files are (packaged in ``core/data/``, in a data
   directory, in the cache), checked against their checksums; :mod:`core.download` fetches them;

@@ -170,6 +170,7 @@ class ResultRecord:
     git_commit: str | None = None
     token_log_probs_file: str | None = None
     plugin_metadata: dict[str, Any] | None = None
+    plugin_code: dict[str, Any] | None = None
     created: str | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Trustworthy evaluation of word-level language models on PTB, WikiText and builder corpora."""
 
+from typing import Any
+
 from core import __version__
-from harness.api import SplitResult, evaluate_model
 from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable
 
 __all__ = [
@@ -13,3 +14,15 @@ __all__ = [
     "__version__",
     "evaluate_model",
 ]
+
+#: Exported from :mod:`harness.api`, imported on first use: ``import harness`` (a plugin's import,
+#: the contamination check) stays free of the evaluator.
+_FROM_API = ("SplitResult", "evaluate_model")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_API:
+        from harness import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'harness' has no attribute {name!r}")

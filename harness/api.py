@@ -91,8 +91,7 @@ def evaluate_model(
             object, recorded only (an epoch, say).
         checkpoint: ``--checkpoint``, given to the factory and recorded.
         data_dir: ``--data-dir``, where a benchmark is looked for first.
-        output_dir: ``--output-dir``: each split's record and ``.logprobs.npy`` are written
-            there, under the command line's names.
+        output_dir: ``--output-dir``: each split's record and ``.logprobs.npy`` go there.
 
     Returns:
         One :class:`SplitResult` per split, in the order of ``splits`` (a repeated split once).

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core import ngrams
+from core import bounded_json, ngrams
 from core.benchmarks import locate_benchmark
 from core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from core.cli import (
@@ -41,7 +41,7 @@ from harness.plugin import (
     load_factory,
     parse_model_args,
 )
-from harness.results import token_log_probs_name
+from harness.results import plugin_code, portable_path, token_log_probs_name
 from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol, result_paths, save_scores, score_split
 
 #: The error types of the harness whose message is a one-line user error.
@@ -168,6 +168,33 @@ def _check_distinct_outputs(
             writers[json_path] = name
 
 
+def _check_no_silent_replacement(args: argparse.Namespace, plugin: str, json_path: Path | None) -> None:
+    """Refuse, before scoring, to replace the result at ``json_path`` with one of other plugin code
+    or another ``--checkpoint`` (a rerun of the same code on the same checkpoint replaces it); a
+    result that recorded no code counts as other code. ``--overwrite`` replaces any."""
+    if json_path is None or not json_path.is_file():
+        return
+    try:
+        existing = bounded_json.loads(json_path.read_bytes())
+    except (OSError, ValueError):
+        existing = None
+    if not isinstance(existing, dict):
+        return  # no result: --output-dir's checks and the write itself deal with it
+    recorded_code = (existing.get("plugin_code") or {}).get("sha256")
+    current_code = (plugin_code(plugin) or {}).get("sha256")
+    why = None
+    if recorded_code is None:
+        why = "code it did not record (written before 2026-11-28)"
+    elif recorded_code != current_code:
+        why = f"other plugin code ({recorded_code[:12]}, now {str(current_code)[:12]})"
+    elif args.checkpoint is not None and existing.get("checkpoint") != portable_path(args.checkpoint):
+        why = f"another checkpoint ({existing.get('checkpoint')})"
+    if why is not None:
+        raise UsageError(
+            f"{json_path}: holds a result of {why}; pass --overwrite to replace it, or write elsewhere"
+        )
+
+
 def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: list[str]) -> None:
     """Refuse single-file outputs, or a checkpoint, for more than one evaluation."""
     single_file_outputs = any(path is not None for _, path in _single_file_outputs(args))
@@ -227,6 +254,12 @@ def command_eval(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     datasets = [load_dataset(name, args.data_dir) for name in names]
     _check_distinct_outputs(args, plugin, model_args, names, datasets, splits)
+    if not args.overwrite:
+        for dataset in datasets:
+            for split in splits:
+                _check_no_silent_replacement(
+                    args, plugin, _output_paths(args, plugin, model_args, dataset, split)[0]
+                )
     for dataset in datasets:
         _check_not_inputs(args, dataset.files() + ([Path(args.checkpoint)] if args.checkpoint else []))
     records = []
@@ -496,6 +529,12 @@ def _add_eval_output_options(evaluation: argparse.ArgumentParser) -> None:
         "--output-dir",
         metavar="DIR",
         help="write PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json and .logprobs.npy per evaluation (default none)",
+    )
+    evaluation.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a result of other plugin code or another checkpoint (default: refuse, naming it; "
+        "a rerun of the same code on the same checkpoint replaces its result)",
     )
 
 

@@ -1,25 +1,20 @@
-"""Exact streaming perplexity.
+"""Exact streaming perplexity: every token of a split scored once, and audited.
 
-The ``N`` tokens of a split are predicted exactly once each, whatever the batch size ``B`` and
-chunk length ``T``: the prediction sequence (inputs ``<eos>, x_1 .. x_{N-1}``, targets
-``x_1 .. x_N``) is cut into ``B`` contiguous streams whose lengths differ by at most one, the
-streams are laid side by side and cut into chunks of ``T`` positions, and the ragged ends are
-padded and masked. Nothing is trimmed. Log-probabilities are summed in float64.
-
-With ``B = 1`` (the papers' test protocol) every prediction sees the whole preceding text; with
-``B > 1`` each stream after the first starts without the text before it.
+The split is laid out as ``B`` contiguous streams cut into chunks of ``T`` positions
+(:mod:`harness.streams`), each chunk scored by the plugin and checked, and the ``N``
+log-probabilities summed in float64.
 
 Two audits guard the number: the probability audit (full distributions at a few positions sum to
-1 and agree with the reported target scores) and the causality audit (no log-probability depends
-on the token it predicts or on a later one), a second pass that the plugin cannot tell from the
-evaluation (:mod:`harness.causality`).
+1 and agree with the reported target scores), here, and the causality audit (no log-probability
+depends on the token it predicts or on a later one), a second pass that the plugin cannot tell
+from the evaluation: :func:`_causality_pass` runs it, :mod:`harness.causality` draws its
+substitutions and checks the two passes.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import math
 import sys
 import time
@@ -31,6 +26,7 @@ from tqdm import tqdm
 
 from core.cli import UsageError
 from core.files import DatasetError
+from core.progress import progress_bar
 from core.result_schema import MAX_LOG_PROB
 from harness.causality import (
     CAUSALITY_OFF,
@@ -42,6 +38,7 @@ from harness.causality import (
     plan_audit,
 )
 from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError, plugin_metadata
+from harness.streams import StreamGrid, stream_grid
 
 #: Largest mean negative log-likelihood (nats per token) whose perplexity, ``e^nll``, is a finite
 #: float (about 709.78).
@@ -112,74 +109,12 @@ class Evaluation:
         return self.nll / math.log(2)
 
 
-def stream_bounds(num_tokens: int, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Starts and lengths (int64 ``[B]``) of ``B`` contiguous streams covering ``N`` positions;
-    lengths differ by at most one, longest first."""
-    if batch_size < 1:
-        raise ValueError(f"batch size must be >= 1, got {batch_size}")
-    base, extra = divmod(num_tokens, batch_size)
-    lengths = np.full(batch_size, base, dtype=np.int64)
-    lengths[:extra] += 1
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return starts, lengths
-
-
-@dataclasses.dataclass(frozen=True)
-class StreamGrid:
-    """A split laid out as ``B`` contiguous streams side by side (``W`` = longest stream).
-
-    Attributes:
-        starts: int64 ``[B]``, index of each stream's first prediction in the split.
-        inputs, targets: int64 ``[B, W]``; padding holds ``<eos>``.
-        mask: bool ``[B, W]``, true at real predictions.
-    """
-
-    starts: np.ndarray
-    inputs: np.ndarray
-    targets: np.ndarray
-    mask: np.ndarray
-
-    def chunks(self, bptt: int) -> list[tuple[int, Chunk]]:
-        """The grid cut into chunks of ``T = bptt`` columns, in order: each chunk's first column
-        and its inputs, targets and mask (views ``[B, T]`` of the grid's arrays; the last chunk
-        may be narrower; no ``distribution_mask``)."""
-        if bptt < 1:
-            raise ValueError(f"bptt must be >= 1, got {bptt}")
-        return [
-            (
-                begin,
-                Chunk(
-                    self.inputs[:, begin : begin + bptt],
-                    self.targets[:, begin : begin + bptt],
-                    self.mask[:, begin : begin + bptt],
-                ),
-            )
-            for begin in range(0, self.mask.shape[1], bptt)
-        ]
-
-
-def stream_grid(ids: np.ndarray, *, eos_id: int, batch_size: int) -> StreamGrid:
-    """Lay out the predictions of ``ids`` (int64 ``[N]``, inputs ``<eos>, x_1 .. x_{N-1}``)."""
-    num_tokens = len(ids)
-    if num_tokens == 0:
-        raise ValueError("nothing to evaluate: the token stream is empty")
-    starts, lengths = stream_bounds(num_tokens, batch_size)
-    offsets = np.arange(int(lengths.max()))
-    mask = offsets[None, :] < lengths[:, None]
-    positions = np.where(mask, starts[:, None] + offsets[None, :], 0)
-    inputs = np.concatenate([[eos_id], ids[:-1]]).astype(np.int64)[positions]
-    targets = np.asarray(ids, dtype=np.int64)[positions]
-    inputs[~mask] = eos_id
-    targets[~mask] = eos_id
-    return StreamGrid(starts, inputs, targets, mask)
-
-
 def _as_float64(values: Any, what: str) -> np.ndarray:
     """``values`` (an array-like or a torch tensor on any device) as a float64 array; a
     :class:`PluginError` for anything that is not real numbers (complex ones included, whose
     imaginary part a conversion would silently drop)."""
     if hasattr(values, "detach"):  # a torch tensor, on any device
-        if values.is_meta:
+        if getattr(values, "is_meta", False):
             raise PluginError(f"{what} is a tensor on the meta device, which holds no values")
         if values.is_complex():
             raise PluginError(f"{what} is a complex tensor ({values.dtype}), not real log-probabilities")
@@ -226,18 +161,6 @@ def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
     peak = rows.max(axis=1, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
     return (peak + np.log(np.exp(rows - peak).sum(axis=1, keepdims=True)))[:, 0]
-
-
-def _progress_bar(total: int, *, unit: str, desc: str, progress: bool, unit_scale: bool = False) -> tqdm:
-    """A progress bar on stderr, shown when it is a terminal and ``progress``; gone when done."""
-    return tqdm(
-        total=total,
-        unit=unit,
-        unit_scale=unit_scale,
-        desc=desc,
-        leave=False,
-        disable=None if progress else True,
-    )
 
 
 def _validated_scores(
@@ -343,7 +266,7 @@ def evaluate(
         causality_seed: the seed of the causality audit's draws (None: a fresh secret one).
         keep_token_log_probs: also return the ``N`` log-probabilities in stream order.
         name: the plugin's name, for error messages.
-        progress: show progress bars (on stderr, when it is a terminal).
+        progress: show progress on stderr (a bar on a terminal, else a line a minute: core.progress).
 
     Raises:
         PluginError: the model returned the wrong shape, a NaN/inf or positive log-probability,
@@ -361,41 +284,20 @@ def evaluate(
         )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     audited = _audit_mask(grid, audit_positions)
-    rows_wanted = audited.copy()
-    plan = None
-    if causality_points > 0 and vocab_size > 1:  # one word: nothing can be substituted
-        plan = plan_audit(
-            grid.inputs,
-            grid.targets,
-            grid.mask,
-            vocab_size=vocab_size,
-            points=causality_points,
-            seed=causality_seed,
-        )
-        rows_wanted |= plan.first  # asked for in both passes: a request tells the plugin nothing
-    score = functools.partial(
-        _score_pass, model, audited=audited, bptt=bptt, vocab_size=vocab_size, name=name, progress=progress
+    plan = _causality_plan(grid, vocab_size, causality_points, causality_seed)
+    scoring = _Scoring(
+        model,
+        audited=audited,
+        # asked for in both passes: a request tells the plugin nothing
+        rows_wanted=audited.copy() if plan is None else audited | plan.first,
+        rows_kept=None if plan is None else plan.first,
+        bptt=bptt,
+        vocab_size=vocab_size,
+        name=name,
+        progress=progress,
     )
     tally = _Tally()
-    if plan is not None and plan.audit_first:
-        audit_pass = score(_audit_grid(grid, plan), rows_wanted.copy(), _Tally(), plan.first, audit=True)
-    evaluation_pass = score(
-        grid, rows_wanted.copy(), tally, None if plan is None else plan.first, audit=False
-    )
-    metadata = plugin_metadata(model, name)  # now: the audit's pass may follow
-    if plan is not None and not plan.audit_first:
-        audit_pass = score(_audit_grid(grid, plan), rows_wanted.copy(), _Tally(), plan.first, audit=True)
-    causality = CAUSALITY_OFF
-    if plan is not None:
-        causality = check_audit(
-            plan,
-            evaluation_pass,
-            audit_pass,
-            starts=grid.starts,
-            vocab_size=vocab_size,
-            tolerance=causality_tolerance,
-            name=name,
-        )
+    evaluation_pass, metadata, causality = _scored_passes(scoring, grid, tally, plan, causality_tolerance)
     _check_nll(-tally.total_log_prob / tally.tokens, name)
     return Evaluation(
         tokens=tally.tokens,
@@ -423,9 +325,75 @@ def _check_nll(nll: float, name: str) -> None:
         )
 
 
-def _audit_grid(grid: StreamGrid, plan: AuditPlan) -> StreamGrid:
-    """The causality audit's pass: ``grid`` with the plan's substituted tokens."""
-    return dataclasses.replace(grid, inputs=plan.inputs, targets=plan.targets)
+@dataclasses.dataclass(frozen=True)
+class _Scoring:
+    """What the passes of one :func:`evaluate` share: the model, how a grid is chunked and where
+    full distributions are asked for.
+
+    Attributes:
+        model: the plugin's model; ``name``: its name, for messages.
+        audited: bool ``[B, W]``, the probability audit's positions (:func:`_audit_mask`): only
+            these count in its figures.
+        rows_wanted: bool ``[B, W]``, where full distributions are asked for in each pass (the
+            audited positions and the causality audit's first substitutions); each pass works on
+            a copy, which it clears when the model gives none.
+        rows_kept: bool ``[B, W]``, where the distributions are kept for the causality audit (its
+            first substitutions), or None without that audit.
+        bptt, vocab_size, progress: as given to :func:`evaluate`.
+    """
+
+    model: LanguageModel
+    audited: np.ndarray
+    rows_wanted: np.ndarray
+    rows_kept: np.ndarray | None
+    bptt: int
+    vocab_size: int
+    name: str
+    progress: bool
+
+
+def _causality_plan(grid: StreamGrid, vocab_size: int, points: int, seed: int | None) -> AuditPlan | None:
+    """The causality audit of ``grid`` (:func:`harness.causality.plan_audit`: ``points``
+    substitutions drawn from ``seed``); None when it is off (``points`` 0, or a vocabulary of one
+    word, where nothing can be substituted)."""
+    if points <= 0 or vocab_size <= 1:
+        return None
+    return plan_audit(grid.inputs, grid.targets, grid.mask, vocab_size=vocab_size, points=points, seed=seed)
+
+
+def _scored_passes(
+    scoring: _Scoring, grid: StreamGrid, tally: _Tally, plan: AuditPlan | None, tolerance: float | None
+) -> tuple[PassScores, dict[str, Any] | None, CausalityAudit]:
+    """The evaluation's pass over ``grid``, adding to ``tally``, and with a ``plan`` the causality
+    audit's pass, before or after it as the plan drew, and the audit's checks (``tolerance``: as
+    :func:`evaluate`'s ``causality_tolerance``). Returns the evaluation's scores, the model's
+    metadata right after its pass, and the causality audit's record."""
+    if plan is not None and plan.audit_first:
+        audit_pass = _causality_pass(scoring, grid, plan)
+    evaluation_pass = _score_pass(scoring, grid, tally, audit=False)
+    metadata = plugin_metadata(scoring.model, scoring.name)  # now: the audit's pass may follow
+    if plan is None:
+        return evaluation_pass, metadata, CAUSALITY_OFF
+    if not plan.audit_first:
+        audit_pass = _causality_pass(scoring, grid, plan)
+    causality = check_audit(
+        plan,
+        evaluation_pass,
+        audit_pass,
+        starts=grid.starts,
+        vocab_size=scoring.vocab_size,
+        tolerance=tolerance,
+        name=scoring.name,
+    )
+    return evaluation_pass, metadata, causality
+
+
+def _causality_pass(scoring: _Scoring, grid: StreamGrid, plan: AuditPlan) -> PassScores:
+    """The causality audit's pass: the evaluation's ``grid`` with the plan's substituted tokens,
+    scored as the evaluation is (from ``reset(B)``, the same chunks, distributions asked for at the
+    same positions) into a tally of its own, which counts for nothing."""
+    audit_grid = dataclasses.replace(grid, inputs=plan.inputs, targets=plan.targets)
+    return _score_pass(scoring, audit_grid, _Tally(), audit=True)
 
 
 @dataclasses.dataclass
@@ -446,61 +414,45 @@ class _Tally:
     max_target_error: float = 0.0
 
 
-def _score_pass(
-    model: LanguageModel,
-    grid: StreamGrid,
-    rows_wanted: np.ndarray,
-    tally: _Tally,
-    rows_kept: np.ndarray | None,
-    *,
-    audit: bool,
-    audited: np.ndarray,
-    bptt: int,
-    vocab_size: int,
-    name: str,
-    progress: bool,
-) -> PassScores:
+def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bool) -> PassScores:
     """Score every chunk of ``grid`` from ``reset(B)``, adding to ``tally`` and auditing the
-    distributions asked for where ``rows_wanted`` (bool ``[B, W]``; cleared when the model gives
-    none) is true, and keep those at ``rows_kept`` (bool ``[B, W]``, or None). The probability
-    audit's figures count the positions of ``audited`` (bool ``[B, W]``) only. ``audit`` names
-    the causality audit's pass in the progress bar and messages."""
+    distributions asked for (``scoring.rows_wanted``; no longer asked for once the model gives
+    none), and keep those at ``scoring.rows_kept``. ``audit`` names the causality audit's pass in
+    the progress bar and messages."""
+    model, name = scoring.model, scoring.name
     batch_size = grid.mask.shape[0]
     what = " in the causality audit" if audit else ""
     with _naming_the_plugin(name, f"reset({batch_size}){what}"):
         model.reset(batch_size)
+    rows_wanted = scoring.rows_wanted.copy()
     log_probs = np.zeros(grid.mask.shape)
     kept: dict[tuple[int, int], np.ndarray] = {}
     on_accelerator = False
     began = time.perf_counter()
     desc = f"{name} causality audit" if audit else name
-    with _progress_bar(
-        int(grid.mask.sum()), unit="tok", desc=desc, progress=progress, unit_scale=True
+    with progress_bar(
+        total=int(grid.mask.sum()), unit="tok", desc=desc, show=scoring.progress, unit_scale=True
     ) as bar:
-        for begin, view in grid.chunks(bptt):
+        for begin, view in grid.chunks(scoring.bptt):
             end = begin + view.mask.shape[1]
-            scores = _score_chunk(
-                model,
-                view,
-                begin,
-                grid.starts,
-                rows_wanted,
-                audited,
-                tally,
-                vocab_size=vocab_size,
-                name=name,
-                what=what,
-            )
+            scores = _score_chunk(scoring, view, begin, grid.starts, rows_wanted, tally, what)
             log_probs[:, begin:end] = scores.log_probs
             on_accelerator |= scores.on_accelerator
-            if rows_kept is not None and scores.rows is not None:
+            if scoring.rows_kept is not None and scores.rows is not None:
                 for (stream, column), row in zip(np.argwhere(scores.requested), scores.rows):
-                    if rows_kept[stream, begin + column]:
+                    if scoring.rows_kept[stream, begin + column]:
                         kept[int(stream), begin + int(column)] = row
             bar.update(int(view.mask.sum()))
-    wanted = [] if rows_kept is None else [(int(b), int(j)) for b, j in np.argwhere(rows_kept)]
-    rows = np.stack([kept[key] for key in wanted]) if wanted and all(key in kept for key in wanted) else None
+    rows = _kept_rows(kept, scoring.rows_kept)
     return PassScores(log_probs, rows, on_accelerator, time.perf_counter() - began)
+
+
+def _kept_rows(kept: dict[tuple[int, int], np.ndarray], rows_kept: np.ndarray | None) -> np.ndarray | None:
+    """The distributions ``kept`` (by stream and column) at every position of ``rows_kept`` (bool
+    ``[B, W]``), stacked in row-major order (float64 ``[K, V]``); None when there are none to keep
+    or the model did not give them all."""
+    wanted = [] if rows_kept is None else [(int(b), int(j)) for b, j in np.argwhere(rows_kept)]
+    return np.stack([kept[key] for key in wanted]) if wanted and all(key in kept for key in wanted) else None
 
 
 def _audit_mask(grid: StreamGrid, audit_positions: int) -> np.ndarray:
@@ -528,23 +480,20 @@ class _ChunkResult:
 
 
 def _score_chunk(
-    model: LanguageModel,
+    scoring: _Scoring,
     view: Chunk,
     begin: int,
     starts: np.ndarray,
     rows_wanted: np.ndarray,
-    audited: np.ndarray,
     tally: _Tally,
-    *,
-    vocab_size: int,
-    name: str,
     what: str,
 ) -> _ChunkResult:
     """Score the chunk ``view`` (views ``[B, T]`` of a stream grid, from column ``begin``;
     ``starts``: int64 ``[B]``, each stream's first token) and add it to ``tally``, auditing the
     distributions asked for where ``rows_wanted`` (bool ``[B, W]``) is true, counting those of
-    ``audited`` (bool ``[B, W]``) in the tally. A model that gives no distributions clears
-    ``rows_wanted``: it is not asked again. ``what`` says which pass it is in messages."""
+    ``scoring.audited`` in the tally. A model that gives no distributions clears ``rows_wanted``:
+    it is not asked again. ``what`` says which pass it is in messages."""
+    name = scoring.name
     end = begin + view.mask.shape[1]
     wanted = rows_wanted[:, begin:end].copy()
     requested = wanted if wanted.any() else None
@@ -556,9 +505,9 @@ def _score_chunk(
         requested.copy() if requested is not None else None,
     )
     with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}{what}"):
-        scores = model.score(chunk)
+        scores = scoring.model.score(chunk)
     log_probs, rows = _validated_scores(
-        scores, view.mask, requested, vocab_size=vocab_size, starts=starts, begin=begin, name=name
+        scores, view.mask, requested, vocab_size=scoring.vocab_size, starts=starts, begin=begin, name=name
     )
     device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
     result = _ChunkResult(log_probs, wanted, rows, getattr(device, "type", "cpu") != "cpu")
@@ -566,7 +515,7 @@ def _score_chunk(
     tally.tokens += int(view.mask.sum())
     if requested is None:
         return result
-    counted = int((requested & audited[:, begin:end]).sum())
+    counted = int((requested & scoring.audited[:, begin:end]).sum())
     tally.requested += counted
     if rows is None:
         rows_wanted[:] = False  # the model gives no distributions: stop asking

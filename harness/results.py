@@ -18,6 +18,7 @@ resolves them against its own roots (:func:`resolve_recorded_path`); results wri
 from __future__ import annotations
 
 import datetime
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -128,6 +129,31 @@ def describe_device(device: str) -> str:
     return f"{device} ({platform.machine()})"
 
 
+#: A plugin's package of more Python files than this is no plugin's own code: only its module is hashed.
+MAX_PACKAGE_FILES = 2_000
+
+
+def plugin_code(plugin: str) -> dict[str, Any] | None:
+    """What code a plugin ran, as a result records it (``plugin_code``): the SHA-256 of its
+    top-level package's Python files (``*.py`` under it, each with its relative path), or of its
+    module's file when it is a module of its own; ``source`` (``package`` or ``module``), ``path``
+    (as :func:`portable_path` records it) and ``files``. None when the module has no file."""
+    module = sys.modules.get(plugin.partition(":")[0])
+    file = getattr(module, "__file__", None)
+    if module is None or file is None:
+        return None
+    top = sys.modules.get(module.__name__.partition(".")[0])
+    roots = [Path(entry) for entry in getattr(top, "__path__", [])]
+    files = sorted((path.relative_to(root).as_posix(), path) for root in roots for path in root.rglob("*.py"))
+    source, where = "package", roots[0] if roots else None
+    if where is None or len(files) > MAX_PACKAGE_FILES:
+        source, where, files = "module", Path(file), [(Path(file).name, Path(file))]
+    digest = hashlib.sha256()
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return {"sha256": digest.hexdigest(), "source": source, "path": portable_path(where), "files": len(files)}
+
+
 def result_record(
     *,
     plugin: str,
@@ -190,5 +216,6 @@ def result_record(
         git_commit=git_commit(),
         token_log_probs_file=token_log_probs_file,
         plugin_metadata=plugin_metadata,
+        plugin_code=plugin_code(plugin),
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     )

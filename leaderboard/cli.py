@@ -265,6 +265,7 @@ def _print_comparison(
     where = f"{a.record.dataset}/{a.split}"
     print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
     print(f"B: {_describe(b)} on {where}: perplexity {result.ppl_b:.2f}")
+    print(_code_line(a.record.plugin_code, b.record.plugin_code))
     low, high = result.ppl_ci
     nlow, nhigh = result.nll_ci
     print(
@@ -287,6 +288,19 @@ def _print_comparison(
     print(
         f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
         f"{result.tokens:,} tokens, seed {result.seed}; {verdict} at the {level} level"
+    )
+
+
+def _code_line(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    """Whether two results' plugins ran the same code (their ``plugin_code`` records)."""
+    if a is None or b is None:
+        missing = " and ".join(name for name, code in (("A", a), ("B", b)) if code is None)
+        return f"code: not recorded for {missing} (a result written before 2026-11-28)"
+    if a["sha256"] == b["sha256"]:
+        return f"code: the same plugin code ({a['source']} {a['path']}, sha256 {a['sha256'][:12]})"
+    return (
+        f"code: different plugin code (A {a['sha256'][:12]} from {a['path']}, "
+        f"B {b['sha256'][:12]} from {b['path']})"
     )
 
 

@@ -284,6 +284,8 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         notes.append(f"args {_args_text(record.model_args)}")
     if record.checkpoint:
         notes.append(f"checkpoint {record.checkpoint}")
+    if record.plugin_code is not None:
+        notes.append(f"code {record.plugin_code['sha256'][:12]}")
     notes.append(f"batch {record.protocol.batch_size}, bptt {record.protocol.bptt}")
     notes.append(f"vocab {record.vocab_size} ({record.vocab_sha256[:8]})")
     if any(r.record.dataset_verified is False for r in run.results):
@@ -295,7 +297,7 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
     dates = sorted((r.record.created or "")[:10] for r in run.results)
     return {
         "model": _display_name(first),
-        "params_millions": round(params / 1e6, 2) if params is not None else math.nan,
+        "params_millions": _millions(params),
         "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
         "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
         "kind": _kind(first, gaps, unverified),
@@ -307,6 +309,15 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         **clean_cells,
         "_run": run,
     }
+
+
+def _millions(parameters: int | None) -> float:
+    """A parameter count in millions for the tables: 2 decimals, or 2 significant digits below
+    100,000 parameters (a tiny model is 0.017, not 0.0); NaN when not recorded."""
+    if parameters is None:
+        return math.nan
+    millions = parameters / 1e6
+    return round(millions, 2) if millions >= 0.1 else float(f"{millions:.2g}")
 
 
 def _kind(result: Result, gaps: list[str], unverified: list[str]) -> str:
@@ -424,11 +435,14 @@ def table_columns(frame: pd.DataFrame) -> list[str]:
 
 
 def format_number(value) -> str:
-    """Perplexities and sizes as written: at most two decimals, at least one (100.0, 141.19)."""
+    """Perplexities and sizes as written: at most two decimals, at least one (100.0, 141.19);
+    two significant digits below 0.1 (0.017 million parameters, not 0.02)."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return ""
     if isinstance(value, (int,)) and not isinstance(value, bool):
         return str(value)
+    if 0 < abs(float(value)) < 0.1:
+        return f"{float(value):.2g}"
     text = f"{float(value):.2f}".rstrip("0")
     return text + "0" if text.endswith(".") else text
 

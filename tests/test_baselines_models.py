@@ -21,7 +21,8 @@ from baselines.models.recurrent import (
     lstm_step_backward,
 )
 from baselines.plugin_bridge import TorchLanguageModel
-from harness.evaluate import evaluate, stream_bounds
+from harness.evaluate import evaluate
+from harness.streams import stream_bounds
 
 VOCAB = 13
 EOS = 0

@@ -13,9 +13,10 @@ from test_evaluate import TorchLSTM
 
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS, plan_audit, random_mass_bound
 from harness.datasets import Dataset, load_dataset
-from harness.evaluate import evaluate, stream_grid
+from harness.evaluate import evaluate
 from harness.plugin import Chunk, ChunkScores, PluginError
 from harness.plugins import unigram
+from harness.streams import stream_grid
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:

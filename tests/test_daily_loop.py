@@ -3,10 +3,15 @@ how it goes."""
 
 from __future__ import annotations
 
+import importlib
+import json
+import sys
 from pathlib import Path
 
 from conftest import write_corpus
 from test_baselines_training import REPEATED, train
+from test_harness_faults import _plugin
+from test_leaderboard import make_result
 
 from harness.cli import main as harness_main
 from leaderboard.cli import main as leaderboard_main
@@ -38,3 +43,46 @@ def test_training_prints_each_validation(tmp_path: Path, capsys) -> None:
         "epoch 1, step 5/14", "epoch 1, step 10/14", "epoch 1 done",
         "epoch 2, step 5/14", "epoch 2, step 10/14", "epoch 2 done",
     ]  # fmt: skip
+
+
+def test_two_versions_of_a_plugin_record_different_code_and_compare_says_so(
+    corpus, tmp_path, monkeypatch, capsys
+):
+    name = _plugin(tmp_path, monkeypatch, "evolving")
+    assert harness_main(["eval", name, "--dataset", str(corpus), "--output", str(tmp_path / "v1.json")]) == 0
+    source = tmp_path / "plugins" / f"{name}.py"
+    source.write_text(source.read_text() + "\n# version 2: a changed comment is changed code\n")
+    monkeypatch.delitem(sys.modules, name)
+    importlib.invalidate_caches()
+    assert harness_main(["eval", name, "--dataset", str(corpus), "--output", str(tmp_path / "v2.json")]) == 0
+    codes = [json.loads((tmp_path / f"v{n}.json").read_text())["plugin_code"] for n in (1, 2)]
+    assert codes[0]["source"] == "module" and codes[0]["sha256"] != codes[1]["sha256"]
+    capsys.readouterr()
+    compare = ["compare", "--allow-unaudited"]  # the test plugin gives no full distributions
+    assert leaderboard_main([*compare, str(tmp_path / "v1.json"), str(tmp_path / "v2.json")]) == 0
+    assert "code: different plugin code" in capsys.readouterr().out
+    assert leaderboard_main([*compare, str(tmp_path / "v1.json"), str(tmp_path / "v1.json")]) == 0
+    assert "code: the same plugin code" in capsys.readouterr().out
+
+
+def test_a_result_of_other_code_is_not_replaced_without_overwrite(corpus, tmp_path, monkeypatch, capsys):
+    name = _plugin(tmp_path, monkeypatch, "rewritten")
+    out = ["--dataset", str(corpus), "--output-dir", str(tmp_path / "results")]
+    assert harness_main(["eval", name, *out]) == 0
+    assert harness_main(["eval", name, *out]) == 0  # the same code again: a rerun replaces its result
+    source = tmp_path / "plugins" / f"{name}.py"
+    source.write_text(source.read_text() + "\n# version 2\n")
+    monkeypatch.delitem(sys.modules, name)
+    importlib.invalidate_caches()
+    capsys.readouterr()
+    assert harness_main(["eval", name, *out]) == 2
+    err = capsys.readouterr().err
+    assert "holds a result of other plugin code" in err and "--overwrite" in err
+    assert harness_main(["eval", name, *out, "--overwrite"]) == 0
+
+
+def test_a_tiny_models_parameters_are_not_shown_as_zero(tmp_path):
+    make_result(tmp_path / "results", "tiny.test", ppl=100.0, num_parameters=17_069)
+    assert leaderboard_main(["build", str(tmp_path / "results"), "--output-dir", str(tmp_path / "t")]) == 0
+    rows = (tmp_path / "t" / "ptb.csv").read_text().splitlines()
+    assert any(",0.017," in row and "my.model" in row for row in rows), rows

@@ -24,11 +24,12 @@ import torch  # noqa: E402
 
 from harness.cli import main  # noqa: E402
 from harness.datasets import load_dataset  # noqa: E402
-from harness.evaluate import evaluate, stream_bounds  # noqa: E402
+from harness.evaluate import evaluate  # noqa: E402
 from harness.plugin import PluginError  # noqa: E402
 from harness.plugins import hf  # noqa: E402
 from harness.plugins.hf.detokenize import detokenize, detokenize_line  # noqa: E402
 from harness.results import resolve_recorded_path  # noqa: E402
+from harness.streams import stream_bounds  # noqa: E402
 from harness.tools import hf_tiny  # noqa: E402
 
 MAX_POSITIONS = 1024

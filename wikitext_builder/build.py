@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
+from core.progress import progress_bar
 from wikitext_builder.cache import FETCHED, MISSING, PENDING, Cache, CacheError, Entry
 from wikitext_builder.corpus import BuildReport, article_order, merged_articles, shard_of, write_corpus
 from wikitext_builder.overlap import DEFAULT_THRESHOLD, load_check
@@ -104,7 +103,7 @@ def fill_from_api(
     planned = [title for title in plan.listed_order(entries) if _in_shard(title, shard)]
     pending = sorted(title for title in planned if entries[title].status == PENDING)
     pinned = cache.pinned_revisions()
-    bar = tqdm(total=len(pending), unit="article", desc="fetch", disable=not progress or None)
+    bar = progress_bar(total=len(pending), unit="article", desc="fetch", show=progress, leave=True)
     with bar:
         for titles in _batches(pending, batch_size):
             if pinned:
@@ -148,7 +147,7 @@ def fill_from_stream(
     skipped: list[Skipped] = []
     found: dict[str, Article] = {}
     elsewhere: list[str] = []
-    for article in tqdm(articles, unit="article", desc="read", disable=not progress or None):
+    for article in progress_bar(articles, unit="article", desc="read", show=progress, leave=True):
         if isinstance(article, Skipped):
             skipped.append(article)
             continue

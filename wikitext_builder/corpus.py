@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
-from tqdm import tqdm
-
 from core import bounded_json
 from core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
 from core.format import EOS, SPLITS, UNK
+from core.progress import progress_bar
 from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_from_record
 from wikitext_builder.sources import ID_RANGE, MAX_ID, Article, Skipped
 
@@ -294,7 +293,7 @@ def _exclude_overlapping(
     if check is None:
         return ordered, exclusions
     texts = ((record.title, _article_text(spool, record)) for record in ordered)
-    bar = tqdm(texts, total=len(ordered), unit="article", desc="check", disable=not progress or None)
+    bar = progress_bar(texts, total=len(ordered), unit="article", desc="check", show=progress, leave=True)
     overlapping = check.overlapping(bar)
     exclusions += [
         exclusion_record(_manifest_fields(record), overlapping[record.title], check.threshold)
@@ -395,12 +394,8 @@ def _render_to_spool(
     workers, note = capped_workers(workers, total)
     if note:
         print(note, file=sys.stderr)
-    bar = tqdm(
-        render_all(articles, workers),
-        total=total,
-        unit="article",
-        desc="render",
-        disable=not progress or None,
+    bar = progress_bar(
+        render_all(articles, workers), total=total, unit="article", desc="render", show=progress, leave=True
     )
     for rendered in bar:
         article = rendered.article

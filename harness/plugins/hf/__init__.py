@@ -61,9 +61,9 @@ import torch
 
 from core.files import DatasetError
 from harness.datasets import Dataset
-from harness.evaluate import stream_bounds
 from harness.plugin import Chunk, ChunkScores, PluginError, positive_int_arg
 from harness.plugins.hf.detokenize import STYLES, Detokenized, detokenize
+from harness.streams import stream_bounds
 
 #: Longest stream (word-level tokens) scored live, i.e. re-scored from its start at each chunk.
 LIVE_LIMIT = 5000
