@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from baselines.models import NeuralCache, PointerSentinelLSTM
+from core.progress import progress_bar
 from harness.datasets import Vocabulary
 from harness.streams import stream_grid
 
@@ -48,9 +48,8 @@ def analyze(
     grid = stream_grid(ids, eos_id=vocab.eos_id, batch_size=1)
     state = module.initial_state(1, device)
     gates, log_probs, records = [], [], []
-    for begin, chunk in tqdm(
-        grid.chunks(bptt), desc="analyze", unit="chunk", leave=False, disable=None if progress else True
-    ):
+    chunks = grid.chunks(bptt)
+    for begin, chunk in progress_bar(chunks, total=len(chunks), desc="analyze", unit="chunk", show=progress):
         inputs = torch.from_numpy(chunk.inputs).to(device)
         targets = torch.from_numpy(chunk.targets).to(device)
         output = module(inputs, targets, state, analyze=True)

@@ -20,7 +20,6 @@ import zipfile
 from pathlib import Path
 
 import requests
-from tqdm import tqdm
 
 from core import __version__
 from core.catalogue import Benchmark, RemoteFile
@@ -32,6 +31,7 @@ from core.files import (
     write_atomically,
     write_checksum_file,
 )
+from core.progress import progress_bar
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30
@@ -82,14 +82,8 @@ def _transfer(url: str, part: Path) -> None:
             total = offset + int(length) if length and length.isdigit() else None
             with (
                 part.open("ab" if offset else "wb") as handle,
-                tqdm(
-                    total=total,
-                    initial=offset,
-                    unit="B",
-                    unit_scale=True,
-                    desc=part.name[:-5],
-                    disable=None,
-                    leave=False,
+                progress_bar(
+                    total=total, initial=offset, unit="B", unit_scale=True, desc=part.name[:-5]
                 ) as progress,
             ):
                 for block in response.iter_content(chunk_size=1 << 16):

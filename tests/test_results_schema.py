@@ -73,6 +73,7 @@ def written_record(**overrides: Any) -> dict[str, Any]:
         "git_commit": "abc123def4567890",
         "token_log_probs_file": "my.model.ptb.test.logprobs.npy",
         "plugin_metadata": {"checkpoint_sha256": "c" * 64, "checkpoint_packaged": True},
+        "plugin_code": {"sha256": "d" * 64, "source": "package", "path": "<repo>/my", "files": 3},
         "created": "2026-11-20T10:00:00+00:00",
     }
     record.update(overrides)
