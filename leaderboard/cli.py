@@ -325,19 +325,23 @@ def command_plot_bars(args: argparse.Namespace) -> int:
     from leaderboard.plots import plot_bars
     from leaderboard.table import read_table, unchecked_rows
 
-    source = Path(args.source)
-    check_output_file(args.output, "--output", inputs=[source])
+    sources = [Path(source) for source in args.source]
+    check_output_file(args.output, "--output", inputs=sources)
     report: list[str] = []  # what stderr says about the result files read
-    if source.is_file() and source.suffix == ".csv":
+    missing = [str(source) for source in sources if not source.exists()]
+    if missing:
+        raise UsageError(f"{', '.join(missing)}: no such file or directory")
+    tables = [source for source in sources if source.is_file() and source.suffix == ".csv"]
+    if tables and len(sources) > 1:
+        raise UsageError("a table CSV is drawn alone: name one table, or result directories only")
+    if tables:
         try:
-            frame = read_table(source)
+            frame = read_table(tables[0])
         except ValueError as error:  # not a leaderboard CSV
             raise UsageError(str(error)) from None
-        dataset = args.dataset or source.stem
-    elif source.exists():
-        dataset, frame, report = _bars_from_results(source, args.dataset, args.no_reported)
+        dataset = args.dataset or tables[0].stem
     else:
-        raise UsageError(f"{source}: no such file or directory")
+        dataset, frame, report = _bars_from_results(sources, args.dataset, args.no_reported)
     unchecked = unchecked_rows(frame)
     warning = check_trusted(unchecked, "plot", args.allow_unaudited)  # before the notes: one line
     for line in report:
@@ -355,14 +359,16 @@ def command_plot_bars(args: argparse.Namespace) -> int:
 
 
 def _bars_from_results(
-    source: Path, dataset: str | None, no_reported: bool
+    sources: list[Path], dataset: str | None, no_reported: bool
 ) -> tuple[str, pd.DataFrame, list[str]]:
     """The table of ``dataset`` (default: the one dataset with results) built from the result
-    files under ``source``, its unaudited and unverified rows included (``plot bars`` refuses
-    them unless :data:`ALLOW_UNAUDITED`), and the lines stderr says about the files read."""
+    files under ``sources`` (as ``build`` takes them), its unaudited and unverified rows included
+    (``plot bars`` refuses them unless :data:`ALLOW_UNAUDITED`), and the lines stderr says about
+    the files read."""
     from leaderboard.table import PAPER_DATASETS, REPORTED, build_tables
 
-    collection = collect([source], include_unaudited=True)
+    source = " ".join(str(path) for path in sources)  # for messages
+    collection = collect(sources, include_unaudited=True)
     warnings: list[str] = []
     # No roots: each row's source is the path of its files, which a refusal names.
     tables = build_tables(collection, None if no_reported else _load_reported(None), warnings=warnings)
@@ -649,7 +655,13 @@ def _add_compare_parser(commands: Any) -> None:
 
 def _add_bars_parser(plots: Any) -> None:
     bars = plots.add_parser("bars", help="a leaderboard as a bar chart")
-    bars.add_argument("source", metavar="RESULTS_DIR|TABLE.csv", help="result files or a table build wrote")
+    bars.add_argument(
+        "source",
+        nargs="+",
+        metavar="RESULTS_DIR|TABLE.csv",
+        help="result directories (several, as build takes them: yours beside results/), or one table "
+        "build wrote",
+    )
     bars.add_argument(
         "--dataset",
         help="which dataset's table, for a results directory (default: the one dataset with results)",

@@ -33,6 +33,7 @@ from core.files import write_atomically  # noqa: E402
 
 REPORTED_COLOUR = "#9aa5b1"
 REPRODUCED_COLOUR = "#1f77b4"
+USER_MODEL_COLOUR = "#2ca02c"
 UNAUDITED_COLOUR = "#f5b971"
 UNVERIFIED_COLOUR = "#e8a0a8"
 WARNING_COLOUR = "#b00020"
@@ -71,7 +72,7 @@ def plot_bars(
     ``log``: logarithmic perplexity axis; by default when the largest figure is over 5 times
     the smallest (a unigram model beside AWD-LSTM). ``warning``: a line shown above the title
     (unaudited or unverified rows drawn)."""
-    from leaderboard.table import UNAUDITED, UNVERIFIED, format_number
+    from leaderboard.table import UNAUDITED, UNVERIFIED, USER_MODEL, format_number
 
     unranked = {
         UNAUDITED: (UNAUDITED_COLOUR, "unaudited (measured here, not ranked)"),
@@ -89,7 +90,11 @@ def plot_bars(
     height = max(2.5, 0.32 * len(rows) + 1.2)
     figure, axis = plt.subplots(figsize=(9, height))
     positions = np.arange(len(rows))[::-1]
-    colour_of_kind = {"reported": REPORTED_COLOUR, **{kind: colour for kind, (colour, _) in unranked.items()}}
+    colour_of_kind = {
+        "reported": REPORTED_COLOUR,
+        USER_MODEL: USER_MODEL_COLOUR,
+        **{kind: colour for kind, (colour, _) in unranked.items()},
+    }
     colours = [colour_of_kind.get(kind, REPRODUCED_COLOUR) for kind in rows["kind"]]
     hatches = ["//" if which == "valid" else "" for which in rows["which"]]
     left = values.min() / 1.5 if log else 0
@@ -124,9 +129,11 @@ def plot_bars(
     from matplotlib.patches import Patch
 
     handles = [
-        Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="measured here (baselines, user models)"),
+        Patch(facecolor=REPRODUCED_COLOUR, edgecolor="black", label="baselines measured here"),
         Patch(facecolor=REPORTED_COLOUR, edgecolor="black", label="reported (published)"),
     ]
+    if (rows["kind"] == USER_MODEL).any():
+        handles.insert(1, Patch(facecolor=USER_MODEL_COLOUR, edgecolor="black", label="your models"))
     for kind, (colour, label) in unranked.items():
         if (rows["kind"] == kind).any():
             handles.append(Patch(facecolor=colour, edgecolor="black", label=label))

@@ -86,3 +86,22 @@ def test_a_tiny_models_parameters_are_not_shown_as_zero(tmp_path):
     assert leaderboard_main(["build", str(tmp_path / "results"), "--output-dir", str(tmp_path / "t")]) == 0
     rows = (tmp_path / "t" / "ptb.csv").read_text().splitlines()
     assert any(",0.017," in row and "my.model" in row for row in rows), rows
+
+
+def test_plot_bars_takes_several_result_directories_and_colours_user_models_apart(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from leaderboard import plots
+
+    make_result(tmp_path / "ours", "baseline.test", ppl=120.0, model="baselines.kneser_ney")
+    make_result(tmp_path / "mine", "mine.test", ppl=90.0, model="my.model")
+    drawn: list = []
+    barh = matplotlib.axes.Axes.barh
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "barh", lambda self, *a, **k: drawn.append(k["color"]) or barh(self, *a, **k)
+    )
+    out = tmp_path / "bars.png"
+    argv = ["plot", "bars", str(tmp_path / "ours"), str(tmp_path / "mine"), "--dataset", "ptb"]
+    assert leaderboard_main([*argv, "--no-reported", "--output", str(out)]) == 0
+    assert out.is_file()
+    assert sorted(drawn[0]) == sorted([plots.USER_MODEL_COLOUR, plots.REPRODUCED_COLOUR])
