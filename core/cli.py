@@ -109,7 +109,8 @@ def storage_message(error: OSError) -> str:
     """One line for a write the file system refused (full, over quota, read-only)."""
     where = f" writing {error.filename}" if error.filename else ""
     reason = error.strerror or os.strerror(error.errno or 0)
-    return f"{reason}{where}; free some space and rerun the same command"
+    remedy = "write elsewhere" if error.errno == errno.EROFS else "free some space"
+    return f"{reason}{where}; {remedy} and rerun the same command"
 
 
 class _OutputToAReader:
