@@ -137,9 +137,8 @@ def pack_run(
     destination.mkdir(parents=True, exist_ok=True)
     pieces = []
     for index, start in enumerate(range(0, len(blob), piece_bytes)):
-        piece = f"{name}.part{index:02d}"
-        write_atomically(destination / piece, blob[start : start + piece_bytes])
-        part = blob[start : start + piece_bytes]
+        piece, part = f"{name}.part{index:02d}", blob[start : start + piece_bytes]
+        write_atomically(destination / piece, part)
         pieces.append({"file": piece, "bytes": len(part), "sha256": _sha256(part)})
     manifest = {
         "format": FORMAT,
