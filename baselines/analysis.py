@@ -49,7 +49,8 @@ def analyze(
     state = module.initial_state(1, device)
     gates, log_probs, records = [], [], []
     chunks = grid.chunks(bptt)
-    for begin, chunk in progress_bar(chunks, total=len(chunks), desc="analyze", unit="chunk", show=progress):
+    for block in progress_bar(chunks, total=len(chunks), desc="analyze", unit="chunk", show=progress):
+        begin, chunk = block.begin, block.chunk
         inputs = torch.from_numpy(chunk.inputs).to(device)
         targets = torch.from_numpy(chunk.targets).to(device)
         output = module(inputs, targets, state, analyze=True)

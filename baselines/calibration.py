@@ -54,7 +54,8 @@ def mixture_parts(
     grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     state = model.initial_state(batch_size, device)
     parts = []
-    for _, chunk in progress_bar(grid.chunks(bptt), desc="calibrate", unit="chunk", show=progress):
+    for block in progress_bar(grid.chunks(bptt), desc="calibrate", unit="chunk", show=progress):
+        chunk = block.chunk
         inputs = torch.from_numpy(chunk.inputs).to(device)
         targets = torch.from_numpy(chunk.targets).to(device)
         output = model(inputs, targets, state, analyze=True)

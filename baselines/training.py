@@ -51,6 +51,7 @@ from core.progress import progress_bar
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
 from harness.plugin import PluginError
+from harness.protocol import EvaluationProtocol
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
 PRESETS: dict[str, dict[str, Any]] = {
@@ -530,10 +531,12 @@ class Trainer:
                     self.valid_ids,
                     eos_id=self.dataset.vocab.eos_id,
                     vocab_size=len(self.dataset.vocab),
-                    batch_size=self.options.eval_batch_size,
-                    bptt=self.options.bptt,
-                    audit_positions=0,
-                    causality_points=0,  # the run's own model; harness eval audits what it scores
+                    protocol=EvaluationProtocol(
+                        batch_size=self.options.eval_batch_size,
+                        bptt=self.options.bptt,
+                        audit_positions=0,
+                        causality_points=0,  # the run's own model; harness eval audits what it scores
+                    ),
                     name="valid",
                     progress=self.session.progress,
                 )

@@ -114,9 +114,9 @@ def tune(
         cache = NeuralCache(lstm, window, theta=0.0, interpolation=0.0)
         state = cache.initial_state(batch_size, device)
         totals = torch.zeros(len(thetas), len(interpolations), dtype=torch.float64, device=device)
-        for _, chunk in progress_bar(
-            grid.chunks(bptt), desc=f"tune window {window}", unit="chunk", show=progress
-        ):
+        blocks = grid.chunks(bptt)
+        for block in progress_bar(blocks, desc=f"tune window {window}", unit="chunk", show=progress):
+            chunk = block.chunk
             inputs = torch.from_numpy(chunk.inputs).to(device)
             targets = torch.from_numpy(chunk.targets).to(device)
             mask = torch.from_numpy(chunk.mask).to(device)

@@ -54,6 +54,7 @@ from baselines.training import PRESETS, bfloat16_is_emulated
 from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
+from harness.protocol import EvaluationProtocol
 
 
 class CudnnLSTM(nn.Module):
@@ -145,7 +146,14 @@ def time_evaluation(
 ) -> float:
     """Tokens per second of the harness's evaluation (batch 1, BPTT 100, no audit)."""
     scorer = TorchLanguageModel(model, device)
-    result = evaluate(scorer, ids, eos_id=eos_id, vocab_size=vocab_size, audit_positions=0, progress=False)
+    result = evaluate(
+        scorer,
+        ids,
+        eos_id=eos_id,
+        vocab_size=vocab_size,
+        protocol=EvaluationProtocol(audit_positions=0),
+        progress=False,
+    )
     return result.tokens / result.seconds
 
 

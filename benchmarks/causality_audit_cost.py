@@ -19,6 +19,7 @@ from core.cli import non_negative_float, positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import create_model, load_factory
+from harness.protocol import EvaluationProtocol
 
 
 def main() -> None:
@@ -51,7 +52,7 @@ def main() -> None:
                 ids,
                 eos_id=dataset.vocab.eos_id,
                 vocab_size=len(dataset.vocab),
-                causality_tolerance=args.tolerance,
+                protocol=EvaluationProtocol(causality_tolerance=args.tolerance),
                 progress=False,
             )
             for _ in range(args.repeats)

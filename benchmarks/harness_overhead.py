@@ -24,6 +24,7 @@ from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import Chunk, LanguageModel
 from harness.plugins import unigram
+from harness.protocol import EvaluationProtocol
 
 
 def bare_loop(model, ids: np.ndarray, eos_id: int, bptt: int) -> float:
@@ -93,7 +94,7 @@ def main() -> None:
                 ids,
                 eos_id=eos,
                 vocab_size=len(dataset.vocab),
-                bptt=args.bptt,
+                protocol=EvaluationProtocol(bptt=args.bptt),
                 progress=False,
             ),
         )

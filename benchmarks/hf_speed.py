@@ -1,7 +1,7 @@
 """Speed of the ``hf`` plugin against a bare ``model(input_ids)`` loop over the same windows.
 
-The adapter run is the whole path of an evaluation: ``harness.evaluate`` (batch 1, bptt 100, the
-audits off: they are the harness's cost, not the adapter's) -> the plugin: detokenize, tokenize,
+The adapter run is the whole path of an evaluation: ``harness.evaluate`` (batch 1, the audits
+off: they are the harness's cost, not the adapter's) -> the plugin's ``score_stream``: detokenize, tokenize,
 windows of ``max_context`` by ``stride`` in batches of ``window_batch``, log-softmax, attribution
 to the word-level tokens. The bare loop runs the model's forward over the same batches of the
 same windows (token ids prepared beforehand) and nothing else. Both run in this process, on the
@@ -26,6 +26,7 @@ from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugins import hf
 from harness.plugins.hf.detokenize import detokenize, detokenize_line
+from harness.protocol import EvaluationProtocol
 from harness.tools import hf_tiny
 
 
@@ -33,20 +34,20 @@ def bare_loop(model: hf.HFCausalLM, windows: list[torch.Tensor]) -> None:
     """The forward of every batch of windows, nothing else."""
     with torch.inference_mode():
         for inputs in windows:
-            model.model(input_ids=inputs)
-    if model.device.startswith("cuda"):
+            model.scorer.network(input_ids=inputs)
+    if model.scorer.device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
 def same_windows(model: hf.HFCausalLM, ids: np.ndarray) -> tuple[list[torch.Tensor], int]:
     """The batches of windows the plugin runs for the stream ``ids``, and its subword count."""
-    vocab = model.dataset.vocab.tokens
-    subwords, _, _ = model.tokenize(detokenize((vocab[i] for i in ids), model.detokenizer))
-    positions = np.concatenate([[model.bos_id], subwords, np.full(model.max_context, model.bos_id)])
+    scorer, max_context = model.scorer, model.scorer.settings.max_context
+    subwords, _, _ = model.tokenize(detokenize((model.vocab[i] for i in ids), model.text.detokenizer))
+    positions = np.concatenate([[scorer.bos_id], subwords, np.full(max_context, scorer.bos_id)])
     batches = []
-    for group in model.window_groups(len(subwords)):
-        windows = np.stack([positions[start : start + model.max_context] for start, _, _ in group])
-        batches.append(torch.from_numpy(windows).to(model.device))
+    for group in scorer.settings.groups(len(subwords)):
+        windows = np.stack([positions[start : start + max_context] for start, _, _ in group])
+        batches.append(torch.from_numpy(windows).to(scorer.device))
     return batches, len(subwords)
 
 
@@ -109,26 +110,12 @@ def main() -> None:
     ids = dataset.tokens("test").ids
 
     def adapter() -> None:
-        fresh = hf.HFCausalLM(
-            loaded.model,
-            loaded.tokenizer,
-            dataset=dataset,
-            detokenizer=loaded.detokenizer,
-            segmentation=loaded.segmentation,
-            max_context=args.max_context,
-            stride=args.stride,
-            window_batch=args.window_batch,
-            bos_id=loaded.bos_id,
-            device=args.device,
-            checkpoint=name,
-        )  # nothing precomputed
         evaluate(
-            fresh,
+            loaded,
             ids,
             eos_id=dataset.vocab.eos_id,
             vocab_size=len(dataset.vocab),
-            audit_positions=0,
-            causality_points=0,
+            protocol=EvaluationProtocol(audit_positions=0, causality_points=0),
             progress=False,
         )
 

@@ -33,6 +33,7 @@ from core.threads import allowed_cpus, choose_threads, set_torch_threads, thread
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import create_model, load_factory
+from harness.protocol import EvaluationProtocol
 
 PLUGIN = "baselines.zoneout_lstm"
 #: The settings, in the order they run: (neighbours busy, ``--threads``); "all": one per CPU.
@@ -99,7 +100,7 @@ def score(args: argparse.Namespace) -> dict[str, float]:
         ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        causality_points=0,
+        protocol=EvaluationProtocol(causality_points=0),
         progress=False,
     )
     return {"seconds": time.perf_counter() - began, "threads": threads}

@@ -28,10 +28,16 @@ from typing import Any
 #: 3: ``causality_audit`` is the second pass that a plugin cannot tell from the evaluation
 #: (``harness.causality``: ``points`` substituted tokens, ``seed``, ``audit_pass``, ...); in
 #: version 2 it was short stretches scored after a reset, which a plugin could tell apart.
-SCHEMA_VERSION = 3
+#: 4: ``protocol.name`` (``stream``, or ``documents``: each article from a fresh state) and, for
+#: ``documents``, ``document_metrics`` (lm-evaluation-harness's figures); an older reader, which
+#: would rank the two protocols together, refuses it.
+SCHEMA_VERSION = 4
 #: Versions a reader understands; version 1 predates the causality audit: such results are read
 #: but count as unaudited.
-SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3)
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4)
+#: ``protocol.name``: ``stream`` (the split as ``batch_size`` contiguous streams, the papers'
+#: protocol) or ``documents`` (each article from a fresh state, one stream each).
+PROTOCOL_NAMES = ("stream", "documents")
 
 #: Keys every result file carries, with the JSON types they must have (None allowed where listed).
 REQUIRED_KEYS: dict[str, tuple[type, ...]] = {
@@ -65,6 +71,11 @@ SCORINGS = ("word", "subword")
 #: Largest positive log-probability a result may hold for a token (rounding in a model's
 #: log-softmax or mixture): the harness refuses more, and the leaderboard reads what it wrote.
 MAX_LOG_PROB = 1e-6
+
+
+def perplexity_of(nats_per_unit: float) -> float | None:
+    """``e^nats_per_unit``; None where that is too large for a float."""
+    return math.exp(nats_per_unit) if nats_per_unit <= math.log(sys.float_info.max) else None
 
 
 class InvalidResultRecord(ValueError):
@@ -105,27 +116,40 @@ def unaudited_reasons(*, schema_version: int, scoring: str, audit: Any, causalit
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
-    """How the stream was scored: ``batch_size`` parallel streams, windows of ``bptt`` tokens."""
+    """How the split was scored: as ``batch_size`` parallel streams, chunks of ``bptt`` tokens;
+    ``name`` says what the streams are (:data:`PROTOCOL_NAMES`; None in a file before version 4,
+    which scored a stream: :attr:`kind`). With ``documents``, ``batch_size`` is the number of
+    documents."""
 
     batch_size: int
     bptt: int
+    name: str | None = None
 
-    def to_json(self) -> dict[str, int]:
-        """The ``protocol`` object of a result file."""
-        return {"batch_size": self.batch_size, "bptt": self.bptt}
+    @property
+    def kind(self) -> str:
+        """The protocol's name, ``stream`` for a file that records none."""
+        return self.name or "stream"
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``protocol`` object of a result file (with its ``name`` when it has one)."""
+        sizes: dict[str, Any] = {"batch_size": self.batch_size, "bptt": self.bptt}
+        return sizes if self.name is None else {**sizes, "name": self.name}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Protocol:
         """The protocol of a result file's ``protocol`` object; :class:`InvalidResultRecord`
-        when a field is missing, not an integer (a boolean is none) or not positive (no
-        evaluation scores zero streams or windows of zero tokens)."""
-        for field in dataclasses.fields(cls):
-            value = data.get(field.name)
+        when a size is missing, not an integer (a boolean is none) or not positive (no
+        evaluation scores zero streams or windows of zero tokens), or the name is unknown."""
+        for size in ("batch_size", "bptt"):
+            value = data.get(size)
             if not isinstance(value, int) or isinstance(value, bool):
-                raise InvalidResultRecord(f"protocol.{field.name} missing or not an integer")
+                raise InvalidResultRecord(f"protocol.{size} missing or not an integer")
             if value < 1:
-                raise InvalidResultRecord(f"protocol.{field.name} must be a positive integer, got {value}")
-        return cls(batch_size=data["batch_size"], bptt=data["bptt"])
+                raise InvalidResultRecord(f"protocol.{size} must be a positive integer, got {value}")
+        name = data.get("name")
+        if name is not None and name not in PROTOCOL_NAMES:
+            raise InvalidResultRecord(f"protocol.name {name!r} is not one of {', '.join(PROTOCOL_NAMES)}")
+        return cls(batch_size=data["batch_size"], bptt=data["bptt"], name=name)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -156,6 +180,7 @@ class ResultRecord:
     perplexity: float
     bits_per_token: float | None = None
     protocol: Protocol
+    document_metrics: dict[str, Any] | None = None
     audit: dict[str, Any] | None = None
     causality_audit: dict[str, Any] | None = None
     scoring: str = "word"
@@ -175,7 +200,7 @@ class ResultRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object of the result file, its keys in field order."""
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "protocol": self.protocol.to_json()}
 
     @classmethod
     def from_json(cls, data: Any) -> ResultRecord:
@@ -195,6 +220,7 @@ class ResultRecord:
         record = cls(**{**recorded, "protocol": protocol})
         record._check_audited()
         record._check_figures()
+        record._check_document_metrics()
         record._check_created()
         return record
 
@@ -250,6 +276,37 @@ class ResultRecord:
             raise InvalidResultRecord(
                 f"num_parameters has {len(str(parameters))} digits: no model's count (at most 10**15)"
             )
+
+    def _check_document_metrics(self) -> None:
+        """``document_metrics`` belongs to the ``documents`` protocol, and its figures must agree
+        with the log-likelihood (``tokens * nll`` nats) and its counts (a perplexity too large
+        for a float is null)."""
+        metrics = self.document_metrics
+        if metrics is None:
+            return
+        if self.protocol.kind != "documents":
+            raise InvalidResultRecord(f"document_metrics in a result of the {self.protocol.kind} protocol")
+        counts = [metrics.get("words"), metrics.get("bytes")]
+        if not all(isinstance(count, int) and not isinstance(count, bool) and count > 0 for count in counts):
+            raise InvalidResultRecord("document_metrics.words and .bytes must be positive integers")
+        words, size = (int(count) for count in counts)  # type: ignore[arg-type]  # checked above
+        nats = self.tokens * float(self.nll)
+        expected = {
+            "word_perplexity": perplexity_of(nats / words),
+            "byte_perplexity": perplexity_of(nats / size),
+            "bits_per_byte": nats / size / math.log(2),
+        }
+        for key, value in expected.items():
+            recorded = metrics.get(key)
+            agrees = (
+                recorded is None
+                if value is None
+                else isinstance(recorded, (int, float)) and math.isclose(recorded, value, rel_tol=1e-6)
+            )
+            if not agrees:
+                raise InvalidResultRecord(
+                    f"document_metrics.{key} {recorded!r} disagrees with the log-likelihood (edited by hand?)"
+                )
 
     def _check_created(self) -> None:
         """``created``, when recorded, must be a real date and time in ISO 8601, as the harness

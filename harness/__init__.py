@@ -3,7 +3,7 @@
 from typing import Any
 
 from core import __version__
-from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable
+from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, StreamScorer
 
 __all__ = [
     "Chunk",
@@ -11,6 +11,7 @@ __all__ = [
     "LanguageModel",
     "ModelUnavailable",
     "SplitResult",
+    "StreamScorer",
     "__version__",
     "evaluate_model",
 ]

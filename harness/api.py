@@ -1,8 +1,9 @@
 """In-process evaluation: :func:`evaluate_model` scores a plugin, or a model object that implements
-:class:`harness.plugin.LanguageModel`, under the protocol, audits and result schema of
-``python -m harness eval``, and returns each split's record with its per-token log-probabilities
-(a validation figure inside a training loop, say). Nothing is printed: errors are raised as the
-harness's own exception types, with the command line's one-line messages."""
+:class:`harness.plugin.LanguageModel` or :class:`harness.plugin.StreamScorer`, under the protocol,
+audits and result schema of ``python -m harness eval``, and returns each split's record with its
+per-token log-probabilities (a validation figure inside a training loop, say). Nothing is
+printed: errors are raised as the harness's own exception types, with the command line's one-line
+messages."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from core.cli import check_output_dir, check_output_file
 from core.devices import resolve_device
 from core.result_schema import ResultRecord
 from harness.datasets import Dataset, load_dataset
-from harness.plugin import LanguageModel, PluginError, create_model, load_factory
-from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol, result_paths, save_scores, score_split
+from harness.plugin import MODEL_METHODS, Model, PluginError, create_model, is_model, load_factory
+from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
+from harness.scoring import result_paths, save_scores, score_split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +58,11 @@ class SplitResult:
 
 
 def evaluate_model(
-    model: str | LanguageModel,
+    model: str | Model,
     dataset: str | os.PathLike[str] | Dataset,
     *,
     splits: str | Iterable[str] = ("valid", "test"),
+    protocol: str = DEFAULT_PROTOCOL.name,
     batch_size: int = DEFAULT_PROTOCOL.batch_size,
     bptt: int = DEFAULT_PROTOCOL.bptt,
     audit: int = DEFAULT_PROTOCOL.audit_positions,
@@ -76,14 +79,15 @@ def evaluate_model(
     Args:
         model: a plugin, named as on the command line (a registered name, ``module`` or
             ``module:attribute``) and made by its factory for ``dataset``; or a model object
-            (``reset(batch_size)`` and ``score(chunk)``), recorded as its class's
-            ``module:qualname``.
+            (``reset(batch_size)`` and ``score(chunk)``, or ``score_stream(stream)``), recorded
+            as its class's ``module:qualname``.
         dataset: a benchmark name, a directory in the WikiText layout, or a loaded
             :class:`harness.datasets.Dataset`, which keeps its token streams for the next call.
         splits: the splits to score, in order (one name is one split).
+        protocol: ``--protocol``: ``stream`` or ``documents`` (then ``batch_size`` stays 1).
         batch_size, bptt, audit, causality_audit, causality_tolerance: ``--batch-size``,
             ``--bptt``, ``--audit``, ``--causality-audit``, ``--causality-tolerance``, with
-            their defaults (:data:`harness.scoring.DEFAULT_PROTOCOL`).
+            their defaults (:data:`harness.protocol.DEFAULT_PROTOCOL`).
         device: ``--device`` (``auto`` as on the command line: ``cuda`` when there is one),
             given to the factory and recorded; a model object runs where its owner put it, so
             name that device.
@@ -102,9 +106,10 @@ def evaluate_model(
             protocol or an audit, a model unavailable for the dataset, a missing device);
             PluginError too for ``model_args`` that JSON cannot hold.
         UsageError: ``output_dir`` or a file in it cannot be written.
-        ValueError: a batch size or BPTT below 1, a negative audit or tolerance.
+        ValueError: an unknown protocol, a batch size or BPTT below 1 (or above 1 with
+            ``documents``), a negative audit or tolerance.
     """
-    protocol = _checked_protocol(batch_size, bptt, audit, causality_audit, causality_tolerance)
+    settings = _checked_protocol(protocol, batch_size, bptt, audit, causality_audit, causality_tolerance)
     if output_dir is not None:
         check_output_dir(output_dir, "output_dir")
     plugin, factory = _identify(model)
@@ -113,7 +118,10 @@ def evaluate_model(
     data_root = None if data_dir is None else os.fspath(data_dir)
     data = dataset if isinstance(dataset, Dataset) else load_dataset(os.fspath(dataset), data_root)
     names = _split_names(splits)
-    outputs = {split: _output_paths(output_dir, plugin, arguments, data.name, split) for split in names}
+    outputs = {
+        split: _output_paths(output_dir, plugin, arguments, data.name, split, settings.name)
+        for split in names
+    }
     for split in names:
         data.tokens(split)  # an unknown or empty split fails here, before the model is made
     checkpoint_path = None if checkpoint is None else os.fspath(checkpoint)
@@ -128,7 +136,7 @@ def evaluate_model(
             checkpoint=checkpoint_path,
             dataset=data,
             split=split,
-            protocol=protocol,
+            protocol=settings,
             device=device,
             data_dir=data_root,
             outputs=outputs[split],
@@ -146,22 +154,23 @@ def _split_names(splits: str | Iterable[str]) -> list[str]:
 
 
 def _checked_protocol(
-    batch_size: int, bptt: int, audit: int, causality_audit: int, causality_tolerance: float | None
+    name: str, batch_size: int, bptt: int, audit: int, causality_audit: int, causality_tolerance: float | None
 ) -> EvaluationProtocol:
     """The protocol, its values checked as the command line's options are; ValueError otherwise."""
-    for name, value, least in (
+    for option, value, least in (
         ("batch_size", batch_size, 1),
         ("bptt", bptt, 1),
         ("audit", audit, 0),
         ("causality_audit", causality_audit, 0),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+            raise ValueError(f"{option} must be an integer of at least {least}, got {value!r}")
     if causality_tolerance is not None and not 0 <= causality_tolerance < math.inf:
         raise ValueError(
             f"causality_tolerance must be a finite number of at least 0, got {causality_tolerance}"
         )
-    return EvaluationProtocol(
+    return EvaluationProtocol(  # which checks the name, and batch_size with it
+        name=name,
         batch_size=batch_size,
         bptt=bptt,
         audit_positions=audit,
@@ -170,17 +179,14 @@ def _checked_protocol(
     )
 
 
-def _identify(model: str | LanguageModel) -> tuple[str, Callable[..., LanguageModel]]:
+def _identify(model: str | Model) -> tuple[str, Callable[..., Model]]:
     """The recorded name and the factory of a plugin (loaded as the command line loads it), or
     of a model object: its class's ``module:qualname`` and a factory that returns it whatever
     the arguments. PluginError for an object that is no model."""
     if isinstance(model, str):
         return load_factory(model)
-    if not isinstance(model, LanguageModel):
-        raise PluginError(
-            f"{type(model).__name__} is no plugin name nor a model: it has no reset(batch_size) "
-            "and score(chunk) methods"
-        )
+    if not is_model(model):
+        raise PluginError(f"{type(model).__name__} is no plugin name nor a model: it has no {MODEL_METHODS}")
     return f"{type(model).__module__}:{type(model).__qualname__}", lambda *_, **__: model
 
 
@@ -203,19 +209,20 @@ def _output_paths(
     model_args: dict[str, Any],
     dataset: str,
     split: str,
+    protocol: str,
 ) -> tuple[Path, Path] | tuple[None, None]:
     """The record (JSON) and log-probabilities (.npy) files of one split in ``output_dir``,
     checked writable, as ``--output-dir`` names them; (None, None) without an output directory."""
     if output_dir is None:
         return None, None
-    json_path, npy_path = result_paths(output_dir, plugin, model_args, dataset, split)
+    json_path, npy_path = result_paths(output_dir, plugin, model_args, dataset, split, protocol)
     for path in (json_path, npy_path):
         check_output_file(path, "output_dir")
     return json_path, npy_path
 
 
 def _score(
-    model: LanguageModel,
+    model: Model,
     *,
     plugin: str,
     model_args: dict[str, Any],

@@ -27,13 +27,13 @@ from core.cli import (
 from core.devices import DeviceError, resolve_device
 from core.files import DatasetError, write_atomically
 from core.format import SPLITS
-from core.result_schema import ResultRecord
+from core.result_schema import PROTOCOL_NAMES, ResultRecord
 from core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
 from harness import contamination
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import (
-    LanguageModel,
+    Model,
     ModelUnavailable,
     PluginError,
     create_model,
@@ -41,22 +41,40 @@ from harness.plugin import (
     load_factory,
     parse_model_args,
 )
+from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
 from harness.results import plugin_code, portable_path, token_log_probs_name
-from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol, result_paths, save_scores, score_split
+from harness.scoring import result_paths, save_scores, score_split
 
 #: The error types of the harness whose message is a one-line user error.
 USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, ngrams.ContaminationError)
 
 
 def _summary_line(record: ResultRecord) -> str:
+    """The result in one line; with the documents protocol, and lm-evaluation-harness's figures
+    on a second."""
     speed = record.tokens_per_second
-    return (
-        f"{record.model} on {record.dataset}/{record.split}: perplexity "
+    documents = " (documents)" if record.protocol.kind == "documents" else ""
+    line = (
+        f"{record.model} on {record.dataset}/{record.split}{documents}: perplexity "
         f"{record.perplexity:.2f} ({record.nll:.4f} nats, {record.bits_per_token:.3f} "
         f"bits per token; {record.tokens:,} tokens in {record.runtime_seconds:.1f} s"
         + (f", {speed:,.0f} tokens/s" if speed else "")
         + ")"
     )
+    metrics = record.document_metrics
+    if metrics is None:
+        return line
+    return line + (
+        f"\n  lm-evaluation-harness's figures over {metrics['documents']:,} documents: word_perplexity "
+        f"{_figure(metrics['word_perplexity'])} ({metrics['words']:,} words), byte_perplexity "
+        f"{_figure(metrics['byte_perplexity'])}, bits_per_byte {metrics['bits_per_byte']:.4f} "
+        f"({metrics['bytes']:,} bytes)"
+    )
+
+
+def _figure(value: float | None) -> str:
+    """A perplexity of the documents protocol (None: too large for a float)."""
+    return "overflow" if value is None else f"{value:.4f}"
 
 
 def _table(records: list[ResultRecord]) -> str:
@@ -136,7 +154,7 @@ def _output_paths(
 ) -> tuple[Path | None, Path | None]:
     """Where one evaluation's record (JSON) and token log-probabilities (.npy) go, if anywhere."""
     if args.output_dir is not None:
-        return result_paths(args.output_dir, plugin, model_args, dataset.name, split)
+        return result_paths(args.output_dir, plugin, model_args, dataset.name, split, args.protocol)
     token_file = _token_file(args)
     return (Path(args.output) if args.output else None, Path(token_file) if token_file else None)
 
@@ -157,7 +175,9 @@ def _check_distinct_outputs(
     writers: dict[Path, str] = {}
     for name, dataset in zip(names, datasets):
         for split in splits:
-            json_path, npy_path = result_paths(args.output_dir, plugin, model_args, dataset.name, split)
+            json_path, npy_path = result_paths(
+                args.output_dir, plugin, model_args, dataset.name, split, args.protocol
+            )
             for path in (json_path, npy_path):
                 check_output_file(path, "--output-dir")
             if json_path in writers:
@@ -204,11 +224,13 @@ def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: li
         )
     if args.checkpoint is not None and len(names) != 1:
         raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
+    if args.protocol == "documents" and args.batch_size != 1:
+        raise UsageError("--protocol documents scores one stream per document: --batch-size does not apply")
 
 
 def _score(
     args: argparse.Namespace,
-    model: LanguageModel,
+    model: Model,
     plugin: str,
     model_args: dict[str, Any],
     dataset: Dataset,
@@ -218,6 +240,7 @@ def _score(
     """Score one split, print its result and save it where asked; returns its record."""
     json_path, npy_path = _output_paths(args, plugin, model_args, dataset, split)
     protocol = EvaluationProtocol(
+        name=args.protocol,
         batch_size=args.batch_size,
         bptt=args.bptt,
         audit_positions=args.audit,
@@ -474,6 +497,14 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
 
 def _add_protocol_options(evaluation: argparse.ArgumentParser) -> None:
     """The options of ``eval`` that set how a split is scored and audited."""
+    evaluation.add_argument(
+        "--protocol",
+        choices=PROTOCOL_NAMES,
+        default=DEFAULT_PROTOCOL.name,
+        help="stream: the split as --batch-size contiguous streams (default; the papers' protocol); "
+        "documents: each article of a WikiText-style split from a fresh state, with "
+        "lm-evaluation-harness's word_perplexity, byte_perplexity and bits_per_byte",
+    )
     evaluation.add_argument(
         "--batch-size",
         type=positive_int,

@@ -30,15 +30,23 @@ from core.progress import progress_bar
 from core.result_schema import MAX_LOG_PROB
 from harness.causality import (
     CAUSALITY_OFF,
-    SUBSTITUTIONS,
     AuditPlan,
     CausalityAudit,
     PassScores,
     check_audit,
     plan_audit,
 )
-from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, PluginError, plugin_metadata
-from harness.streams import StreamGrid, stream_grid
+from harness.plugin import (
+    Chunk,
+    ChunkScores,
+    Model,
+    ModelUnavailable,
+    PluginError,
+    plugin_metadata,
+    scores_whole_streams,
+)
+from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
+from harness.streams import Block, StreamGrid, stream_grid
 
 #: Largest mean negative log-likelihood (nats per token) whose perplexity, ``e^nll``, is a finite
 #: float (about 709.78).
@@ -146,15 +154,33 @@ def _naming_the_plugin(name: str, call: str) -> Iterator[None]:
         raise
 
 
-def _chunk_place(starts: np.ndarray, begin: int, end: int) -> str:
-    """Where the chunk of columns ``begin .. end - 1`` of the streams starting at ``starts``
-    (int64 ``[B]``) lies in the split, for messages."""
-    if len(starts) == 1:
-        return f"tokens {begin}..{end - 1}"
-    firsts = ", ".join(str(int(start) + begin) for start in starts[:3])
-    return f"positions {begin}..{end - 1} of {len(starts)} streams (starting at tokens {firsts}" + (
-        ", ...)" if len(starts) > 3 else ")"
-    )
+@dataclasses.dataclass(frozen=True)
+class _Place:
+    """Where a block of a stream grid lies in the split, for messages.
+
+    Attributes:
+        starts: int64 ``[B]``, each stream's first token in the split.
+        block: the block.
+    """
+
+    starts: np.ndarray
+    block: Block
+
+    def span(self) -> str:
+        """The block's tokens: ``tokens a..b`` for one stream, else its columns and streams."""
+        begin, end = self.block.begin, self.block.columns.stop
+        starts = self.starts[self.block.rows]
+        if len(starts) == 1:
+            return f"tokens {int(starts[0]) + begin}..{int(starts[0]) + end - 1}"
+        firsts = ", ".join(str(int(start) + begin) for start in starts[:3])
+        return f"positions {begin}..{end - 1} of {len(starts)} streams (starting at tokens {firsts}" + (
+            ", ...)" if len(starts) > 3 else ")"
+        )
+
+    def position(self, row: int, column: int) -> str:
+        """``token t (stream s, position p)`` of ``[row, column]`` of the block."""
+        stream, position = self.block.rows.start + row, self.block.begin + column
+        return f"token {int(self.starts[stream]) + position} (stream {stream}, position {position})"
 
 
 def _log_sum_exp(rows: np.ndarray) -> np.ndarray:
@@ -169,9 +195,9 @@ def _validated_scores(
     distribution_mask: np.ndarray | None,
     *,
     vocab_size: int,
-    starts: np.ndarray,
-    begin: int,
+    place: _Place,
     name: str,
+    method: str,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """What a plugin's ``score()`` returned for a chunk, checked: a :class:`ChunkScores` whose
     target log-probabilities are real numbers, shaped like the chunk's ``mask`` (bool ``[B, T]``)
@@ -180,20 +206,20 @@ def _validated_scores(
     are real numbers shaped ``[K, V]`` with no NaN or +inf.
 
     Returns the target log-probabilities (float64 ``[B, T]``) and the distributions (float64
-    ``[K, V]``; None when none were asked for or given). ``starts`` (int64 ``[B]``, each stream's
-    first token in the split) and ``begin`` (the chunk's first column) place it for messages.
+    ``[K, V]``; None when none were asked for or given). ``place`` places it for messages;
+    ``method`` names the plugin's method that returned it.
 
     Raises:
         PluginError: one line naming the plugin and what is wrong.
     """
     if not isinstance(scores, ChunkScores):
-        raise PluginError(f"{name}: score() returned {type(scores).__name__}, not harness.ChunkScores")
+        raise PluginError(f"{name}: {method}() returned {type(scores).__name__}, not harness.ChunkScores")
     log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
     if log_probs.shape != mask.shape:
         raise PluginError(
             f"{name}: target_log_probs has shape {log_probs.shape}, expected {mask.shape} (batch, positions)"
         )
-    _check_log_probs(log_probs, mask, starts, begin, name)
+    _check_log_probs(log_probs, mask, place, name)
     if distribution_mask is None or scores.distributions is None:
         return log_probs, None
     rows = _as_float64(scores.distributions, f"{name}: distributions")
@@ -214,55 +240,45 @@ def _validated_scores(
     return log_probs, rows
 
 
-def _check_log_probs(
-    log_probs: np.ndarray, mask: np.ndarray, starts: np.ndarray, begin: int, name: str
-) -> None:
+def _check_log_probs(log_probs: np.ndarray, mask: np.ndarray, place: _Place, name: str) -> None:
     """Raise :class:`PluginError` at the first real position (``mask``, bool ``[B, T]``) whose
     log-probability (``log_probs``, float64 ``[B, T]``) is NaN, infinite or positive."""
     bad = mask & ~(np.isfinite(log_probs) & (log_probs <= MAX_LOG_PROB))
     if bad.any():
-        stream, offset = (int(i) for i in np.argwhere(bad)[0])
-        value = log_probs[stream, offset]
-        token = int(starts[stream]) + begin + offset
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        value = log_probs[row, column]
         what = "a positive log-probability" if value > 0 else "an invalid log-probability"
         hint = ""
         if np.all((log_probs[mask] >= 0) & (log_probs[mask] <= 1)):
             hint = "; all of the chunk's lie in [0, 1]: probabilities rather than their logarithms?"
-        raise PluginError(
-            f"{name}: {what} ({value}) for token {token} (stream {stream}, position {begin + offset}){hint}"
-        )
+        raise PluginError(f"{name}: {what} ({value}) for {place.position(row, column)}{hint}")
 
 
 def evaluate(
-    model: LanguageModel,
+    model: Model,
     ids: np.ndarray,
     *,
     eos_id: int,
     vocab_size: int,
-    batch_size: int = 1,
-    bptt: int = 100,
-    audit_positions: int = 8,
-    causality_points: int = SUBSTITUTIONS,
-    causality_tolerance: float | None = None,
+    protocol: EvaluationProtocol = DEFAULT_PROTOCOL,
+    documents: tuple[np.ndarray, np.ndarray] | None = None,
     causality_seed: int | None = None,
     keep_token_log_probs: bool = False,
     name: str = "model",
     progress: bool = True,
 ) -> Evaluation:
-    """Score every token of ``ids`` (integer ``[N]``) with ``model``, and audit it.
+    """Score every token of ``ids`` (integer ``[N]``) with ``model`` under ``protocol``, and
+    audit it.
+
+    A model with ``score_stream`` gets each stream whole; any other is fed chunks of
+    ``protocol.bptt`` positions of all the streams (:mod:`harness.plugin`).
 
     Args:
         eos_id: id of ``<eos>``, the implicit input before the first token.
         vocab_size: ``V``, the width the audited distributions must have.
-        batch_size: ``B``, the number of contiguous streams scored side by side.
-        bptt: ``T``, positions per chunk.
-        audit_positions: positions (drawn with a fixed seed) at which the full distribution is
-            requested and checked; 0 disables the audit.
-        causality_points: positions substituted by the causality audit's pass
-            (:mod:`harness.causality`), which runs before or after the evaluation; 0 disables it
-            (so does a vocabulary of one word).
-        causality_tolerance: largest change of a log-probability the causality audit accepts;
-            None: 0, or :data:`ACCELERATOR_TOLERANCE` for scores on an accelerator.
+        protocol: the streams, chunks and audits (:class:`harness.protocol.EvaluationProtocol`).
+        documents: with the ``documents`` protocol, the documents' starts and lengths (int64
+            ``[D]`` each, :class:`harness.documents.Documents`): one stream each.
         causality_seed: the seed of the causality audit's draws (None: a fresh secret one).
         keep_token_log_probs: also return the ``N`` log-probabilities in stream order.
         name: the plugin's name, for error messages.
@@ -275,29 +291,35 @@ def evaluate(
             :data:`MAX_NLL`, where the perplexity overflows, or below 0 (log-probabilities
             within :data:`MAX_LOG_PROB` above 0 everywhere: no perplexity is below 1).
     """
-    if bptt < 1:
-        raise ValueError(f"bptt must be >= 1, got {bptt}")
-    if batch_size > len(ids):  # else streams of no tokens, and arrays of batch_size before any score
+    if protocol.bptt < 1:
+        raise ValueError(f"bptt must be >= 1, got {protocol.bptt}")
+    if protocol.batch_size > len(ids):  # else streams of no tokens, and arrays of B before any score
         raise UsageError(
-            f"batch size {batch_size:,} is more streams than the {len(ids):,} tokens to score: "
+            f"batch size {protocol.batch_size:,} is more streams than the {len(ids):,} tokens to score: "
             f"at most {len(ids):,} (--batch-size)"
         )
-    grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
-    audited = _audit_mask(grid, audit_positions)
-    plan = _causality_plan(grid, vocab_size, causality_points, causality_seed)
+    if (documents is None) != (protocol.name == "stream"):
+        raise ValueError(
+            f"the {protocol.name} protocol {'takes' if documents is None else 'takes no'} documents"
+        )
+    grid = stream_grid(ids, eos_id=eos_id, batch_size=protocol.batch_size, bounds=documents)
+    audited = _audit_mask(grid, protocol.audit_positions)
+    plan = _causality_plan(grid, vocab_size, protocol.causality_points, causality_seed)
     scoring = _Scoring(
         model,
         audited=audited,
         # asked for in both passes: a request tells the plugin nothing
         rows_wanted=audited.copy() if plan is None else audited | plan.first,
         rows_kept=None if plan is None else plan.first,
-        bptt=bptt,
+        bptt=protocol.bptt,
         vocab_size=vocab_size,
         name=name,
         progress=progress,
     )
     tally = _Tally()
-    evaluation_pass, metadata, causality = _scored_passes(scoring, grid, tally, plan, causality_tolerance)
+    evaluation_pass, metadata, causality = _scored_passes(
+        scoring, grid, tally, plan, protocol.causality_tolerance
+    )
     _check_nll(-tally.total_log_prob / tally.tokens, name)
     return Evaluation(
         tokens=tally.tokens,
@@ -342,7 +364,7 @@ class _Scoring:
         bptt, vocab_size, progress: as given to :func:`evaluate`.
     """
 
-    model: LanguageModel
+    model: Model
     audited: np.ndarray
     rows_wanted: np.ndarray
     rows_kept: np.ndarray | None
@@ -415,15 +437,18 @@ class _Tally:
 
 
 def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bool) -> PassScores:
-    """Score every chunk of ``grid`` from ``reset(B)``, adding to ``tally`` and auditing the
-    distributions asked for (``scoring.rows_wanted``; no longer asked for once the model gives
-    none), and keep those at ``scoring.rows_kept``. ``audit`` names the causality audit's pass in
-    the progress bar and messages."""
+    """Score every position of ``grid`` from ``reset(B)`` (when the model has it), chunk by
+    chunk or, for a model that scores whole streams, stream by stream, adding to ``tally`` and
+    auditing the distributions asked for (``scoring.rows_wanted``; no longer asked for once the
+    model gives none), and keep those at ``scoring.rows_kept``. ``audit`` names the causality
+    audit's pass in the progress bar and messages."""
     model, name = scoring.model, scoring.name
-    batch_size = grid.mask.shape[0]
+    whole = scores_whole_streams(model)
     what = " in the causality audit" if audit else ""
-    with _naming_the_plugin(name, f"reset({batch_size}){what}"):
-        model.reset(batch_size)
+    reset = getattr(model, "reset", None)
+    if callable(reset):  # a chunk model's always; a whole-stream model's if it has one
+        with _naming_the_plugin(name, f"reset({grid.mask.shape[0]}){what}"):
+            reset(grid.mask.shape[0])
     rows_wanted = scoring.rows_wanted.copy()
     log_probs = np.zeros(grid.mask.shape)
     kept: dict[tuple[int, int], np.ndarray] = {}
@@ -433,16 +458,15 @@ def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bo
     with progress_bar(
         total=int(grid.mask.sum()), unit="tok", desc=desc, show=scoring.progress, unit_scale=True
     ) as bar:
-        for begin, view in grid.chunks(scoring.bptt):
-            end = begin + view.mask.shape[1]
-            scores = _score_chunk(scoring, view, begin, grid.starts, rows_wanted, tally, what)
-            log_probs[:, begin:end] = scores.log_probs
+        for block in grid.streams() if whole else grid.chunks(scoring.bptt):
+            scores = _score_block(scoring, block, grid.starts, rows_wanted, tally, what)
+            log_probs[block.place] = scores.log_probs
             on_accelerator |= scores.on_accelerator
             if scoring.rows_kept is not None and scores.rows is not None:
-                for (stream, column), row in zip(np.argwhere(scores.requested), scores.rows):
-                    if scoring.rows_kept[stream, begin + column]:
-                        kept[int(stream), begin + int(column)] = row
-            bar.update(int(view.mask.sum()))
+                for (row, column), values in zip(np.argwhere(scores.requested), scores.rows):
+                    if scoring.rows_kept[block.rows.start + row, block.begin + column]:
+                        kept[block.rows.start + int(row), block.begin + int(column)] = values
+            bar.update(int(block.chunk.mask.sum()))
     rows = _kept_rows(kept, scoring.rows_kept)
     return PassScores(log_probs, rows, on_accelerator, time.perf_counter() - began)
 
@@ -469,7 +493,7 @@ def _audit_mask(grid: StreamGrid, audit_positions: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class _ChunkResult:
-    """What :func:`_score_chunk` got for a chunk: the log-probabilities (float64 ``[B, T]``), the
+    """What :func:`_score_block` got for a block: the log-probabilities (float64 ``[B, T]``), the
     positions whose distributions were asked for (bool ``[B, T]``) and the distributions given
     there (float64 ``[K, V]``, or None), and whether the scores came back on an accelerator."""
 
@@ -479,23 +503,23 @@ class _ChunkResult:
     on_accelerator: bool
 
 
-def _score_chunk(
+def _score_block(
     scoring: _Scoring,
-    view: Chunk,
-    begin: int,
+    block: Block,
     starts: np.ndarray,
     rows_wanted: np.ndarray,
     tally: _Tally,
     what: str,
 ) -> _ChunkResult:
-    """Score the chunk ``view`` (views ``[B, T]`` of a stream grid, from column ``begin``;
-    ``starts``: int64 ``[B]``, each stream's first token) and add it to ``tally``, auditing the
-    distributions asked for where ``rows_wanted`` (bool ``[B, W]``) is true, counting those of
-    ``scoring.audited`` in the tally. A model that gives no distributions clears ``rows_wanted``:
-    it is not asked again. ``what`` says which pass it is in messages."""
-    name = scoring.name
-    end = begin + view.mask.shape[1]
-    wanted = rows_wanted[:, begin:end].copy()
+    """Score ``block`` of a stream grid (``starts``: int64 ``[B]``, each stream's first token in
+    the split) with the model's ``score`` (a chunk of all the streams) or ``score_stream`` (one
+    whole stream) and add it to ``tally``, auditing the distributions asked for where ``rows_wanted``
+    (bool ``[B, W]``) is true, counting those of ``scoring.audited`` in the tally. A model that
+    gives no distributions clears ``rows_wanted``: it is not asked again. ``what`` says which
+    pass it is in messages."""
+    name, view = scoring.name, block.chunk
+    place = _Place(starts, block)
+    wanted = rows_wanted[block.place].copy()
     requested = wanted if wanted.any() else None
     # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
     chunk = Chunk(
@@ -504,10 +528,17 @@ def _score_chunk(
         view.mask.copy(),
         requested.copy() if requested is not None else None,
     )
-    with _naming_the_plugin(name, f"score() on {_chunk_place(starts, begin, end)}{what}"):
-        scores = scoring.model.score(chunk)
+    method = "score_stream" if scores_whole_streams(scoring.model) else "score"
+    with _naming_the_plugin(name, f"{method}() on {place.span()}{what}"):
+        scores = getattr(scoring.model, method)(chunk)
     log_probs, rows = _validated_scores(
-        scores, view.mask, requested, vocab_size=scoring.vocab_size, starts=starts, begin=begin, name=name
+        scores,
+        view.mask,
+        requested,
+        vocab_size=scoring.vocab_size,
+        place=place,
+        name=name,
+        method=method,
     )
     device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
     result = _ChunkResult(log_probs, wanted, rows, getattr(device, "type", "cpu") != "cpu")
@@ -515,14 +546,12 @@ def _score_chunk(
     tally.tokens += int(view.mask.sum())
     if requested is None:
         return result
-    counted = int((requested & scoring.audited[:, begin:end]).sum())
+    counted = int((requested & scoring.audited[block.place]).sum())
     tally.requested += counted
     if rows is None:
         rows_wanted[:] = False  # the model gives no distributions: stop asking
         return result
-    sum_error, target_error = _probability_audit(
-        rows, requested, log_probs, view.targets, name, starts=starts, begin=begin
-    )
+    sum_error, target_error = _probability_audit(rows, requested, log_probs, view.targets, name, place=place)
     tally.checked += counted
     tally.max_sum_error = max(tally.max_sum_error, sum_error)
     tally.max_target_error = max(tally.max_target_error, target_error)
@@ -546,12 +575,11 @@ def _probability_audit(
     targets: np.ndarray,
     name: str,
     *,
-    starts: np.ndarray,
-    begin: int,
+    place: _Place,
 ) -> tuple[float, float]:
     """Check the distributions ``rows`` (float64 ``[K, V]``, from :func:`_validated_scores`)
-    asked for at the ``K`` positions of ``wanted`` (bool ``[B, T]``, columns from ``begin`` of
-    the streams starting at ``starts``, int64 ``[B]``): each sums to 1 and gives its target
+    asked for at the ``K`` positions of ``wanted`` (bool ``[b, t]``, the block at ``place``):
+    each sums to 1 and gives its target
     (``targets``, int64 ``[B, T]``) the reported log-probability (``log_probs``, float64
     ``[B, T]``), within :data:`AUDIT_TOLERANCE`. Returns the largest errors of each."""
     sums = np.exp(_log_sum_exp(rows))
@@ -559,11 +587,10 @@ def _probability_audit(
     where = np.nonzero(wanted)
     if sum_errors.max() > AUDIT_TOLERANCE:
         worst = int(sum_errors.argmax())
-        stream, position = int(where[0][worst]), begin + int(where[1][worst])
         raise PluginError(
-            f"{name}: unnormalized distribution at token {int(starts[stream]) + position} (stream "
-            f"{stream}, position {position}): probabilities sum to {sums[worst]:.6g}, not 1 (tolerance "
-            f"{AUDIT_TOLERANCE}){_normalization_hint(rows)}"
+            f"{name}: unnormalized distribution at {place.position(where[0][worst], where[1][worst])}: "
+            f"probabilities sum to {sums[worst]:.6g}, not 1 (tolerance {AUDIT_TOLERANCE})"
+            f"{_normalization_hint(rows)}"
         )
     from_rows = rows[np.arange(len(rows)), targets[where]]
     target_errors = np.abs(from_rows - log_probs[where])

@@ -5,16 +5,27 @@ registered in the ``harness.models`` entry-point group, that exposes a factory (
 or any other attribute named as ``module:attribute``)::
 
     def load_model(dataset: Dataset, *, device: str, checkpoint: str | None,
-                   **model_args) -> LanguageModel
+                   **model_args) -> LanguageModel | StreamScorer
 
 ``dataset`` gives the vocabulary (``dataset.vocab``) and, for models that train on load, the
 train split (``dataset.tokens("train").ids``). A factory that cannot serve the dataset (no
 checkpoint for it, say) raises :class:`ModelUnavailable` with a one-line hint on how to get one.
 
-The returned model scores one split as ``B`` contiguous streams, chunk by chunk, in order. It
-keeps whatever state it needs across chunks (hidden states, pointer windows, caches); the
-harness calls :meth:`LanguageModel.reset` before each split. Inputs are numpy arrays, so a
-model needs no torch; scores may be numpy arrays or torch tensors (on any device).
+The returned model scores a split in one of two ways:
+
+- **chunk by chunk** (:class:`LanguageModel`): the split is ``B`` contiguous streams, fed in
+  chunks of ``T`` positions, in order. The model keeps whatever state it needs across chunks
+  (hidden states, pointer windows, caches); the harness calls :meth:`LanguageModel.reset` before
+  each pass over a split.
+- **a whole stream at a time** (:class:`StreamScorer`): the harness hands over each stream in
+  full and the model scores it from a fresh state, as a model that reads whole texts does
+  (lm-evaluation-harness's rolling log-likelihood). A model with ``score_stream`` is always
+  scored this way, by the evaluation and by the causality audit alike, so the audit checks the
+  code that produced the figure. Its ``reset(batch_size)``, if it has one, is still called
+  before each pass (to tally a pass's figures for ``result_metadata``, say).
+
+Inputs are numpy arrays, so a model needs no torch; scores may be numpy arrays or torch tensors
+(on any device).
 """
 
 from __future__ import annotations
@@ -94,7 +105,42 @@ class LanguageModel(Protocol):
         """Score the next chunk of the streams, updating the model's state."""
 
 
-def plugin_num_parameters(model: LanguageModel, name: str) -> int | None:
+@runtime_checkable
+class StreamScorer(Protocol):
+    """What a plugin's factory returns for a model that scores whole streams. May also have
+    ``reset(batch_size)``, ``num_parameters`` and ``result_metadata()``."""
+
+    def score_stream(self, stream: Chunk) -> ChunkScores:
+        """Score one whole stream of ``L`` positions from a fresh state.
+
+        ``stream`` is a :class:`Chunk` of one row: ``inputs``, ``targets`` and ``mask`` are
+        ``[1, L]`` (``mask`` all true; ``inputs[0, 0]`` is the token before the stream, ``<eos>``
+        at the start of a split or a document), and ``distribution_mask`` as for chunks.
+        Returns :class:`ChunkScores` with ``target_log_probs`` ``[1, L]``. Nothing carries over
+        from one call to the next.
+        """
+
+
+#: A plugin's model: scored chunk by chunk, or a whole stream at a time.
+Model = LanguageModel | StreamScorer
+
+
+def scores_whole_streams(model: Model) -> bool:
+    """Whether the harness scores ``model`` a whole stream at a time (it has ``score_stream``)."""
+    return callable(getattr(model, "score_stream", None))
+
+
+def is_model(model: object) -> bool:
+    """Whether ``model`` can be scored: it has ``score_stream(stream)``, or ``reset(batch_size)``
+    and ``score(chunk)``."""
+    return isinstance(model, (LanguageModel, StreamScorer))
+
+
+#: What :func:`is_model` asks, for messages.
+MODEL_METHODS = "reset(batch_size) and score(chunk) methods, nor a score_stream(stream) method"
+
+
+def plugin_num_parameters(model: Model, name: str) -> int | None:
     """The model's optional ``num_parameters`` as an ``int`` (a numpy integer is one too); None
     without one. Raises :class:`PluginError` when it is no non-negative integer (a float, a bool)."""
     value = getattr(model, "num_parameters", None)
@@ -111,7 +157,7 @@ def plugin_num_parameters(model: LanguageModel, name: str) -> int | None:
     return count
 
 
-def plugin_metadata(model: LanguageModel, name: str) -> dict[str, Any] | None:
+def plugin_metadata(model: Model, name: str) -> dict[str, Any] | None:
     """The model's own fields for the result JSON (``plugin_metadata``): what its optional
     ``result_metadata()`` returns, called once after each evaluation's pass (before the causality
     audit's pass when that comes second); None without one. Raises
@@ -145,7 +191,7 @@ def discover_plugins() -> dict[str, str]:
     return {entry.name: entry.value for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
 
 
-def load_factory(name: str) -> tuple[str, Callable[..., LanguageModel]]:
+def load_factory(name: str) -> tuple[str, Callable[..., Model]]:
     """Find a plugin's factory by entry-point name, ``module`` or ``module:attribute``.
 
     Returns the plugin's identity (what results record as ``model``) and its factory. The
@@ -233,14 +279,14 @@ def _literal(value: str) -> Any:
 
 
 def create_model(
-    factory: Callable[..., LanguageModel],
+    factory: Callable[..., Model],
     plugin: str,
     dataset: Any,
     *,
     device: str,
     checkpoint: str | None,
     model_args: dict[str, Any],
-) -> LanguageModel:
+) -> Model:
     """Call ``factory``, checking the arguments against its signature and the result's type.
 
     Raises:
@@ -270,9 +316,8 @@ def create_model(
         raise PluginError(
             f"plugin {plugin!r} cannot be loaded: its factory raised {_describe(error)}"
         ) from None
-    if not isinstance(model, LanguageModel):
+    if not is_model(model):
         raise PluginError(
-            f"plugin {plugin!r}: {FACTORY_NAME} returned {type(model).__name__}, "
-            "which has no reset(batch_size) and score(chunk) methods"
+            f"plugin {plugin!r}: {FACTORY_NAME} returned {type(model).__name__}, which has no {MODEL_METHODS}"
         )
     return model

@@ -25,13 +25,15 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import __version__
 from core.benchmarks import search_roots, user_cache_dir
 from core.result_schema import SCHEMA_VERSION, SCORINGS, Protocol, ResultRecord, unaudited_reasons
 from harness.datasets import Dataset
-from harness.evaluate import Evaluation
+
+if TYPE_CHECKING:  # the evaluator's result type only: plugins import this module's path helpers
+    from harness.evaluate import Evaluation
 
 #: What the per-token log-probabilities file (float64 ``[tokens]``, ``.npy``) of the result
 #: ``STEM.json`` is called when it is written beside it.
@@ -162,12 +164,12 @@ def result_record(
     dataset: Dataset,
     split: str,
     evaluation: Evaluation,
-    batch_size: int,
-    bptt: int,
+    protocol: Protocol,
     num_parameters: int | None,
     device: str,
     token_log_probs_file: str | None,
     plugin_metadata: dict[str, Any] | None = None,
+    document_metrics: dict[str, Any] | None = None,
     data_dir: str | os.PathLike | None = None,
 ) -> ResultRecord:
     """The record of one evaluation (:class:`core.result_schema.ResultRecord`, which owns the
@@ -201,7 +203,8 @@ def result_record(
         nll=evaluation.nll,
         perplexity=evaluation.perplexity,
         bits_per_token=evaluation.bits_per_token,
-        protocol=Protocol(batch_size=batch_size, bptt=bptt),
+        protocol=protocol,
+        document_metrics=document_metrics,
         audit=audit,
         causality_audit=causality_audit,
         scoring=scoring,

@@ -1,9 +1,8 @@
-"""One split scored by a loaded plugin model: the protocol's settings, the result record, the
+"""One split scored by a loaded plugin model: the result record, the
 files it is saved to and the names those files get in an output directory."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from functools import partial
@@ -13,50 +12,41 @@ from urllib.parse import quote
 
 import numpy as np
 
-from core.files import write_atomically
-from core.result_schema import ResultRecord
-from harness.causality import SUBSTITUTIONS
+from core.files import DatasetError, write_atomically
+from core.result_schema import Protocol, ResultRecord
 from harness.datasets import Dataset
+from harness.documents import Documents, split_documents
 from harness.evaluate import evaluate
-from harness.plugin import LanguageModel, plugin_num_parameters
+from harness.plugin import Model, plugin_num_parameters
+from harness.protocol import EvaluationProtocol
 from harness.results import result_record, token_log_probs_name
 
 
-@dataclasses.dataclass(frozen=True)
-class EvaluationProtocol:
-    """How a split is scored (see :func:`harness.evaluate.evaluate`); the defaults are those of
-    ``python -m harness eval`` and :func:`harness.api.evaluate_model`: one stream (the papers'
-    test protocol), chunks of 100, 8 audited distributions, the full causality audit."""
-
-    batch_size: int = 1
-    bptt: int = 100
-    audit_positions: int = 8
-    causality_points: int = SUBSTITUTIONS
-    causality_tolerance: float | None = None
-
-
-#: The protocol when no option sets it.
-DEFAULT_PROTOCOL = EvaluationProtocol()
-
-
 def result_paths(
-    output_dir: str | os.PathLike, plugin: str, model_args: dict[str, Any], dataset: str, split: str
+    output_dir: str | os.PathLike,
+    plugin: str,
+    model_args: dict[str, Any],
+    dataset: str,
+    split: str,
+    protocol: str = "stream",
 ) -> tuple[Path, Path]:
     """The record (JSON) and token log-probabilities (.npy) of one evaluation in ``output_dir``:
-    ``PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json`` and its ``.logprobs.npy``, each ``ARG`` and
-    ``VALUE`` percent-encoded (every character but letters, digits and ``_.-~``: ``/`` is ``%2F``),
-    so that both are files directly in ``output_dir`` whatever the model arguments."""
+    ``PLUGIN[+ARG=VALUE...].DATASET.SPLIT.json`` (``.SPLIT.documents.json`` with the documents
+    protocol) and its ``.logprobs.npy``, each ``ARG`` and ``VALUE`` percent-encoded (every
+    character but letters, digits and ``_.-~``: ``/`` is ``%2F``), so that both are files directly
+    in ``output_dir`` whatever the model arguments."""
     arguments = "".join(
         f"+{quote(str(key), safe='')}={quote(str(value), safe='')}"
         for key, value in sorted(model_args.items())
     )
     identity = plugin.replace(":", "-")  # module:attribute, a portable file name
-    record = Path(output_dir) / f"{identity}{arguments}.{dataset}.{split}.json"
+    suffix = "" if protocol == "stream" else f".{protocol}"
+    record = Path(output_dir) / f"{identity}{arguments}.{dataset}.{split}{suffix}.json"
     return record, record.with_name(token_log_probs_name(record.name))
 
 
 def score_split(
-    model: LanguageModel,
+    model: Model,
     *,
     plugin: str,
     model_args: dict[str, Any],
@@ -76,16 +66,14 @@ def score_split(
     :class:`harness.plugin.PluginError` when the model's ``num_parameters`` (checked before
     scoring) or metadata cannot be recorded."""
     num_parameters = plugin_num_parameters(model, plugin)
+    documents = split_documents_of(dataset, split) if protocol.name == "documents" else None
     evaluation = evaluate(
         model,
         dataset.tokens(split).ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        batch_size=protocol.batch_size,
-        bptt=protocol.bptt,
-        audit_positions=protocol.audit_positions,
-        causality_points=protocol.causality_points,
-        causality_tolerance=protocol.causality_tolerance,
+        protocol=protocol,
+        documents=None if documents is None else (documents.starts, documents.lengths),
         keep_token_log_probs=keep_token_log_probs or npy_path is not None,
         name=f"{plugin} {dataset.name}/{split}",
     )
@@ -96,8 +84,12 @@ def score_split(
         dataset=dataset,
         split=split,
         evaluation=evaluation,
-        batch_size=protocol.batch_size,
-        bptt=protocol.bptt,
+        protocol=Protocol(
+            batch_size=protocol.batch_size if documents is None else len(documents.starts),
+            bptt=protocol.bptt,
+            name=protocol.name,
+        ),
+        document_metrics=None if documents is None else documents.metrics(evaluation.total_log_prob),
         num_parameters=num_parameters,
         device=device,
         token_log_probs_file=(
@@ -107,6 +99,18 @@ def score_split(
         data_dir=data_dir,
     )
     return record, evaluation.token_log_probs
+
+
+def split_documents_of(dataset: Dataset, split: str) -> Documents:
+    """The documents of ``split`` (:func:`harness.documents.split_documents` of its file's text);
+    a :class:`core.files.DatasetError` when it has no article heading."""
+    documents = split_documents(dataset.read_bytes(split).decode("utf-8"))
+    if documents is None:
+        raise DatasetError(
+            f"{dataset.path(split)}: no article heading (a line ' = Title = '): the documents "
+            "protocol scores WikiText-style articles; score this split with --protocol stream"
+        )
+    return documents
 
 
 def save_scores(

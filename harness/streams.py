@@ -46,31 +46,55 @@ class StreamGrid:
     targets: np.ndarray
     mask: np.ndarray
 
-    def chunks(self, bptt: int) -> list[tuple[int, Chunk]]:
-        """The grid cut into chunks of ``T = bptt`` columns, in order: each chunk's first column
-        and its inputs, targets and mask (views ``[B, T]`` of the grid's arrays; the last chunk
-        may be narrower; no ``distribution_mask``)."""
+    def chunks(self, bptt: int) -> list[Block]:
+        """The grid cut into chunks of ``T = bptt`` columns of all the streams, in order (views
+        ``[B, T]`` of the grid's arrays; the last chunk may be narrower; no
+        ``distribution_mask``)."""
         if bptt < 1:
             raise ValueError(f"bptt must be >= 1, got {bptt}")
-        return [
-            (
-                begin,
-                Chunk(
-                    self.inputs[:, begin : begin + bptt],
-                    self.targets[:, begin : begin + bptt],
-                    self.mask[:, begin : begin + bptt],
-                ),
-            )
-            for begin in range(0, self.mask.shape[1], bptt)
-        ]
+        every_row = slice(0, self.mask.shape[0])
+        return [self._block(every_row, begin, begin + bptt) for begin in range(0, self.mask.shape[1], bptt)]
+
+    def streams(self) -> list[Block]:
+        """Each stream whole, in order: blocks of one row (``[1, L]``, its real positions only)."""
+        lengths = self.mask.sum(axis=1)
+        return [self._block(slice(row, row + 1), 0, int(length)) for row, length in enumerate(lengths)]
+
+    def _block(self, rows: slice, begin: int, end: int) -> Block:
+        columns = slice(begin, end)
+        chunk = Chunk(self.inputs[rows, columns], self.targets[rows, columns], self.mask[rows, columns])
+        return Block(rows, begin, chunk)
 
 
-def stream_grid(ids: np.ndarray, *, eos_id: int, batch_size: int) -> StreamGrid:
-    """Lay out the predictions of ``ids`` (int64 ``[N]``, inputs ``<eos>, x_1 .. x_{N-1}``)."""
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """A piece of a :class:`StreamGrid` scored in one call: the rows ``rows`` from column
+    ``begin``, as a :class:`Chunk` (views ``[b, t]`` of the grid's arrays)."""
+
+    rows: slice
+    begin: int
+    chunk: Chunk
+
+    @property
+    def columns(self) -> slice:
+        return slice(self.begin, self.begin + self.chunk.mask.shape[1])
+
+    @property
+    def place(self) -> tuple[slice, slice]:
+        """Index of the block in a ``[B, W]`` array laid out like the grid."""
+        return self.rows, self.columns
+
+
+def stream_grid(
+    ids: np.ndarray, *, eos_id: int, batch_size: int = 1, bounds: tuple[np.ndarray, np.ndarray] | None = None
+) -> StreamGrid:
+    """Lay out the predictions of ``ids`` (int64 ``[N]``, inputs ``<eos>, x_1 .. x_{N-1}``) as
+    ``batch_size`` even streams (:func:`stream_bounds`), or as the streams of ``bounds`` (starts
+    and lengths, int64 ``[B]`` each, contiguous from 0 to ``N``: the documents of a split)."""
     num_tokens = len(ids)
     if num_tokens == 0:
         raise ValueError("nothing to evaluate: the token stream is empty")
-    starts, lengths = stream_bounds(num_tokens, batch_size)
+    starts, lengths = stream_bounds(num_tokens, batch_size) if bounds is None else bounds
     offsets = np.arange(int(lengths.max()))
     mask = offsets[None, :] < lengths[:, None]
     positions = np.where(mask, starts[:, None] + offsets[None, :], 0)

@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from core.files import write_atomically
+from core.result_schema import ResultRecord
 from leaderboard.clean_subset import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
 
@@ -388,6 +389,14 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns="_section")
 
 
+def table_name(record: ResultRecord) -> str:
+    """The table a result goes in: its dataset's, or with the documents protocol, whose figures
+    are never ranked beside the stream protocol's, ``DATASET.documents``."""
+    if record.protocol.kind == "stream":
+        return record.dataset
+    return f"{record.dataset}.{record.protocol.kind}"
+
+
 def build_tables(
     collection: Collection,
     reported: pd.DataFrame | None,
@@ -395,13 +404,14 @@ def build_tables(
     warnings: list[str] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """One ranked table per dataset: the paper benchmarks (reported rows, when ``reported`` is
-    given) and every dataset with a usable result (builder corpora included)."""
+    given) and every dataset with a usable result (builder corpora included); results of the
+    documents protocol in a table of their own (:func:`table_name`)."""
     roots = roots or []
     runs = group_runs(collection.results, warnings)
     by_dataset: dict[str, list[dict]] = defaultdict(list)
     for run in runs:
         first = run.results[0]  # group_runs never yields a run without results
-        by_dataset[first.record.dataset].append(_run_row(run, roots, collection.contamination))
+        by_dataset[table_name(first.record)].append(_run_row(run, roots, collection.contamination))
     datasets = list(PAPER_DATASETS) if reported is not None else []
     datasets += sorted(name for name in by_dataset if name not in datasets)
     tables = {}

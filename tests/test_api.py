@@ -19,7 +19,7 @@ from harness.causality import SUBSTITUTIONS
 from harness.cli import main as harness_main
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import Chunk, ChunkScores, PluginError
-from harness.scoring import DEFAULT_PROTOCOL, EvaluationProtocol
+from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
 
 REPO = Path(__file__).resolve().parent.parent
 #: Fields of a record that differ between two runs of one evaluation: when it ran, how fast, and
@@ -162,7 +162,13 @@ def test_a_dataset_object_is_reused_without_reading_its_files_again(
         ("unigram", "missing", {}, DatasetError, "missing"),
         ("no_such_plugin", "toy", {}, PluginError, "no plugin 'no_such_plugin'"),
         ("unigram", "toy", {"checkpoint": "x.pt"}, PluginError, "takes no --checkpoint"),
-        (object(), "toy", {}, PluginError, "no reset(batch_size) and score(chunk) methods"),
+        (
+            object(),
+            "toy",
+            {},
+            PluginError,
+            "no reset(batch_size) and score(chunk) methods, nor a score_stream(stream) method",
+        ),
         ("unigram", "toy", {"model_args": {"epoch": math.nan}}, PluginError, "not recordable in JSON"),
         ("unigram", "toy", {"model_args": {"sizes": (1, 2)}}, PluginError, 'reads them as {"sizes": [1, 2]}'),
         ("unigram", "toy", {"splits": ()}, ValueError, "splits names no split"),
@@ -194,3 +200,24 @@ def test_readme_training_loop_example_runs(corpus: Path, capsys: pytest.CaptureF
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 2
     assert all(re.fullmatch(r"epoch \d: valid perplexity [\d.]+", line) for line in printed), printed
+
+
+class WholeStreamUniform:
+    """A model of the whole-stream seam only: no ``reset``, no ``score``."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def score_stream(self, stream: Chunk) -> ChunkScores:
+        log_prob = -math.log(self.vocab_size)
+        wanted = stream.distribution_mask
+        rows = None if wanted is None else np.full((int(wanted.sum()), self.vocab_size), log_prob)
+        return ChunkScores(np.full(stream.targets.shape, log_prob), rows)
+
+
+def test_a_whole_stream_model_object_is_evaluated_and_audited(corpus: Path) -> None:
+    dataset = load_dataset(str(corpus))
+    (result,) = evaluate_model(WholeStreamUniform(len(dataset.vocab)), dataset, splits="test")
+    assert result.record.model == "test_api:WholeStreamUniform"
+    assert result.perplexity == pytest.approx(len(dataset.vocab))
+    assert result.record.audited

@@ -22,6 +22,7 @@ from baselines.models.recurrent import (
 )
 from baselines.plugin_bridge import TorchLanguageModel
 from harness.evaluate import evaluate
+from harness.protocol import EvaluationProtocol
 from harness.streams import stream_bounds
 
 VOCAB = 13
@@ -71,11 +72,9 @@ def test_vectorized_models_equal_the_naive_reference(float64, kind, batch_size, 
         ids,
         eos_id=EOS,
         vocab_size=VOCAB,
-        batch_size=batch_size,
-        bptt=bptt,
-        audit_positions=5,
         keep_token_log_probs=True,
         progress=False,
+        protocol=EvaluationProtocol(batch_size=batch_size, bptt=bptt, audit_positions=5),
     )
     inputs = np.concatenate([[EOS], ids[:-1]])
     starts, lengths = stream_bounds(len(ids), batch_size)
@@ -97,9 +96,9 @@ def test_cache_with_theta_zero_is_uniform_over_the_window(float64):
         ids,
         eos_id=EOS,
         vocab_size=VOCAB,
-        bptt=6,
         keep_token_log_probs=True,
         progress=False,
+        protocol=EvaluationProtocol(bptt=6),
     )
     inputs = np.concatenate([[EOS], ids[:-1]])
     expected = reference_models.cache_log_probs(cache, inputs.tolist(), ids.tolist())

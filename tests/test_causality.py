@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from evaluation_options import protocol_options
 from test_evaluate import TorchLSTM
 
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS, plan_audit, random_mass_bound
@@ -89,7 +90,7 @@ def _evaluate(model, dataset: Dataset, split: str = "test", **options):
         vocab_size=len(dataset.vocab),
         name="leaky",
         progress=False,
-        **{"causality_seed": 1, **options},
+        **protocol_options({"causality_seed": 1, **options}),
     )
 
 
@@ -375,3 +376,52 @@ def test_the_default_substitutes_a_thousand_tokens_at_most_a_quarter_of_a_split(
     dataset = load_dataset(str(corpus))
     tokens = len(dataset.tokens("test").ids)
     assert _evaluate(Bigram(len(dataset.vocab)), dataset).causality.points == max(1, tokens // 4)
+
+
+# ---- models that score whole streams ------------------------------------------------------------
+
+
+class WholeStreams:
+    """A chunk model behind the whole-stream seam: each stream scored from ``reset(1)`` in one
+    chunk. It has no ``reset`` of its own: nothing carries over between streams."""
+
+    def __init__(self, model) -> None:
+        self.model, self.calls = model, 0
+
+    def score_stream(self, stream: Chunk) -> ChunkScores:
+        assert stream.targets.shape[0] == 1 and stream.mask.all()
+        self.calls += 1
+        self.model.reset(1)
+        return self.model.score(stream)
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_a_whole_stream_model_scores_as_its_chunk_twin_and_passes(corpus: Path, batch_size: int) -> None:
+    dataset = load_dataset(str(corpus))
+    chunked = _evaluate(Bigram(len(dataset.vocab)), dataset, bptt=5, batch_size=batch_size)
+    whole_model = WholeStreams(Bigram(len(dataset.vocab)))
+    whole = _evaluate(whole_model, dataset, bptt=5, batch_size=batch_size)
+    assert whole.total_log_prob == pytest.approx(chunked.total_log_prob, rel=1e-12)
+    assert whole.audit.checked == chunked.audit.checked > 0
+    assert whole.causality.passed and whole.causality.compared_positions > 0
+    assert whole_model.calls == 2 * batch_size  # each stream once in each pass
+
+
+@pytest.mark.parametrize("plugin", [ReadsCurrentTargets, ReadsLaterInputs, NormalisesOverTheChunk])
+@pytest.mark.parametrize("give_distributions", [True, False])
+def test_a_leaking_whole_stream_model_fails_through_its_scoring_method(
+    corpus: Path, plugin, give_distributions: bool
+) -> None:
+    dataset = load_dataset(str(corpus))
+    model = WholeStreams(plugin(len(dataset.vocab), give_distributions))
+    with pytest.raises(PluginError, match=r"^leaky: causality audit failed at token \d+: "):
+        _evaluate(model, dataset, causality_points=1, causality_seed=3)
+
+
+def test_a_whole_stream_cheat_deep_in_the_stream_fails() -> None:
+    ptb = load_dataset("ptb")
+    cheat = WholeStreams(Cheat(ptb, CHEATS["every 7th position, offset 3"]))
+    honest = _evaluate(unigram.load_model(ptb, device="cpu", checkpoint=None), ptb, causality_points=0)
+    assert _evaluate(cheat, ptb, causality_points=0).perplexity < 0.75 * honest.perplexity
+    with pytest.raises(PluginError, match="^leaky: causality audit failed"):
+        _evaluate(cheat, ptb, causality_seed=0)

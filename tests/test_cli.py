@@ -67,7 +67,7 @@ def test_eval_writes_the_result_record_and_token_log_probs(
     record = json.loads(output.read_text())
     assert REQUIRED_FIELDS <= record.keys()
     assert record["model"] == "baselines.kneser_ney" and record["model_args"] == {"order": 3}
-    assert record["protocol"] == {"batch_size": 2, "bptt": 4}
+    assert record["protocol"] == {"batch_size": 2, "bptt": 4, "name": "stream"}
     assert record["dataset"] == "toy" and record["split"] == "test" and record["audit"]["checked"] == 8
     saved = np.load(log_probs)
     assert len(saved) == record["tokens"] and -saved.mean() == pytest.approx(record["nll"])
@@ -244,6 +244,27 @@ def test_readme_example_plugin_runs_and_passes_the_audit(
     )
     record = json.loads(output.read_text())
     assert record["audit"]["checked"] == 20 and record["audit"]["max_sum_error"] < 1e-9
+
+
+def test_readme_whole_stream_example_gives_the_chunk_examples_figures(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's two cache models are one model: the whole-stream one scores every stream
+    as the chunk one does, and passes both audits."""
+    readme = (REPO / "README.md").read_text()
+    for name, marker in (("chunked_cache", "example-plugin"), ("whole_cache", "example-whole-stream-plugin")):
+        code = re.search(rf"<!-- {marker} -->\n```python\n(.*?)```", readme, re.S).group(1)
+        (tmp_path / f"{name}.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    records = {}
+    for name in ("chunked_cache", "whole_cache"):
+        output = tmp_path / f"{name}.json"
+        arguments = ["eval", name, "--dataset", str(corpus), "--model-args", "weight=0.2,window=5"]
+        assert main([*arguments, "--batch-size", "2", "--audit", "20", "--output", str(output)]) == 0
+        records[name] = json.loads(output.read_text())
+    chunked, whole = records["chunked_cache"], records["whole_cache"]
+    assert whole["perplexity"] == pytest.approx(chunked["perplexity"], rel=1e-12)
+    assert whole["audited"] and whole["audit"]["checked"] == 20 and whole["causality_audit"]["passed"]
 
 
 def test_list_shows_datasets_and_plugins(capsys: pytest.CaptureFixture) -> None:

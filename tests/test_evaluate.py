@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import TEST, TRAIN
+from evaluation_options import protocol_options
 
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
@@ -23,7 +24,7 @@ def _evaluate(model, dataset, split="test", **options):
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
         progress=False,
-        **options,
+        **protocol_options(options),
     )
 
 
@@ -97,15 +98,30 @@ def test_grid_chunks_cover_the_grid_once_in_order() -> None:
     """The one chunk loop (evaluation, cache tuning, analysis): ``T`` columns at a time, the last
     chunk narrower, together exactly the grid."""
     grid = stream_grid(np.arange(1, 24), eos_id=0, batch_size=3)  # 3 streams of 8 positions
-    chunks = grid.chunks(3)
-    assert [begin for begin, _ in chunks] == [0, 3, 6]
-    assert [chunk.mask.shape for _, chunk in chunks] == [(3, 3), (3, 3), (3, 2)]
+    blocks = grid.chunks(3)
+    assert [block.begin for block in blocks] == [0, 3, 6]
+    assert [block.chunk.mask.shape for block in blocks] == [(3, 3), (3, 3), (3, 2)]
     for name in ("inputs", "targets", "mask"):
-        joined = np.concatenate([getattr(chunk, name) for _, chunk in chunks], axis=1)
+        joined = np.concatenate([getattr(block.chunk, name) for block in blocks], axis=1)
         np.testing.assert_array_equal(joined, getattr(grid, name))
-    assert all(chunk.distribution_mask is None for _, chunk in chunks)
+        for block in blocks:
+            np.testing.assert_array_equal(getattr(grid, name)[block.place], getattr(block.chunk, name))
+    assert all(block.chunk.distribution_mask is None for block in blocks)
     with pytest.raises(ValueError, match="bptt"):
         grid.chunks(0)
+
+
+def test_grid_streams_are_each_stream_whole_without_padding() -> None:
+    """The whole-stream loop: one row at a time, its real positions only, placed in the grid."""
+    grid = stream_grid(np.arange(1, 12), eos_id=0, batch_size=3)  # streams of 4, 4 and 3
+    blocks = grid.streams()
+    assert [block.chunk.mask.shape for block in blocks] == [(1, 4), (1, 4), (1, 3)]
+    assert [block.rows.start for block in blocks] == [0, 1, 2]
+    assert all(block.chunk.mask.all() for block in blocks)
+    np.testing.assert_array_equal(blocks[2].chunk.targets, [[9, 10, 11]])
+    np.testing.assert_array_equal(blocks[2].chunk.inputs, [[8, 9, 10]])  # the token before it first
+    for block in blocks:
+        np.testing.assert_array_equal(grid.targets[block.place], block.chunk.targets)
 
 
 class Faulty:
@@ -278,3 +294,53 @@ def test_stateful_rnn_scores_identically_for_any_chunk_length(corpus: Path) -> N
 
     forgetful = _evaluate(Forgetful(len(dataset.vocab)), dataset, bptt=7)
     assert forgetful.total_log_prob != pytest.approx(results[0].total_log_prob, rel=1e-4)
+
+
+class WholeStreamUnigram:
+    """The unigram behind the whole-stream seam, with a ``score()`` the harness must not call
+    and no ``reset()``; ``corrupt`` breaks its answer for the stream that starts at that token."""
+
+    def __init__(self, dataset, corrupt: str | None = None) -> None:
+        self.honest = unigram.load_model(dataset, device="cpu", checkpoint=None)
+        self.corrupt = corrupt
+        self.lengths: list[int] = []
+
+    def score(self, chunk):
+        raise AssertionError("score() called on a model that scores whole streams")
+
+    def score_stream(self, stream):
+        self.lengths.append(stream.targets.shape[1])
+        scores = self.honest.score(stream)
+        if self.corrupt == "shape" and len(self.lengths) == 2:
+            return ChunkScores(scores.target_log_probs[:, :-1], scores.distributions)
+        if self.corrupt == "unnormalized" and len(self.lengths) == 2 and scores.distributions is not None:
+            return ChunkScores(scores.target_log_probs, scores.distributions + 0.1)
+        return scores
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_a_model_that_scores_whole_streams_is_handed_each_stream_once(corpus: Path, batch_size: int) -> None:
+    dataset = load_dataset(str(corpus))
+    reference = _evaluate(unigram.load_model(dataset, device="cpu", checkpoint=None), dataset)
+    model = WholeStreamUnigram(dataset)
+    result = _evaluate(model, dataset, batch_size=batch_size, causality_points=0, audit_positions=10)
+    assert result.total_log_prob == pytest.approx(reference.total_log_prob, rel=1e-12)
+    assert model.lengths == list(stream_bounds(result.tokens, batch_size)[1])
+    assert result.audit.checked == 10
+
+
+def test_a_whole_stream_models_faults_name_its_method_and_place(corpus: Path) -> None:
+    dataset = load_dataset(str(corpus))
+    starts, lengths = stream_bounds(len(dataset.tokens("test").ids), 3)
+    with pytest.raises(PluginError, match=rf"shape \(1, {lengths[1] - 1}\), expected \(1, {lengths[1]}\)"):
+        _evaluate(WholeStreamUnigram(dataset, "shape"), dataset, batch_size=3, causality_points=0)
+    with pytest.raises(
+        PluginError, match=r"unnormalized distribution at token (\d+) \(stream 1, position \d+\)"
+    ):
+        _evaluate(
+            WholeStreamUnigram(dataset, "unnormalized"),
+            dataset,
+            batch_size=3,
+            causality_points=0,
+            audit_positions=len(dataset.tokens("test").ids),
+        )

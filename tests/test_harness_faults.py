@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, TEST, TRAIN, assert_one_line_error, write_corpus
+from evaluation_options import protocol_options
 
 from core import benchmarks
 from core.benchmarks import PACKAGED_DATA
@@ -555,9 +556,8 @@ def _causality_audit(model, dataset_name: str, **options):
         dataset.tokens("test").ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        audit_positions=0,
         name="m",
-        **{"causality_seed": 1, **options},
+        **protocol_options({"causality_seed": 1, "audit_positions": 0, **options}),
     ).causality
 
 

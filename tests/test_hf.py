@@ -28,6 +28,7 @@ from harness.evaluate import evaluate  # noqa: E402
 from harness.plugin import PluginError  # noqa: E402
 from harness.plugins import hf  # noqa: E402
 from harness.plugins.hf.detokenize import detokenize, detokenize_line  # noqa: E402
+from harness.protocol import EvaluationProtocol  # noqa: E402
 from harness.results import resolve_recorded_path  # noqa: E402
 from harness.streams import stream_bounds  # noqa: E402
 from harness.tools import hf_tiny  # noqa: E402
@@ -127,10 +128,9 @@ def test_attributed_sum_equals_the_models_log_likelihood(dataset, model_dir, seg
         stream.ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        bptt=7,
-        causality_points=0,
         keep_token_log_probs=True,
         progress=False,
+        protocol=EvaluationProtocol(bptt=7, causality_points=0),
     )
     metadata = evaluation.metadata  # what result_metadata() said right after the evaluation
     tokens = [dataset.vocab.tokens[i] for i in stream.ids]
@@ -150,11 +150,11 @@ def test_attributed_sum_equals_the_models_log_likelihood(dataset, model_dir, seg
 
 def _direct_scores(model: hf.HFCausalLM, ids: np.ndarray, starts: list[int]) -> np.ndarray:
     """log p(s_p | x[starts[p-1] : p]) for each subword p, one unpadded forward per subword."""
-    positions = torch.tensor([model.bos_id, *ids.tolist()])
+    positions = torch.tensor([model.scorer.bos_id, *ids.tolist()])
     scores = []
     with torch.inference_mode():
         for p in range(1, len(positions)):
-            logits = model.model(input_ids=positions[None, starts[p - 1] : p]).logits[0, -1]
+            logits = model.scorer.network(input_ids=positions[None, starts[p - 1] : p]).logits[0, -1]
             scores.append(torch.log_softmax(logits.double(), -1)[positions[p]].item())
     return np.array(scores)
 
@@ -172,7 +172,7 @@ def test_window_contexts_follow_the_documented_rule(dataset, gpt2_dir):
             0 if p <= max_context else math.ceil((p - max_context) / stride) * stride
             for p in range(1, len(ids) + 1)
         ]
-        by_stride[stride] = model.score_subwords(ids)
+        by_stride[stride] = model.scorer.score(ids)
         np.testing.assert_allclose(by_stride[stride], _direct_scores(model, ids, starts), atol=1e-4)
     # Both strides score the first window identically (same forward); later subwords see at
     # least max_context - stride + 1 positions with stride 3, as few as 1 with stride 8.
@@ -186,13 +186,13 @@ def test_overlapping_windows_reproduce_the_unwindowed_score_of_a_short_text(data
     model = _load(dataset, model_dir, max_context=max_context, stride=stride)
     short = np.random.default_rng(1).integers(1, 300, max_context)
     np.testing.assert_allclose(
-        model.score_subwords(short), _direct_scores(model, short, [0] * len(short)), atol=1e-4
+        model.scorer.score(short), _direct_scores(model, short, [0] * len(short)), atol=1e-4
     )
     if stride == 1:  # fully overlapping: past max_context, each subword sees max_context positions
         longer = np.random.default_rng(2).integers(1, 300, 2 * max_context)
         starts = [max(0, p - max_context) for p in range(1, len(longer) + 1)]
         np.testing.assert_allclose(
-            model.score_subwords(longer), _direct_scores(model, longer, starts), atol=1e-4
+            model.scorer.score(longer), _direct_scores(model, longer, starts), atol=1e-4
         )
 
 
@@ -235,10 +235,8 @@ def test_several_streams_each_score_their_own_text(dataset, gpt2_dir):
         ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        batch_size=3,
-        bptt=4,
-        causality_points=0,
         progress=False,
+        protocol=EvaluationProtocol(batch_size=3, bptt=4, causality_points=0),
     )
     bounds = np.concatenate([[0], np.cumsum(stream_bounds(len(ids), 3)[1])])
     separately = sum(
@@ -247,33 +245,82 @@ def test_several_streams_each_score_their_own_text(dataset, gpt2_dir):
     assert evaluation.total_log_prob == pytest.approx(separately, rel=1e-9)
 
 
-def test_a_split_sharing_the_first_chunk_of_another_is_scored_as_itself(
-    real_data_dir, tmp_path, gpt2_dir, monkeypatch
-):
-    """WikiText valid and test both begin ``<eos> =``: with two-token chunks the first chunk of
-    valid matches test too, and the plugin must rebind to valid rather than score it live."""
-    test_lines = _wikitext_lines(real_data_dir, "test", 4)
-    valid_lines = _wikitext_lines(real_data_dir, "valid", 4)
-    assert test_lines[:1] == valid_lines[:1] and test_lines[1] != valid_lines[1]
+class _Counting:
+    """The plugin's model, counting the calls the harness makes."""
+
+    def __init__(self, model: hf.HFCausalLM) -> None:
+        self.model, self.streams, self.resets = model, [], 0
+
+    def reset(self, batch_size: int) -> None:
+        self.resets += 1
+        self.model.reset(batch_size)
+
+    def score_stream(self, stream):
+        self.streams.append(stream.targets[0].copy())
+        return self.model.score_stream(stream)
+
+    def result_metadata(self):
+        return self.model.result_metadata()
+
+
+def test_the_evaluation_and_the_audit_hand_the_plugin_whole_streams(real_data_dir, tmp_path, gpt2_dir):
+    """Each pass hands over each stream whole, once: the audit's pass scores its substituted
+    streams through the method that scored the figure. A text that is no split of the dataset
+    (here: valid's first lines scored as the test split of another directory) is scored as it
+    is; nothing is searched."""
     directory = tmp_path / "corpus"
     directory.mkdir()
-    for split, lines in (("train", test_lines + valid_lines), ("valid", valid_lines), ("test", test_lines)):
+    lines = _wikitext_lines(real_data_dir, "valid", 12)
+    for split in ("train", "valid", "test"):
         (directory / f"wiki.{split}.tokens").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    shared = load_dataset(str(directory))
-    monkeypatch.setattr(hf, "LIVE_LIMIT", 3)  # fail rather than score live past the shared start
-    model = _load(shared, gpt2_dir, max_context=32, stride=8)
-    ids = shared.tokens("valid").ids
+    dataset = load_dataset(str(directory))
+    counting = _Counting(_load(dataset, gpt2_dir, max_context=32, stride=8))
+    ids = dataset.tokens("test").ids
     evaluation = evaluate(
-        model,
+        counting,
         ids,
-        eos_id=shared.vocab.eos_id,
-        vocab_size=len(shared.vocab),
-        batch_size=1,
-        bptt=2,
-        causality_points=0,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        protocol=EvaluationProtocol(batch_size=2, causality_points=20),
+        causality_seed=0,
         progress=False,
     )
-    assert evaluation.total_log_prob == pytest.approx(model.score_tokens(ids).word_log_probs.sum(), rel=1e-9)
+    assert counting.resets == 2 and len(counting.streams) == 4  # two passes of two streams
+    half = stream_bounds(len(ids), 2)[1][0]
+    evaluated = [0, 1] if evaluation.causality.audit_pass == "second" else [2, 3]
+    np.testing.assert_array_equal(np.concatenate([counting.streams[i] for i in evaluated]), ids)
+    audited = np.concatenate([counting.streams[i] for i in {0, 1, 2, 3} - set(evaluated)])
+    assert (audited != ids).sum() == 20  # the substituted targets
+    assert len(counting.streams[evaluated[0]]) == half
+    separately = sum(counting.model.score_tokens(counting.streams[i]).word_log_probs.sum() for i in evaluated)
+    assert evaluation.total_log_prob == pytest.approx(separately, rel=1e-9)
+    assert evaluation.metadata["word_tokens"] == len(ids)  # the evaluation's pass, not the audit's
+
+
+def test_natural_segmentation_fails_the_causality_audit_through_the_scoring_method(tmp_path, gpt2_dir):
+    """With the whole text tokenized at once a subword can straddle two word-level tokens
+    (GPT-2's pre-tokenizer cuts ``<unk>,`` into ``<``, ``unk``, ``>,``), so an earlier token's
+    score depends on the next one. The audit sees it where a stream's first substitution
+    follows such a token: here every other token, in each of 8 streams, through the same
+    ``score_stream`` that scores the figure (the same text tokenized piece by piece passes)."""
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    for split in ("train", "valid", "test"):
+        (directory / f"wiki.{split}.tokens").write_text(" the <unk> , <unk> , <unk> , <unk> .\n" * 40)
+    dataset = load_dataset(str(directory))
+    ids = dataset.tokens("test").ids
+    options = dict(
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        protocol=EvaluationProtocol(batch_size=8),
+        causality_seed=0,
+        progress=False,
+    )
+    pieces = _load(dataset, gpt2_dir, max_context=64, stride=32)
+    assert evaluate(pieces, ids, **options).causality.passed
+    natural = _load(dataset, gpt2_dir, max_context=64, stride=32, segmentation="natural")
+    with pytest.raises(PluginError, match="causality audit failed .* changes"):
+        evaluate(natural, ids, **options)
 
 
 def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(dataset, gpt2_dir):

@@ -22,6 +22,7 @@ leaderboard stand on the harness and ``core`` (never on each other).
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import textwrap
 from pathlib import Path
 
@@ -215,3 +216,44 @@ def test_layer_violations_are_named() -> None:
 def test_the_packages_import_only_the_layers_below_them() -> None:
     violations = layer_violations(import_graph())
     assert not violations, "imports across layers:\n" + "\n".join(violations)
+
+
+def _closure(graph: dict[str, set[str]], module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_no_plugin_imports_the_evaluator() -> None:
+    """A plugin talks to the harness through :mod:`harness.plugin` only: none of the registered
+    plugins imports the evaluator, even through another module, and the ``hf`` plugin does not
+    lay out the harness's streams either (it is handed each stream whole)."""
+    plugins = {
+        entry.name: entry.value
+        for entry in importlib.metadata.entry_points(group="harness.models")
+        if entry.value.partition(".")[0] in PACKAGES
+    }
+    assert {"hf", "unigram", "kneser_ney", "pointer_sentinel", "neural_cache"} <= set(plugins)
+    graph = import_graph()
+    for name, target in plugins.items():
+        reached = _closure(graph, target.partition(":")[0])
+        assert "harness.evaluate" not in reached, f"plugin {name} imports harness.evaluate"
+    assert "harness.streams" not in _closure(graph, plugins["hf"])
+
+
+def test_the_hf_plugin_never_reads_a_split() -> None:
+    """The ``hf`` plugin scores the stream it is handed: no module of it opens a split of the
+    dataset (``dataset.tokens(...)``, ``dataset.path(...)``) to guess what it is being fed."""
+    for path in sorted((REPO / "harness" / "plugins" / "hf").glob("*.py")):
+        calls = {
+            node.func.attr
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        }
+        assert not calls & {"tokens", "path", "stat"}, f"{path.name} reads the dataset's splits"

@@ -11,6 +11,7 @@ from baselines import kneser_ney
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import PluginError
+from harness.protocol import EvaluationProtocol
 
 
 class NaiveKneserNey:
@@ -106,8 +107,8 @@ def test_matches_a_naive_reference_implementation(zipf_corpus: Path, order: int)
             stream.ids,
             eos_id=dataset.vocab.eos_id,
             vocab_size=len(dataset.vocab),
-            bptt=bptt,
             progress=False,
+            protocol=EvaluationProtocol(bptt=bptt),
         )
         assert result.total_log_prob == pytest.approx(expected, rel=1e-10)
 
@@ -122,10 +123,8 @@ def test_every_distribution_is_normalized(zipf_corpus: Path) -> None:
             ids,
             eos_id=dataset.vocab.eos_id,
             vocab_size=len(dataset.vocab),
-            batch_size=batch_size,
-            bptt=9,
-            audit_positions=len(ids),
             progress=False,
+            protocol=EvaluationProtocol(batch_size=batch_size, bptt=9, audit_positions=len(ids)),
         )
         assert result.audit.checked == len(ids)
         assert result.audit.max_sum_error < 1e-12
@@ -140,8 +139,8 @@ def test_tiny_corpus_still_gives_a_proper_distribution(corpus: Path) -> None:
         ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        audit_positions=len(ids),
         progress=False,
+        protocol=EvaluationProtocol(audit_positions=len(ids)),
     )
     assert result.audit.checked == len(ids) and math.isfinite(result.perplexity)
 

@@ -215,7 +215,7 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
 @pytest.mark.parametrize(
     "overrides, reason",
     [
-        ({"schema_version": 4}, "schema_version 4 is not supported"),
+        ({"schema_version": 5}, "schema_version 5 is not supported"),
         ({"perplexity": 99.0}, "is not exp(nll"),
         ({"tokens": "many"}, "tokens must be int"),
         ({"protocol": {"batch_size": 1}}, "protocol.bptt"),

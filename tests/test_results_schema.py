@@ -43,7 +43,8 @@ def written_record(**overrides: Any) -> dict[str, Any]:
         "nll": nll,
         "perplexity": 120.0,
         "bits_per_token": nll / math.log(2),
-        "protocol": {"batch_size": 1, "bptt": 100},
+        "protocol": {"batch_size": 1, "bptt": 100, "name": "stream"},
+        "document_metrics": None,
         "audit": {
             "requested": 8,
             "checked": 8,
@@ -89,7 +90,7 @@ def committed_result_files() -> list[Path]:
 def test_a_written_record_round_trips_key_for_key_in_order() -> None:
     data = written_record()
     record = ResultRecord.from_json(data)
-    assert record.protocol == Protocol(batch_size=1, bptt=100)
+    assert record.protocol == Protocol(batch_size=1, bptt=100, name="stream")
     assert record.audit_gaps == []
     assert json.dumps(record.to_json()) == json.dumps(data)  # same keys, order and values
     assert ResultRecord.from_json(record.to_json()) == record
@@ -141,8 +142,8 @@ def test_a_file_that_is_no_result_is_told_apart() -> None:
             "vocab_size, vocab_sha256, tokens, nll, perplexity, protocol",
         ),
         (
-            written_record(schema_version=4),
-            "schema_version 4 is not supported (this leaderboard reads 1, 2, 3)",
+            written_record(schema_version=5),
+            "schema_version 5 is not supported (this leaderboard reads 1, 2, 3, 4)",
         ),
         (written_record(tokens=True), "tokens must be int, got True"),
         (written_record(checkpoint=5), "checkpoint must be str or null, got 5"),

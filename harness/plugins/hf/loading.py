@@ -1,0 +1,248 @@
+"""Loading the ``hf`` plugin: a model directory or hub name, checked, behind :class:`HFCausalLM`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.datasets import Dataset
+from harness.plugin import PluginError, positive_int_arg
+from harness.plugins.hf.attribution import SEGMENTATIONS, encode
+from harness.plugins.hf.detokenize import STYLES, detokenize
+from harness.plugins.hf.model import HFCausalLM, TextSettings
+from harness.plugins.hf.windows import WindowScorer, WindowSettings
+
+DTYPES = ("float32", "bfloat16", "float16")
+#: Tokens whose pieces a tokenizer must reproduce when they are tokenized one by one.
+_PROBE = (
+    "=",
+    "=",
+    "Probe",
+    "=",
+    "=",
+    "<eos>",
+    "<eos>",
+    "The",
+    "cat",
+    "'s",
+    "role",
+    "@-@",
+    "playing",
+    "(",
+    "<unk>",
+    ")",
+    ",",
+    "1",
+    "@,@",
+    "000",
+    ".",
+    "<eos>",
+)
+
+
+def _default_detokenizer(dataset: Dataset) -> str:
+    test_file = dataset.split_files.get("test", "")
+    return "ptb" if test_file.startswith("ptb.") else "wikitext"
+
+
+def _load_error(name: str, error: Exception) -> PluginError:
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            return PluginError(f"hf: {name} has no config.json: not a model saved with save_pretrained")
+        return PluginError(f"hf: cannot load the model in {name}: {_first_line(error)}")
+    if path.exists():
+        return PluginError(f"hf: {name} is a file; model= takes a directory or a hub name")
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return PluginError(f"hf: no such model directory: {name}")
+    if os.environ.get("HF_HUB_OFFLINE"):
+        reason = " (offline: HF_HUB_OFFLINE is set, so only models already in the cache load)"
+    else:
+        reason = f": {_first_line(error)}"
+    return PluginError(
+        f"hf: {name!r} is neither a local directory nor a model on the Hugging Face Hub{reason}"
+    )
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _check_tokenizer(tokenizer: Any, name: str, segmentation: str) -> None:
+    """Refuse a tokenizer that makes no subwords of text (a directory without its tokenizer's
+    files loads an empty one), and, with ``pieces``, one that does not reproduce text tokenized
+    piece by piece (one that adds a prefix to each input, as SentencePiece's "first" Metaspace
+    does, or drops characters)."""
+    text = detokenize(_PROBE, "wikitext")
+    ids, _, _ = encode(tokenizer.backend_tokenizer, text, segmentation)
+    if len(ids) == 0:
+        raise PluginError(
+            f"hf: the tokenizer of {name} makes no subwords of text: is it the model's own tokenizer "
+            "(tokenizer.json or the files its tokenizer class reads)?"
+        )
+    if segmentation != "pieces":
+        return
+    decoded = tokenizer.decode(ids.tolist(), clean_up_tokenization_spaces=False)
+    if decoded != text.text:
+        raise PluginError(
+            f"hf: the tokenizer of {name} does not reproduce text tokenized piece "
+            f"by piece ({text.text[:24]!r} -> {decoded[:24]!r}); use "
+            "segmentation=natural"
+        )
+
+
+def _check_embeddings(tokenizer: Any, network: Any, name: str) -> None:
+    """Refuse a tokenizer with ids beyond the model's input embeddings (another model's)."""
+    rows = network.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise PluginError(
+            f"hf: the tokenizer of {name} has {len(tokenizer):,} subwords, the model embeddings for "
+            f"{rows:,}: they are not one model's"
+        )
+
+
+def _available_memory(device: str) -> int | None:
+    """Free bytes where the weights will live: the accelerator's, else the host's."""
+    if device.startswith("cuda"):
+        return torch.cuda.mem_get_info(torch.device(device))[0]
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_fits(config: Any, dtype: Any, device: str, name: str) -> None:
+    """Refuse a model whose weights alone exceed the free memory, before loading them."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(config)
+    needed = sum(p.numel() for p in skeleton.parameters()) * dtype.itemsize
+    available = _available_memory(device)
+    if available is not None and needed > available:
+        raise PluginError(
+            f"hf: {name} needs {needed / 2**30:.1f} GiB for its weights in {dtype} "
+            f"but {device} has {available / 2**30:.1f} GiB free"
+        )
+
+
+def _checked_windows(windows: WindowSettings) -> WindowSettings:
+    """``windows``, refused when a size is no positive integer or the stride is longer than
+    the window."""
+    for option, value in dataclasses.asdict(windows).items():
+        positive_int_arg("hf", option, value)
+    if windows.stride > windows.max_context:
+        raise PluginError(
+            f"hf: stride ({windows.stride}) must not exceed max_context ({windows.max_context})"
+        )
+    return windows
+
+
+def _checked_text(dataset: Dataset, text: TextSettings) -> TextSettings:
+    """``text`` with the detokenizer ``auto`` resolved to the dataset's own; refused when a
+    style is unknown."""
+    if text.detokenizer == "auto":
+        text = dataclasses.replace(text, detokenizer=_default_detokenizer(dataset))
+    if text.detokenizer not in STYLES:
+        raise PluginError(f"hf: unknown detokenizer {text.detokenizer!r} (auto, {', '.join(STYLES)})")
+    if text.segmentation not in SEGMENTATIONS:
+        raise PluginError(f"hf: unknown segmentation {text.segmentation!r} ({', '.join(SEGMENTATIONS)})")
+    return text
+
+
+def _checked_dtype(dtype: str, trust_remote_code: bool) -> torch.dtype:
+    """The torch dtype named ``dtype``; refused when unknown, or when ``trust_remote_code`` is
+    no boolean."""
+    if not isinstance(trust_remote_code, bool):
+        raise PluginError(f"hf: trust_remote_code must be true or false, got {trust_remote_code!r}")
+    if dtype not in DTYPES:
+        raise PluginError(f"hf: unknown dtype {dtype!r} ({', '.join(DTYPES)})")
+    return getattr(torch, dtype)
+
+
+def _start_token(tokenizer: Any, name: str) -> int:
+    """The id the scored text starts with: the tokenizer's BOS, else its EOS; refuses a
+    tokenizer that gives no character offsets (not a fast one)."""
+    if not tokenizer.is_fast:
+        raise PluginError(
+            f"hf: the tokenizer of {name} ({type(tokenizer).__name__}) gives no "
+            "character offsets; the plugin needs a fast (tokenizers) tokenizer"
+        )
+    bos_id = tokenizer.bos_token_id
+    if bos_id is None:
+        bos_id = tokenizer.eos_token_id
+    if bos_id is None:
+        raise PluginError(
+            f"hf: the tokenizer of {name} has neither a BOS nor an EOS token to start the text with"
+        )
+    return int(bos_id)
+
+
+def _check_context(config: Any, max_context: int, name: str) -> None:
+    """Refuse windows longer than the model's positions (when its config gives their number)."""
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if limit is not None and max_context > limit:
+        raise PluginError(f"hf: max_context {max_context} exceeds the {limit} positions of {name}")
+
+
+def load_model(
+    dataset: Dataset,
+    *,
+    device: str,
+    checkpoint: str | None,
+    model: str | None = None,
+    max_context: int = 1024,
+    stride: int = 512,
+    window_batch: int = 8,
+    detokenizer: str = "auto",
+    segmentation: str = "pieces",
+    dtype: str = "float32",
+    trust_remote_code: bool = False,
+) -> HFCausalLM:
+    """Load a causal LM (``model=`` a ``save_pretrained`` directory or a hub name, or
+    ``--checkpoint DIR``) and its tokenizer; see :mod:`harness.plugins.hf` for the arguments."""
+    try:
+        import transformers
+    except ImportError:
+        raise PluginError('hf: needs transformers: pip install -e ".[hf]"') from None
+    if (model is None) == (checkpoint is None):
+        raise PluginError(
+            "hf: name the model once: --model-args model=PATH_OR_HUB_NAME (or --checkpoint PATH)"
+        )
+    name = str(model if model is not None else checkpoint)
+    windows = _checked_windows(WindowSettings(max_context, stride, window_batch))
+    text = _checked_text(dataset, TextSettings(detokenizer, segmentation))
+    torch_dtype = _checked_dtype(dtype, trust_remote_code)
+    try:
+        config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError) as error:
+        raise _load_error(name, error) from None
+    bos_id = _start_token(tokenizer, name)
+    _check_tokenizer(tokenizer, name, text.segmentation)
+    _check_context(config, max_context, name)
+    try:
+        _check_fits(config, torch_dtype, device, name)
+        network = transformers.AutoModelForCausalLM.from_pretrained(
+            name, dtype=torch_dtype, trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError, KeyError) as error:
+        raise _load_error(name, error) from None
+    _check_embeddings(tokenizer, network, name)
+    network.to(device).eval()  # type: ignore[arg-type]  # transformers' decorated .to() hides its signature
+    return HFCausalLM(
+        WindowScorer(network, windows, bos_id=bos_id, device=device),
+        tokenizer,
+        vocab=dataset.vocab.tokens,
+        text=text,
+        checkpoint=name,
+    )

@@ -1,0 +1,218 @@
+"""``--protocol documents``: each article of a WikiText-style split from a fresh state, with
+lm-evaluation-harness's word and byte counts, recorded as its own protocol and ranked apart."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, assert_one_line_error
+from evaluation_options import protocol_options
+
+from core.result_schema import InvalidResultRecord, ResultRecord
+from harness.api import evaluate_model
+from harness.cli import main as harness_main
+from harness.datasets import load_dataset
+from harness.documents import is_article_heading, split_documents
+from harness.evaluate import evaluate
+from harness.plugin import Chunk, ChunkScores
+from harness.plugins import unigram
+from leaderboard.records import collect
+from leaderboard.table import build_tables
+
+#: Two articles after a blank line, with a section heading, a table legend that reads as a heading
+#: (as in WikiText), and blank lines.
+TEXT = (
+    " \n"
+    " = First article = \n"
+    " \n"
+    " It begins here . \n"
+    " = = A section = = \n"
+    " More text , here . \n"
+    " \n"
+    " = Second = \n"
+    " Short . \n"
+    " = Goals ; A = \n"
+    " \n"
+)
+
+
+def lm_eval_pages(text: str) -> list[str]:
+    """The pages of lm-evaluation-harness's ``wikitext_document_level`` dataset, built as its
+    loading script builds them (written here from its description, independently of
+    :mod:`harness.documents`)."""
+    pages: list[str] = []
+    current: list[str] = []
+    for line in text.split("\n"):
+        normalised = line.replace("= = =", "===").replace("= =", "==").strip()
+        if normalised.startswith("= ") and normalised.endswith(" ="):
+            if "\n".join(current).strip():
+                pages.append("\n".join(current))
+            current = []
+        current.append(line)
+    pages.append("\n".join(current))
+    return pages
+
+
+def test_articles_start_at_level_one_headings_as_lm_eval_cuts_its_pages() -> None:
+    assert is_article_heading(" = First article = ") and is_article_heading(" = Goals ; A = ")
+    assert not is_article_heading(" = = A section = = ") and not is_article_heading(" = = = Deeper = = = ")
+    documents = split_documents(TEXT)
+    tokens = [(*line.split(), "<eos>") for line in TEXT.split("\n")[:-1]]
+    lengths = [len(line) for line in tokens]
+    # the blank line, the first article (4 lines), the second (2 lines), the legend "article" (2)
+    assert documents.lengths.tolist() == [1, sum(lengths[1:7]), sum(lengths[7:9]), sum(lengths[9:11])]
+    assert documents.starts.tolist() == np.concatenate([[0], np.cumsum(documents.lengths)[:-1]]).tolist()
+    pages = lm_eval_pages(TEXT)
+    assert len(pages) == 3  # no page for the blank line before the first heading
+    assert documents.words == sum(len(re.split(r"\s+", page)) for page in pages)
+    assert documents.bytes == sum(len(page.encode("utf-8")) for page in pages)
+    assert split_documents(" no heading here \n") is None
+
+
+def test_wikitext_2_test_has_lm_evals_62_pages_and_counts() -> None:
+    text = lzma.open(REPO / "core" / "data" / "wikitext-2" / "wiki.test.tokens.xz").read().decode("utf-8")
+    documents = split_documents(text)
+    pages = lm_eval_pages(text)
+    assert len(pages) == 62 and len(documents.starts) == 63  # and the blank line before the first
+    assert documents.lengths.sum() == 245_569  # every token, once
+    assert documents.words == sum(len(re.split(r"\s+", page)) for page in pages) == 241_335
+    assert documents.bytes == sum(len(page.encode("utf-8")) for page in pages) == 1_256_386
+
+
+class Recorder:
+    """The unigram, recording what the harness feeds it: the batch size of each reset, and the
+    first input of each stream after it."""
+
+    def __init__(self, dataset) -> None:
+        self.honest = unigram.load_model(dataset, device="cpu", checkpoint=None)
+        self.resets: list[int] = []
+        self.first_inputs: list[np.ndarray] = []
+
+    def reset(self, batch_size: int) -> None:
+        self.resets.append(batch_size)
+        self.fresh = True
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        if self.fresh:
+            self.first_inputs.append(chunk.inputs[:, 0].copy())
+            self.fresh = False
+        return self.honest.score(chunk)
+
+
+def _documents_corpus(tmp_path: Path) -> Path:
+    directory = tmp_path / "articles"
+    directory.mkdir()
+    for split in ("train", "valid", "test"):
+        (directory / f"wiki.{split}.tokens").write_text(TEXT * 3, encoding="utf-8")
+    return directory
+
+
+def test_each_document_is_a_stream_from_a_fresh_state(tmp_path: Path) -> None:
+    dataset = load_dataset(str(_documents_corpus(tmp_path)))
+    ids = dataset.tokens("test").ids
+    documents = split_documents(TEXT * 3)
+    model = Recorder(dataset)
+    result = evaluate(
+        model,
+        ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        documents=(documents.starts, documents.lengths),
+        keep_token_log_probs=True,
+        progress=False,
+        **protocol_options({"name": "documents", "causality_seed": 0, "bptt": 4}),
+    )
+    assert model.resets == [len(documents.starts)] * 2  # the evaluation's pass and the audit's
+    assert (model.first_inputs[0] == dataset.vocab.eos_id).all()  # each from <eos>, as a split starts
+    streamed = evaluate(
+        model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), keep_token_log_probs=True
+    )
+    np.testing.assert_array_equal(result.token_log_probs, streamed.token_log_probs)  # in the split's order
+    assert result.causality.passed
+
+
+def test_the_command_line_records_the_protocol_and_lm_evals_figures(tmp_path: Path, capsys) -> None:
+    corpus = _documents_corpus(tmp_path)
+    out = tmp_path / "results"
+    for protocol in ("stream", "documents"):
+        assert _eval_unigram(corpus, "--protocol", protocol, "--output-dir", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "on articles/test (documents): perplexity" in printed
+    assert "lm-evaluation-harness's figures over 10 documents: word_perplexity" in printed
+    record = json.loads((out / "harness.plugins.unigram.articles.test.documents.json").read_text())
+    stream = json.loads((out / "harness.plugins.unigram.articles.test.json").read_text())
+    assert record["protocol"] == {"batch_size": 10, "bptt": 100, "name": "documents"}
+    assert stream["protocol"]["name"] == "stream" and stream["document_metrics"] is None
+    assert record["perplexity"] == pytest.approx(stream["perplexity"], rel=1e-12)  # a unigram has no state
+    metrics = record["document_metrics"]
+    pages = lm_eval_pages(TEXT * 3)
+    log_likelihood = -record["nll"] * record["tokens"]
+    assert metrics["words"] == sum(len(re.split(r"\s+", page)) for page in pages)
+    assert metrics["word_perplexity"] == pytest.approx(np.exp(-log_likelihood / metrics["words"]), rel=1e-12)
+    assert metrics["bits_per_byte"] == pytest.approx(
+        -log_likelihood / metrics["bytes"] / np.log(2), rel=1e-12
+    )
+    # The leaderboard ranks each protocol in a table of its own.
+    tables = build_tables(collect([out]), None, roots=[out])
+    assert sorted(tables) == ["articles", "articles.documents"]
+    assert tables["articles.documents"]["rank"].tolist() == [1]
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--dataset", "ptb", "--protocol", "documents"], "no article heading (a line ' = Title = ')"),
+        (["--dataset", "ptb", "--protocol", "documents", "--batch-size", "2"], "--batch-size does not apply"),
+    ],
+)
+def test_the_documents_protocol_refuses_what_it_cannot_do_in_one_line(arguments, message, capsys) -> None:
+    assert harness_main(["eval", "unigram", *arguments, "--split", "test"]) == 2
+    assert message in assert_one_line_error(capsys)
+
+
+def _eval_unigram(corpus: Path, *options: str) -> int:
+    return harness_main(["eval", "unigram", "--dataset", str(corpus), *options])
+
+
+def _documents_record(tmp_path: Path) -> dict:
+    output = tmp_path / "r.json"
+    assert _eval_unigram(_documents_corpus(tmp_path), "--protocol", "documents", "--output", str(output)) == 0
+    return json.loads(output.read_text())
+
+
+def test_the_schema_checks_the_document_figures(tmp_path: Path) -> None:
+    record = _documents_record(tmp_path)
+    ResultRecord.from_json(record)
+    edited = {**record, "document_metrics": {**record["document_metrics"], "word_perplexity": 1.5}}
+    with pytest.raises(InvalidResultRecord, match="document_metrics.word_perplexity 1.5 disagrees"):
+        ResultRecord.from_json(edited)
+    stream = {**record, "protocol": {**record["protocol"], "name": "stream"}}
+    with pytest.raises(InvalidResultRecord, match="document_metrics in a result of the stream protocol"):
+        ResultRecord.from_json(stream)
+    unknown = {**record, "protocol": {**record["protocol"], "name": "sentences"}}
+    with pytest.raises(
+        InvalidResultRecord, match="protocol.name 'sentences' is not one of stream, documents"
+    ):
+        ResultRecord.from_json(unknown)
+    older = {
+        **record,
+        "schema_version": 3,
+        "protocol": {"batch_size": 1, "bptt": 100},
+        "document_metrics": None,
+    }
+    assert ResultRecord.from_json(older).protocol.kind == "stream"
+
+
+def test_the_api_takes_the_protocol_by_name(tmp_path: Path) -> None:
+    corpus = _documents_corpus(tmp_path)
+    (result,) = evaluate_model("unigram", corpus, splits="test", protocol="documents")
+    assert result.record.protocol.name == "documents" and result.record.document_metrics["documents"] == 10
+    with pytest.raises(ValueError, match="takes no batch size"):
+        evaluate_model("unigram", corpus, splits="test", protocol="documents", batch_size=2)
+    with pytest.raises(ValueError, match="protocol 'pages' is not one of stream, documents"):
+        evaluate_model("unigram", corpus, splits="test", protocol="pages")
