@@ -21,6 +21,7 @@ from harness.documents import is_article_heading, split_documents
 from harness.evaluate import evaluate
 from harness.plugin import Chunk, ChunkScores
 from harness.plugins import unigram
+from harness.tools.lm_eval_wikitext import lm_eval_pages
 from leaderboard.records import collect
 from leaderboard.table import build_tables
 
@@ -39,23 +40,6 @@ TEXT = (
     " = Goals ; A = \n"
     " \n"
 )
-
-
-def lm_eval_pages(text: str) -> list[str]:
-    """The pages of lm-evaluation-harness's ``wikitext_document_level`` dataset, built as its
-    loading script builds them (written here from its description, independently of
-    :mod:`harness.documents`)."""
-    pages: list[str] = []
-    current: list[str] = []
-    for line in text.split("\n"):
-        normalised = line.replace("= = =", "===").replace("= =", "==").strip()
-        if normalised.startswith("= ") and normalised.endswith(" ="):
-            if "\n".join(current).strip():
-                pages.append("\n".join(current))
-            current = []
-        current.append(line)
-    pages.append("\n".join(current))
-    return pages
 
 
 def test_articles_start_at_level_one_headings_as_lm_eval_cuts_its_pages() -> None:
