@@ -1,7 +1,8 @@
 """Exact streaming perplexity: every token of a split scored once, and audited.
 
-The split is laid out as ``B`` contiguous streams cut into chunks of ``T`` positions
-(:mod:`harness.streams`), each chunk scored by the plugin and checked, and the ``N``
+The split is laid out as ``B`` contiguous streams (or, under the documents protocol, one stream
+per article) cut into chunks of ``T`` positions (:mod:`harness.streams`), each chunk scored by the
+plugin (each stream whole, for a model with ``score_stream``) and checked, and the ``N``
 log-probabilities summed in float64.
 
 Two audits guard the number: the probability audit (full distributions at a few positions sum to
@@ -199,11 +200,12 @@ def _validated_scores(
     name: str,
     method: str,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """What a plugin's ``score()`` returned for a chunk, checked: a :class:`ChunkScores` whose
-    target log-probabilities are real numbers, shaped like the chunk's ``mask`` (bool ``[B, T]``)
-    and finite and not positive where it is true; and whose distributions, when asked for (at the
-    ``K`` positions of ``distribution_mask``, bool ``[B, T]``; None: none asked for) and given,
-    are real numbers shaped ``[K, V]`` with no NaN or +inf.
+    """What a plugin's ``score()`` or ``score_stream()`` (``method``) returned for a block, checked:
+    a :class:`ChunkScores` whose target log-probabilities are real numbers, shaped like the
+    block's ``mask`` (bool ``[B, T]``) and finite and not positive where it is true; and whose
+    distributions, when asked for (at the ``K`` positions of ``distribution_mask``, bool
+    ``[B, T]``; None: none asked for) and given, are real numbers shaped ``[K, V]`` with no NaN
+    or +inf.
 
     Returns the target log-probabilities (float64 ``[B, T]``) and the distributions (float64
     ``[K, V]``; None when none were asked for or given). ``place`` places it for messages;
