@@ -102,13 +102,20 @@ def score_split(
 
 
 def split_documents_of(dataset: Dataset, split: str) -> Documents:
-    """The documents of ``split`` (:func:`harness.documents.split_documents` of its file's text);
-    a :class:`core.files.DatasetError` when it has no article heading."""
-    documents = split_documents(dataset.read_bytes(split).decode("utf-8"))
+    """The documents of ``split`` (:func:`harness.documents.split_documents` of its file's text,
+    a leading byte-order mark dropped as the token stream drops it); a
+    :class:`core.files.DatasetError` when it has no article heading."""
+    documents = split_documents(dataset.read_bytes(split).decode("utf-8-sig"))
     if documents is None:
         raise DatasetError(
             f"{dataset.path(split)}: no article heading (a line ' = Title = '): the documents "
             "protocol scores WikiText-style articles; score this split with --protocol stream"
+        )
+    tokens = len(dataset.tokens(split).ids)
+    if int(documents.lengths.sum()) != tokens:  # the two readings of one file must agree
+        raise DatasetError(
+            f"{dataset.path(split)}: its documents hold {int(documents.lengths.sum()):,} tokens, "
+            f"its token stream {tokens:,}: the documents protocol cannot score it"
         )
     return documents
 

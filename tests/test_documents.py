@@ -200,3 +200,13 @@ def test_the_api_takes_the_protocol_by_name(tmp_path: Path) -> None:
         evaluate_model("unigram", corpus, splits="test", protocol="documents", batch_size=2)
     with pytest.raises(ValueError, match="protocol 'pages' is not one of stream, documents"):
         evaluate_model("unigram", corpus, splits="test", protocol="pages")
+
+
+def test_a_byte_order_mark_is_no_token_of_the_first_document(tmp_path: Path) -> None:
+    directory = _documents_corpus(tmp_path)
+    text = TEXT.lstrip(" \n")  # the first line is the first article's heading
+    (directory / "wiki.test.tokens").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    (result,) = evaluate_model("unigram", directory, splits="test", protocol="documents", causality_audit=0)
+    metrics = result.record.document_metrics
+    assert metrics["documents"] == 3 and result.tokens == len(load_dataset(str(directory)).tokens("test").ids)
+    assert metrics["bytes"] == sum(len(page.encode("utf-8")) for page in lm_eval_pages(text))
