@@ -109,7 +109,7 @@ def test_each_document_is_a_stream_from_a_fresh_state(tmp_path: Path) -> None:
         documents=(documents.starts, documents.lengths),
         keep_token_log_probs=True,
         progress=False,
-        **protocol_options({"name": "documents", "causality_seed": 0, "bptt": 4}),
+        **protocol_options({"protocol_name": "documents", "causality_seed": 0, "bptt": 4}),
     )
     assert model.resets == [len(documents.starts)] * 2  # the evaluation's pass and the audit's
     assert (model.first_inputs[0] == dataset.vocab.eos_id).all()  # each from <eos>, as a split starts
