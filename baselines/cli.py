@@ -30,13 +30,12 @@ from baselines.training import (
     PRESETS,
     Session,
     Trainer,
-    TrainingError,
     TrainOptions,
     bfloat16_is_emulated,
     distributed,
     holding_run_dir,
 )
-from baselines.transfer import PIECE_BYTES, PRECISIONS, TransferError, pack_run, unpack_run
+from baselines.transfer import PIECE_BYTES, PRECISIONS, pack_run, unpack_run
 from baselines.tuning import read_tuning_file, tune, tuning_path, tuning_record
 from core.cli import (
     ArgumentParser,
@@ -53,33 +52,19 @@ from core.cli import (
     positive_int,
     run,
 )
-from core.devices import DeviceError, resolve_device
+from core.devices import resolve_device
 from core.files import (
-    DatasetError,
-    DirectoryBusy,
     write_atomically,
 )
 from core.format import SPLITS
 from core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
 from harness.datasets import load_dataset
-from harness.plugin import ModelUnavailable, PluginError, parse_model_args
+from harness.plugin import parse_model_args
 
 #: PTB's validation tokens and vocabulary size, for the time of the CPU recipe on PTB.
 PTB_VALIDATION_SIZE = (73_760, 10_000)
 DEFAULT_THETAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
 DEFAULT_INTERPOLATIONS = [0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5]
-
-#: The error types of the baselines (and of the harness they use) whose message is a one-line
-#: user error.
-USER_ERRORS = (
-    DatasetError,
-    DeviceError,
-    PluginError,
-    ModelUnavailable,
-    TrainingError,
-    DirectoryBusy,
-    TransferError,
-)
 
 
 def _switch(value: str, device: str) -> bool:
@@ -801,4 +786,4 @@ def _add_transfer_parsers(commands: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """``lm-baselines`` / ``python -m baselines``; returns the exit status."""
-    return run(build_parser(), argv, errors=USER_ERRORS)
+    return run(build_parser(), argv)

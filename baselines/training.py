@@ -46,6 +46,7 @@ from tqdm import tqdm
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM, UnigramSampler
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
+from core.errors import ToolkitError
 from core.files import exclusive_directory, file_sha256, remove_stale_temporaries, write_atomically
 from core.progress import progress_bar
 from harness.datasets import Dataset
@@ -154,7 +155,7 @@ class Session:
 LOSS_REDUCTIONS = ("sum", "mean")
 
 
-class TrainingError(Exception):
+class TrainingError(ToolkitError):
     """A run that cannot start or continue; the message is one line."""
 
 

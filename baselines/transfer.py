@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from baselines import checkpoint as checkpoints
+from core.errors import ToolkitError
 from core.files import exclusive_directory, write_atomically
 
 #: A manifest's ``format``.
@@ -49,7 +50,7 @@ MARKER = "__run_transfer_tensor__"
 FLOAT16_LIMIT = 65504.0
 
 
-class TransferError(Exception):
+class TransferError(ToolkitError):
     """A run directory that cannot be packed, or pieces that do not rebuild one."""
 
 

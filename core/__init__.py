@@ -3,6 +3,7 @@ leaderboard share, importing none of them.
 
 - :mod:`core.format`: the word-level benchmark format's constants (splits, ``<eos>``, ``<unk>``);
 - :mod:`core.files`: checksums, the atomic writer, directory locks, stale temporaries;
+- :mod:`core.errors`: :class:`~core.errors.ToolkitError`, the base of every user-facing error;
 - :mod:`core.cli`: the command lines' plumbing (one-line errors, exit statuses, option types);
 - :mod:`core.startup`: the tools' entry points (Ctrl-C while a tool imports is one line too);
 - :mod:`core.devices`: the ``--device`` option, with its own :class:`~core.devices.DeviceError`;

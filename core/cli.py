@@ -5,9 +5,10 @@
 (``parser.set_defaults(handler=command)``, ``command(args) -> exit status``) and hand it to
 :func:`run`, which gives every tool the same contract:
 
-- a user error, :class:`UsageError` or one of the tool's own error types (a missing file, a
-  checksum mismatch, a plugin that cannot load), is one line ``error: MESSAGE`` on stderr and
-  exit status 2; argparse's own errors (an unknown option, ``--bptt 0``) go the same way;
+- a user error, a :class:`core.errors.ToolkitError` (:class:`UsageError` or another package's
+  error type: a missing file, a checksum mismatch, a plugin that cannot load), is one line
+  ``error: MESSAGE`` on stderr and exit status 2; argparse's own errors (an unknown option,
+  ``--bptt 0``) go the same way;
 - Ctrl-C is one line on stderr and exit status 130;
 - a full disk (or quota, or a file system turned read-only) is one line naming the file, exit
   status 2 (:func:`core.files.write_atomically` leaves the file it was replacing as it was);
@@ -38,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from core.errors import ToolkitError
+
 #: Exit status of a user error (as argparse's own).
 EXIT_USAGE = 2
 #: Exit status after Ctrl-C (128 + SIGINT), as a shell reports it.
@@ -48,8 +51,8 @@ EXIT_BROKEN_PIPE = 141
 STORAGE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
 
 
-class UsageError(Exception):
-    """A user-facing error (options that do not fit, an unusable path): one line, exit 2."""
+class UsageError(ToolkitError):
+    """Options that do not fit, an unusable path: one line, exit 2."""
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -72,25 +75,27 @@ def run(
     parser: argparse.ArgumentParser,
     argv: Sequence[str] | None,
     *,
-    errors: tuple[type[Exception], ...] = (),
     interrupted: str = "interrupted",
 ) -> int:
     """Parse ``argv`` and call the chosen subcommand's ``handler``; returns the exit status.
 
+    A :class:`core.errors.ToolkitError`, the base of every user-facing error of the toolkit
+    (:class:`UsageError`, a dataset, device, plugin, result or source error, ...), is printed as
+    ``error: MESSAGE`` on stderr with exit status 2; any other exception is a bug and propagates
+    with its traceback.
+
     Args:
         parser: the tool's parser (an :class:`ArgumentParser`); every subcommand sets ``handler``.
         argv: the arguments (``None``: ``sys.argv[1:]``).
-        errors: the tool's own error types whose message is a one-line user error.
         interrupted: the line printed on Ctrl-C (say how to resume, where a command can).
     """
-    user_errors: tuple[type[Exception], ...] = (UsageError, *errors)
     stdout = sys.stdout = _OutputToAReader(sys.stdout)
     try:
         args = parser.parse_args(argv)
         status = args.handler(args)
         stdout.flush()
         return status or (EXIT_BROKEN_PIPE if stdout.reader_gone else 0)
-    except user_errors as error:
+    except ToolkitError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from core.errors import ToolkitError
+
 #: Present whenever a GPU driver torch could use is loaded (NVIDIA's, AMD's ROCm); without any,
 #: ``auto`` is ``cpu`` without importing torch (seconds to import).
 GPU_DRIVER_FILES = ("/proc/driver/nvidia/version", "/dev/kfd")
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
-class DeviceError(Exception):
+class DeviceError(ToolkitError):
     """A ``--device`` that does not name a device this machine has; the message is one line."""
 
 

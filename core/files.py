@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+from core.errors import ToolkitError
+
 #: Name of the checksum file beside a dataset's split files.
 CHECKSUM_FILE = "SHA256SUMS"
 
@@ -42,11 +44,11 @@ _TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>[0-9]+)-[0-9a-f]+\.tmp")
 LOCK_FILE = ".lock"
 
 
-class DirectoryBusy(Exception):
+class DirectoryBusy(ToolkitError):
     """Another process is writing the directory; the message is one line naming it."""
 
 
-class DatasetError(Exception):
+class DatasetError(ToolkitError):
     """A dataset that cannot be used as asked; the message is one line naming the file."""
 
 

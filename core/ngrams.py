@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from core.benchmarks import SplitFiles
+from core.errors import ToolkitError
 from core.files import DatasetError
 from core.format import UNK, UTF8_BOM
 
@@ -79,7 +80,7 @@ _SEED_MULTIPLIERS = np.array(
 )
 
 
-class ContaminationError(Exception):
+class ContaminationError(ToolkitError):
     """A corpus, a result or an option that cannot be used; the message is one line."""
 
 

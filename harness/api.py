@@ -22,8 +22,8 @@ from core.devices import resolve_device
 from core.result_schema import ResultRecord
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import MODEL_METHODS, Model, PluginError, create_model, is_model, load_factory
-from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
-from harness.scoring import result_paths, save_scores, score_split
+from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
+from harness.scoring import check_replaceable, result_paths, save_scores, score_split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +61,7 @@ def evaluate_model(
     model: str | Model,
     dataset: str | os.PathLike[str] | Dataset,
     *,
-    splits: str | Iterable[str] = ("valid", "test"),
+    splits: str | Iterable[str] = DEFAULT_SPLITS,
     protocol: str = DEFAULT_PROTOCOL.name,
     batch_size: int = DEFAULT_PROTOCOL.batch_size,
     bptt: int = DEFAULT_PROTOCOL.bptt,
@@ -73,6 +73,8 @@ def evaluate_model(
     checkpoint: str | os.PathLike[str] | None = None,
     data_dir: str | os.PathLike[str] | None = None,
     output_dir: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
 ) -> list[SplitResult]:
     """Score ``splits`` of ``dataset`` with ``model`` as ``python -m harness eval`` does.
 
@@ -83,7 +85,8 @@ def evaluate_model(
             as its class's ``module:qualname``.
         dataset: a benchmark name, a directory in the WikiText layout, or a loaded
             :class:`harness.datasets.Dataset`, which keeps its token streams for the next call.
-        splits: the splits to score, in order (one name is one split).
+        splits: the splits to score, in order (one name is one split); by default ``valid``
+            and ``test``, as on the command line.
         protocol: ``--protocol``: ``stream`` or ``documents`` (then ``batch_size`` stays 1).
         batch_size, bptt, audit, causality_audit, causality_tolerance: ``--batch-size``,
             ``--bptt``, ``--audit``, ``--causality-audit``, ``--causality-tolerance``, with
@@ -96,6 +99,12 @@ def evaluate_model(
         checkpoint: ``--checkpoint``, given to the factory and recorded.
         data_dir: ``--data-dir``, where a benchmark is looked for first.
         output_dir: ``--output-dir``: each split's record and ``.logprobs.npy`` go there.
+        overwrite: ``--overwrite``: replace a result in ``output_dir`` of other plugin code (or
+            of code it did not record) or of another ``checkpoint``. Without it such a result is
+            refused, before anything is scored; a rerun of the same code on the same checkpoint
+            (or with no ``checkpoint`` named) replaces its result either way.
+        progress: show each pass's progress on stderr as the command line does (a bar on a
+            terminal, else a line a minute); False: print nothing.
 
     Returns:
         One :class:`SplitResult` per split, in the order of ``splits`` (a repeated split once).
@@ -105,7 +114,8 @@ def evaluate_model(
             them (an unknown split or dataset, a plugin that cannot be loaded or breaks the
             protocol or an audit, a model unavailable for the dataset, a missing device);
             PluginError too for ``model_args`` that JSON cannot hold.
-        UsageError: ``output_dir`` or a file in it cannot be written.
+        UsageError: ``output_dir`` or a file in it cannot be written, or holds a result that
+            only ``overwrite`` replaces.
         ValueError: an unknown protocol, a batch size or BPTT below 1 (or above 1 with
             ``documents``), a negative audit or tolerance.
     """
@@ -125,6 +135,11 @@ def evaluate_model(
     for split in names:
         data.tokens(split)  # an unknown or empty split fails here, before the model is made
     checkpoint_path = None if checkpoint is None else os.fspath(checkpoint)
+    if not overwrite:
+        for json_path, _ in outputs.values():
+            check_replaceable(
+                json_path, plugin, checkpoint_path, data_dir=data_root, overwrite_option="overwrite=True"
+            )
     scorer = create_model(
         factory, plugin, data, device=device, checkpoint=checkpoint_path, model_args=arguments
     )
@@ -140,6 +155,7 @@ def evaluate_model(
             device=device,
             data_dir=data_root,
             outputs=outputs[split],
+            progress=progress,
         )
         for split in names
     ]
@@ -233,6 +249,7 @@ def _score(
     device: str,
     data_dir: str | None,
     outputs: tuple[Path, Path] | tuple[None, None],
+    progress: bool,
 ) -> SplitResult:
     """Score one split, check its record as the command line does and save both where asked."""
     json_path, npy_path = outputs
@@ -249,6 +266,7 @@ def _score(
         json_path=json_path,
         npy_path=npy_path,
         keep_token_log_probs=True,
+        progress=progress,
     )
     assert token_log_probs is not None  # kept, as asked
     save_scores(record, token_log_probs, json_path, npy_path)

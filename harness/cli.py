@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core import bounded_json, ngrams
+from core import ngrams
 from core.benchmarks import locate_benchmark
 from core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from core.cli import (
@@ -24,8 +24,8 @@ from core.cli import (
     run,
     share,
 )
-from core.devices import DeviceError, resolve_device
-from core.files import DatasetError, write_atomically
+from core.devices import resolve_device
+from core.files import write_atomically
 from core.format import SPLITS
 from core.result_schema import PROTOCOL_NAMES, ResultRecord
 from core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
@@ -35,18 +35,14 @@ from harness.datasets import Dataset, load_dataset
 from harness.plugin import (
     Model,
     ModelUnavailable,
-    PluginError,
     create_model,
     discover_plugins,
     load_factory,
     parse_model_args,
 )
-from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
-from harness.results import plugin_code, portable_path, token_log_probs_name
-from harness.scoring import result_paths, save_scores, score_split
-
-#: The error types of the harness whose message is a one-line user error.
-USER_ERRORS = (DatasetError, DeviceError, PluginError, ModelUnavailable, ngrams.ContaminationError)
+from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
+from harness.results import token_log_probs_name
+from harness.scoring import check_replaceable, result_paths, save_scores, score_split
 
 
 def _summary_line(record: ResultRecord) -> str:
@@ -188,39 +184,17 @@ def _check_distinct_outputs(
             writers[json_path] = name
 
 
-def _check_no_silent_replacement(args: argparse.Namespace, plugin: str, json_path: Path | None) -> None:
-    """Refuse, before scoring, to replace the result at ``json_path`` with one of other plugin code
-    or another ``--checkpoint`` (a rerun of the same code on the same checkpoint replaces it); a
-    result that recorded no code counts as other code. ``--overwrite`` replaces any."""
-    if json_path is None or not json_path.is_file():
-        return
-    try:
-        existing = bounded_json.loads(json_path.read_bytes())
-    except (OSError, ValueError):
-        existing = None
-    if not isinstance(existing, dict):
-        return  # no result: --output-dir's checks and the write itself deal with it
-    recorded_code = (existing.get("plugin_code") or {}).get("sha256")
-    current_code = (plugin_code(plugin) or {}).get("sha256")
-    why = None
-    if recorded_code is None:
-        why = "code it did not record (written before 2026-11-28)"
-    elif recorded_code != current_code:
-        why = f"other plugin code ({recorded_code[:12]}, now {str(current_code)[:12]})"
-    elif args.checkpoint is not None and existing.get("checkpoint") != portable_path(args.checkpoint):
-        why = f"another checkpoint ({existing.get('checkpoint')})"
-    if why is not None:
-        raise UsageError(
-            f"{json_path}: holds a result of {why}; pass --overwrite to replace it, or write elsewhere"
-        )
-
-
 def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: list[str]) -> None:
     """Refuse single-file outputs, or a checkpoint, for more than one evaluation."""
     single_file_outputs = any(path is not None for _, path in _single_file_outputs(args))
-    if single_file_outputs and (len(names) != 1 or len(splits) != 1):
+    several = [
+        option for option, count in (("--dataset", len(names)), ("--split", len(splits))) if count != 1
+    ]
+    if single_file_outputs and several:
         raise UsageError(
-            "--output and --save-token-logprobs take one dataset and one split; use --output-dir for several"
+            "--output and --save-token-logprobs take one dataset and one split (the default --split "
+            f"is {' and '.join(DEFAULT_SPLITS)}); name one with {' and '.join(several)}, or use "
+            "--output-dir for several"
         )
     if args.checkpoint is not None and len(names) != 1:
         raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
@@ -280,8 +254,12 @@ def command_eval(args: argparse.Namespace) -> int:
     if not args.overwrite:
         for dataset in datasets:
             for split in splits:
-                _check_no_silent_replacement(
-                    args, plugin, _output_paths(args, plugin, model_args, dataset, split)[0]
+                check_replaceable(
+                    _output_paths(args, plugin, model_args, dataset, split)[0],
+                    plugin,
+                    args.checkpoint,
+                    data_dir=args.data_dir,
+                    overwrite_option="--overwrite",
                 )
     for dataset in datasets:
         _check_not_inputs(args, dataset.files() + ([Path(args.checkpoint)] if args.checkpoint else []))
@@ -476,7 +454,11 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
         "every paper benchmark found locally",
     )
     evaluation.add_argument(
-        "--split", nargs="+", choices=SPLITS, default=["test"], help="the splits to score (default test)"
+        "--split",
+        nargs="+",
+        choices=SPLITS,
+        default=list(DEFAULT_SPLITS),
+        help=f"the splits to score, in order (default {' '.join(DEFAULT_SPLITS)}, as the papers report)",
     )
     evaluation.add_argument(
         "--checkpoint", help="passed to the plugin's factory (default none: the plugin's own choice)"
@@ -599,4 +581,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``lm-harness`` / ``python -m harness``; returns the exit status."""
-    return run(build_parser(), argv, errors=USER_ERRORS)
+    return run(build_parser(), argv)

@@ -446,6 +446,7 @@ def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bo
     audit's pass in the progress bar and messages."""
     model, name = scoring.model, scoring.name
     whole = scores_whole_streams(model)
+    method = "score_stream" if whole else "score"
     what = " in the causality audit" if audit else ""
     reset = getattr(model, "reset", None)
     if callable(reset):  # a chunk model's always; a whole-stream model's if it has one
@@ -461,7 +462,7 @@ def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bo
         total=int(grid.mask.sum()), unit="tok", desc=desc, show=scoring.progress, unit_scale=True
     ) as bar:
         for block in grid.streams() if whole else grid.chunks(scoring.bptt):
-            scores = _score_block(scoring, block, grid.starts, rows_wanted, tally, what)
+            scores = _score_block(scoring, block, grid.starts, rows_wanted, tally, method, what)
             log_probs[block.place] = scores.log_probs
             on_accelerator |= scores.on_accelerator
             if scoring.rows_kept is not None and scores.rows is not None:
@@ -511,14 +512,16 @@ def _score_block(
     starts: np.ndarray,
     rows_wanted: np.ndarray,
     tally: _Tally,
+    method: str,
     what: str,
 ) -> _ChunkResult:
     """Score ``block`` of a stream grid (``starts``: int64 ``[B]``, each stream's first token in
     the split) with the model's ``score`` (a chunk of all the streams) or ``score_stream`` (one
     whole stream) and add it to ``tally``, auditing the distributions asked for where ``rows_wanted``
     (bool ``[B, W]``) is true, counting those of ``scoring.audited`` in the tally. A model that
-    gives no distributions clears ``rows_wanted``: it is not asked again. ``what`` says which
-    pass it is in messages."""
+    gives no distributions clears ``rows_wanted``: it is not asked again. ``method``: the
+    model's method to call (``score`` or ``score_stream``); ``what`` says which pass it is in
+    messages."""
     name, view = scoring.name, block.chunk
     place = _Place(starts, block)
     wanted = rows_wanted[block.place].copy()
@@ -530,7 +533,6 @@ def _score_block(
         view.mask.copy(),
         requested.copy() if requested is not None else None,
     )
-    method = "score_stream" if scores_whole_streams(scoring.model) else "score"
     with _naming_the_plugin(name, f"{method}() on {place.span()}{what}"):
         scores = getattr(scoring.model, method)(chunk)
     log_probs, rows = _validated_scores(

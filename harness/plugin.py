@@ -43,17 +43,18 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from core.errors import ToolkitError
 from core.files import DatasetError
 
 PLUGIN_GROUP = "harness.models"
 FACTORY_NAME = "load_model"
 
 
-class ModelUnavailable(Exception):
+class ModelUnavailable(ToolkitError):
     """Raised by a factory that cannot serve a dataset; the message says how to get a model."""
 
 
-class PluginError(Exception):
+class PluginError(ToolkitError):
     """A plugin that cannot be loaded or that broke the protocol; the message is one line."""
 
 

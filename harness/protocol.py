@@ -44,3 +44,6 @@ class EvaluationProtocol:
 
 #: The protocol when no option sets it.
 DEFAULT_PROTOCOL = EvaluationProtocol()
+
+#: The splits scored when none are named, in order: the papers report both.
+DEFAULT_SPLITS = ("valid", "test")

@@ -1,5 +1,6 @@
 """One split scored by a loaded plugin model: the result record, the
-files it is saved to and the names those files get in an output directory."""
+files it is saved to, the names those files get in an output directory and which saved result
+one may replace."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from core import bounded_json
+from core.cli import UsageError
 from core.files import DatasetError, write_atomically
 from core.result_schema import Protocol, ResultRecord
 from harness.datasets import Dataset
@@ -19,7 +22,7 @@ from harness.documents import Documents, split_documents
 from harness.evaluate import evaluate
 from harness.plugin import Model, plugin_num_parameters
 from harness.protocol import EvaluationProtocol
-from harness.results import result_record, token_log_probs_name
+from harness.results import plugin_code, portable_path, result_record, token_log_probs_name
 
 
 def result_paths(
@@ -45,6 +48,43 @@ def result_paths(
     return record, record.with_name(token_log_probs_name(record.name))
 
 
+def check_replaceable(
+    json_path: Path | None,
+    plugin: str,
+    checkpoint: str | os.PathLike | None,
+    *,
+    data_dir: str | os.PathLike | None,
+    overwrite_option: str,
+) -> None:
+    """Refuse, before scoring, to replace the result at ``json_path`` with one of other plugin code
+    or another ``checkpoint`` (a rerun of the same code on the same checkpoint replaces it; with
+    no ``checkpoint`` named, the checkpoint is not compared); a result that recorded no code counts
+    as other code. A :class:`core.cli.UsageError` names the result and ``overwrite_option``, the option
+    that replaces any (``--overwrite`` on the command line). Nothing at ``json_path``, or no
+    result there, is no reason to refuse (the write itself reports a file it cannot replace)."""
+    if json_path is None or not json_path.is_file():
+        return
+    try:
+        existing = bounded_json.loads(json_path.read_bytes())
+    except (OSError, ValueError):
+        existing = None
+    if not isinstance(existing, dict):
+        return
+    recorded_code = (existing.get("plugin_code") or {}).get("sha256")
+    current_code = (plugin_code(plugin) or {}).get("sha256")
+    why = None
+    if recorded_code is None:
+        why = "code it did not record (written before 2026-11-28)"
+    elif recorded_code != current_code:
+        why = f"other plugin code ({recorded_code[:12]}, now {str(current_code)[:12]})"
+    elif checkpoint is not None and existing.get("checkpoint") != portable_path(checkpoint, data_dir):
+        why = f"another checkpoint ({existing.get('checkpoint')})"
+    if why is not None:
+        raise UsageError(
+            f"{json_path}: holds a result of {why}; pass {overwrite_option} to replace it, or write elsewhere"
+        )
+
+
 def score_split(
     model: Model,
     *,
@@ -59,6 +99,7 @@ def score_split(
     json_path: Path | None,
     npy_path: Path | None,
     keep_token_log_probs: bool = False,
+    progress: bool = True,
 ) -> tuple[ResultRecord, np.ndarray | None]:
     """Score ``split`` of ``dataset`` with ``model``; returns the result record and, when
     ``npy_path`` is given or ``keep_token_log_probs``, the per-token log-probabilities (the record
@@ -76,6 +117,7 @@ def score_split(
         documents=None if documents is None else (documents.starts, documents.lengths),
         keep_token_log_probs=keep_token_log_probs or npy_path is not None,
         name=f"{plugin} {dataset.name}/{split}",
+        progress=progress,
     )
     record = result_record(
         plugin=plugin,

@@ -1,4 +1,4 @@
-"""``python -m leaderboard {build,regenerate,compare,plot}`` (console script ``lm-leaderboard``)."""
+"""``python -m leaderboard {build,regenerate,compare,site,plot}`` (console script ``lm-leaderboard``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ from leaderboard.records import (
     ALLOW_UNAUDITED,
     Collection,
     Result,
-    ResultError,
     check_trusted,
     collect,
     load_result,
@@ -53,9 +52,8 @@ ALLOW_UNAUDITED_HELP = (
 #: The most bootstrap resamples ``compare`` draws: 16 MB of resampled means, and far more than an
 #: interval's ends need.
 MAX_SAMPLES = 1_000_000
-#: The error types of the leaderboard (and of the harness datasets it reads) whose message is a
-#: one-line user error.
-USER_ERRORS = (ResultError, DatasetError)
+#: The heading of a site's index unless ``--title`` names another.
+SITE_TITLE = "Word-level language-model leaderboard"
 
 
 def _describe(result: Result) -> str:
@@ -512,6 +510,39 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- site ----------------------------------------------------------------------------------------
+
+
+def command_site(args: argparse.Namespace) -> int:
+    from leaderboard.site import SiteSettings, build_site
+    from leaderboard.table import ranked_tables
+
+    out = check_output_dir(args.output_dir, "--output-dir", inputs=args.results)
+    _check_site_dir(out, [Path(source) for source in args.results])
+    for directory in args.figures:
+        if not Path(directory).is_dir():
+            raise UsageError(f"--figures {directory}: no such directory")
+    for source in args.results:
+        if not Path(source).exists():
+            raise UsageError(f"{source}: no such file or directory")
+    reported = None if args.no_reported else _load_reported(None)
+    collection = collect(args.results, include_unaudited=True)
+    warnings: list[str] = []
+    roots = [Path(s) for s in args.results if Path(s).is_dir()]
+    tables = ranked_tables(collection, reported, roots=roots, warnings=warnings)
+    _report(collection, warnings)
+    settings = SiteSettings(
+        title=args.title, figures=tuple(Path(d) for d in args.figures), samples=args.samples, seed=args.seed
+    )
+    written = build_site(tables, collection, out, settings)
+    pages = sum(1 for path in written if path.parent.name == "results")
+    print(
+        f"wrote {len(written)} file(s) to {out}: {len(tables)} table(s), {pages} result page(s), "
+        f"{len(settings.figures)} figure folder(s); open {out / 'index.html'}"
+    )
+    return 0
+
+
 # ---- parser --------------------------------------------------------------------------------------
 
 
@@ -755,6 +786,51 @@ def _add_zipf_parser(plots: Any) -> None:
     zipf.set_defaults(handler=command_plot_zipf)
 
 
+def _check_site_dir(out: Path, inputs: list[Path]) -> None:
+    """Refuse, before any work, a site directory that holds files but no site built there, or
+    that lies inside an input (its copies of the results would be read as results next time)."""
+    from leaderboard.site import MANIFEST
+
+    for source in inputs:
+        source = source.resolve()
+        if source.is_dir() and (out.resolve() == source or source in out.resolve().parents):
+            raise UsageError(f"--output-dir {out}: is inside {source}, an input; choose another directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise UsageError(
+            f"--output-dir {out}: holds files and no site built here ({MANIFEST} missing); "
+            "name an empty or new directory"
+        )
+
+
+def _add_site_parser(commands: Any) -> None:
+    site = commands.add_parser(
+        "site",
+        help="the leaderboard as a static web site",
+        description="A self-contained static site (index with sortable tables and significance "
+        "matrices, a page per result, figures) that works from file:// and any static host.",
+    )
+    site.add_argument("results", nargs="+", metavar="RESULTS", help="result files or directories")
+    site.add_argument("--output-dir", required=True, help="where the site goes (empty, new, or a site)")
+    site.add_argument(
+        "--figures",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder of figures (PNG, SVG, ...) shown on the index, e.g. leaderboard/plots; "
+        "repeatable (default: none; each table's bar chart is always drawn)",
+    )
+    site.add_argument("--title", default=SITE_TITLE, help="the index's heading (default: %(default)s)")
+    _add_no_reported_option(site)
+    site.add_argument(
+        "--samples",
+        type=_samples,
+        default=10_000,
+        help="bootstrap resamples of each significance test (default: 10000)",
+    )
+    site.add_argument("--seed", type=non_negative_int, default=0, help="seed of the resampling (default: 0)")
+    site.set_defaults(handler=command_site)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="python -m leaderboard",
@@ -764,6 +840,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_build_parser(commands)
     _add_regenerate_parser(commands)
     _add_compare_parser(commands)
+    _add_site_parser(commands)
     plots = commands.add_parser("plot", help="figures (PNG)").add_subparsers(dest="figure", required=True)
     for add_figure_parser in (
         _add_bars_parser,
@@ -778,4 +855,4 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``lm-leaderboard`` / ``python -m leaderboard``; returns the exit status."""
-    return run(build_parser(), argv, errors=USER_ERRORS)
+    return run(build_parser(), argv)

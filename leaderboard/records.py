@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from core.catalogue import BENCHMARKS
+from core.errors import ToolkitError
 from core.result_schema import MAX_LOG_PROB, InvalidResultRecord, NotAResultRecord, ResultRecord
 from harness.results import token_log_probs_name
 from leaderboard.clean_subset import CleanFigures, attach_reports, is_report
@@ -49,7 +50,7 @@ SPLIT_TOKENS: dict[str, dict[str, int]] = {
 }
 
 
-class ResultError(Exception):
+class ResultError(ToolkitError):
     """A result file that cannot be used; the message is one line naming the file."""
 
 

@@ -406,6 +406,18 @@ def build_tables(
     """One ranked table per dataset: the paper benchmarks (reported rows, when ``reported`` is
     given) and every dataset with a usable result (builder corpora included); results of the
     documents protocol in a table of their own (:func:`table_name`)."""
+    tables = ranked_tables(collection, reported, roots, warnings)
+    return {dataset: frame[table_columns(frame)] for dataset, frame in tables.items()}
+
+
+def ranked_tables(
+    collection: Collection,
+    reported: pd.DataFrame | None,
+    roots: list[Path] | None = None,
+    warnings: list[str] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """:func:`build_tables`'s tables with one more column, ``run``: the :class:`Run` behind each
+    measured row (None in a reported row), for what shows each result apart (the site)."""
     roots = roots or []
     runs = group_runs(collection.results, warnings)
     by_dataset: dict[str, list[dict]] = defaultdict(list)
@@ -418,13 +430,13 @@ def build_tables(
     for dataset in datasets:
         rows = by_dataset.get(dataset, [])
         _disambiguate(rows)
-        rows = [{k: v for k, v in row.items() if k != "_run"} for row in rows]
+        rows = [{"run" if k == "_run" else k: v for k, v in row.items()} for row in rows]
         if reported is not None:
-            rows += _reported_rows(reported, dataset)
+            rows += [{**row, "run": None} for row in _reported_rows(reported, dataset)]
         if not rows:
             continue
-        frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c != "rank"] + ALL_CLEAN_COLUMNS)
-        tables[dataset] = rank(frame)[table_columns(frame)]
+        columns = [c for c in COLUMNS if c != "rank"] + ALL_CLEAN_COLUMNS + ["run"]
+        tables[dataset] = rank(pd.DataFrame(rows, columns=columns))
     return tables
 
 
@@ -457,7 +469,7 @@ def format_number(value) -> str:
     return text + "0" if text.endswith(".") else text
 
 
-def _number_cell(column: str, value) -> str:
+def number_text(column: str, value) -> str:
     """A number column's text; ``-`` in a contamination column of a row without a report."""
     text = format_number(value)
     return (text or NO_REPORT) if column in ALL_CLEAN_COLUMNS else text
@@ -470,7 +482,7 @@ def _cells(frame: pd.DataFrame) -> list[list[str]]:
         for column in frame.columns:
             value = record[column]
             if column in NUMBER_COLUMNS:
-                cells.append(_number_cell(column, value))
+                cells.append(number_text(column, value))
             elif column == "rank":
                 cells.append("" if value is pd.NA or pd.isna(value) else str(int(value)))
             else:
@@ -518,7 +530,7 @@ def to_csv(frame: pd.DataFrame) -> str:
     out = frame.copy()
     for column in out.columns:
         if column in NUMBER_COLUMNS:
-            out[column] = [_number_cell(column, value) for value in out[column]]
+            out[column] = [number_text(column, value) for value in out[column]]
     return out.to_csv(index=False, lineterminator="\n")
 
 

@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.cli import UsageError
 from core.files import DatasetError
 from harness.api import evaluate_model
 from harness.causality import SUBSTITUTIONS
 from harness.cli import main as harness_main
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import Chunk, ChunkScores, PluginError
-from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
+from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 
 REPO = Path(__file__).resolve().parent.parent
 #: Fields of a record that differ between two runs of one evaluation: when it ran, how fast, and
@@ -132,11 +133,15 @@ def test_a_plugin_name_writes_the_files_the_command_line_writes(corpus: Path, tm
 
 
 def test_the_defaults_are_the_command_lines(corpus: Path, tmp_path: Path) -> None:
-    (expected,) = command_line_results(tmp_path, "unigram", corpus).values()
-    (result,) = evaluate_model("unigram", str(corpus), splits="test")
-    assert result.record.protocol.to_json() == expected["protocol"]
-    assert_same_evaluation(result.record.to_json(), expected, "token_log_probs_file")
-    assert result.record.token_log_probs_file is None  # no file without output_dir
+    expected = command_line_results(tmp_path, "unigram", corpus)  # no --split: valid, then test
+    results = evaluate_model("unigram", str(corpus))
+    assert [result.record.split for result in results] == list(DEFAULT_SPLITS) == ["valid", "test"]
+    assert sorted(expected) == [f"harness.plugins.unigram.toy.{split}.json" for split in ("test", "valid")]
+    for result in results:
+        record = expected[f"harness.plugins.unigram.toy.{result.record.split}.json"]
+        assert result.record.protocol.to_json() == record["protocol"]
+        assert_same_evaluation(result.record.to_json(), record, "token_log_probs_file")
+        assert result.record.token_log_probs_file is None  # no file without output_dir
     assert DEFAULT_PROTOCOL == EvaluationProtocol(  # as docs/harness.md states them
         batch_size=1, bptt=100, audit_positions=8, causality_points=SUBSTITUTIONS, causality_tolerance=None
     )
@@ -153,6 +158,68 @@ def test_a_dataset_object_is_reused_without_reading_its_files_again(
     assert np.array_equal(again.token_log_probs, first[0].token_log_probs)
     assert again.record.audit_gaps and not again.record.audited  # its causality audit was off
     assert capsys.readouterr() == ("", "")  # nothing printed, on stdout or stderr
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_progress_is_shown_unless_turned_off(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], progress: bool
+) -> None:
+    from core import progress as progress_lines
+
+    monkeypatch.setattr(progress_lines, "LOG_INTERVAL_SECONDS", 0)  # a line at once
+    evaluate_model("unigram", str(corpus), splits="valid", progress=progress)
+    lines = capsys.readouterr().err.splitlines()
+    assert bool(lines) == progress and all("unigram" in line for line in lines)
+
+
+def test_output_dir_refuses_a_result_of_other_code_unless_overwrite(
+    corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results"
+    evaluate_model("unigram", corpus, splits="test", output_dir=out)
+    evaluate_model("unigram", corpus, splits="test", output_dir=out)  # the same code: a rerun replaces it
+    path = out / "harness.plugins.unigram.toy.test.json"
+    record = json.loads(path.read_text())
+    current = record["plugin_code"]["sha256"]
+    record["plugin_code"]["sha256"] = "0" * 64  # as another version of the plugin wrote it
+    path.write_text(json.dumps(record))
+    before = path.read_bytes()
+    message = f"{path}: holds a result of other plugin code (000000000000, now {current[:12]}); pass "
+    with pytest.raises(
+        UsageError, match=re.escape(message + "overwrite=True to replace it, or write elsewhere")
+    ):
+        evaluate_model("unigram", corpus, splits="test", output_dir=out)
+    assert path.read_bytes() == before  # refused before scoring: nothing written
+    capsys.readouterr()
+    assert (
+        harness_main(
+            ["eval", "unigram", "--dataset", str(corpus), "--split", "test", "--output-dir", str(out)]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err == f"error: {message}--overwrite to replace it, or write elsewhere\n"
+    evaluate_model("unigram", corpus, splits="test", output_dir=out, overwrite=True)
+    assert json.loads(path.read_text())["plugin_code"]["sha256"] == current
+
+
+def test_output_dir_refuses_a_result_of_another_checkpoint_unless_overwrite(
+    corpus: Path, tmp_path: Path
+) -> None:
+    dataset, out = load_dataset(str(corpus)), tmp_path / "results"
+    model = WholeStreamUniform(len(dataset.vocab))
+    options: dict[str, Any] = {"splits": "test", "output_dir": out}
+    evaluate_model(model, dataset, checkpoint="a.pt", **options)
+    evaluate_model(model, dataset, checkpoint="a.pt", **options)  # the same checkpoint: replaced
+    path = out / "test_api-WholeStreamUniform.toy.test.json"
+    before = path.read_bytes()
+    with pytest.raises(
+        UsageError, match=re.escape("holds a result of another checkpoint (a.pt); pass overwrite=True")
+    ):
+        evaluate_model(model, dataset, checkpoint="b.pt", **options)
+    assert path.read_bytes() == before
+    (result,) = evaluate_model(model, dataset, checkpoint="b.pt", overwrite=True, **options)
+    saved = json.loads(path.read_text())
+    assert saved["checkpoint"] == result.record.checkpoint == "b.pt"
 
 
 @pytest.mark.parametrize(

@@ -50,6 +50,8 @@ def test_eval_writes_the_result_record_and_token_log_probs(
                 "kneser_ney",
                 "--dataset",
                 str(corpus),
+                "--split",
+                "test",
                 "--model-args",
                 "order=3",
                 "--batch-size",
@@ -155,6 +157,11 @@ def test_model_arguments_name_one_flat_file_in_the_output_dir(
             ["--split", "valid", "test", "--output", "x.json"],
             "--output and --save-token-logprobs take one dataset",
         ),
+        (
+            ["--save-token-logprobs", "x.npy"],  # the default --split: valid and test
+            "error: --output and --save-token-logprobs take one dataset and one split (the default "
+            "--split is valid and test); name one with --split, or use --output-dir for several",
+        ),
         (["--model-args", "order"], "'order' is not key=value"),
         (["--bptt", "0"], "argument --bptt: must be at least 1, got 0"),
     ],
@@ -165,6 +172,28 @@ def test_usage_errors_are_one_line(
     assert main(["eval", "unigram", "--dataset", str(corpus), *arguments]) == 2
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1
+
+
+def test_the_default_splits_are_valid_then_test(corpus: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["eval", "unigram", "--dataset", str(corpus)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == [
+        "harness.plugins.unigram on toy/valid",
+        "harness.plugins.unigram on toy/test",
+    ]
+    assert [line.split()[:2] for line in lines[-2:]] == [["toy", "valid"], ["toy", "test"]]  # the table
+
+
+def test_one_output_file_for_two_datasets_says_to_name_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    datasets = [str(write_corpus(tmp_path / name)) for name in ("toy-a", "toy-b")]
+    output = ["--split", "test", "--output", str(tmp_path / "r.json")]
+    assert main(["eval", "unigram", "--dataset", *datasets, *output]) == 2
+    assert capsys.readouterr().err == (
+        "error: --output and --save-token-logprobs take one dataset and one split (the default "
+        "--split is valid and test); name one with --dataset, or use --output-dir for several\n"
+    )
 
 
 def test_without_dataset_every_servable_local_benchmark_is_evaluated(
@@ -188,7 +217,7 @@ def test_without_dataset_every_servable_local_benchmark_is_evaluated(
         "    return unigram(dataset, device=device, checkpoint=checkpoint)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert main(["eval", "picky", "--data-dir", str(tmp_path / "data")]) == 0
+    assert main(["eval", "picky", "--split", "test", "--data-dir", str(tmp_path / "data")]) == 0
     captured = capsys.readouterr()
     assert captured.out.startswith("picky on toy-a/test: perplexity")
     assert "toy-b: no checkpoint; run `train toy-b` first" in captured.err
@@ -202,7 +231,15 @@ def test_each_dataset_is_encoded_just_before_its_model_is_created(
     # encoding every split of every dataset before the first model loads.
     write_corpus(tmp_path / "toy-a")
     write_corpus(tmp_path / "toy-b", test="")
-    arguments = ["eval", "unigram", "--dataset", str(tmp_path / "toy-a"), str(tmp_path / "toy-b")]
+    arguments = [
+        "eval",
+        "unigram",
+        "--dataset",
+        str(tmp_path / "toy-a"),
+        str(tmp_path / "toy-b"),
+        "--split",
+        "test",
+    ]
     assert main(arguments) == 2
     captured = capsys.readouterr()
     assert captured.out.startswith("harness.plugins.unigram on toy-a/test: perplexity")
@@ -228,6 +265,8 @@ def test_readme_example_plugin_runs_and_passes_the_audit(
                 "my_cache_model",
                 "--dataset",
                 str(corpus),
+                "--split",
+                "test",
                 "--model-args",
                 "weight=0.2",
                 "--batch-size",
@@ -259,7 +298,16 @@ def test_readme_whole_stream_example_gives_the_chunk_examples_figures(
     records = {}
     for name in ("chunked_cache", "whole_cache"):
         output = tmp_path / f"{name}.json"
-        arguments = ["eval", name, "--dataset", str(corpus), "--model-args", "weight=0.2,window=5"]
+        arguments = [
+            "eval",
+            name,
+            "--dataset",
+            str(corpus),
+            "--split",
+            "test",
+            "--model-args",
+            "weight=0.2,window=5",
+        ]
         assert main([*arguments, "--batch-size", "2", "--audit", "20", "--output", str(output)]) == 0
         records[name] = json.loads(output.read_text())
     chunked, whole = records["chunked_cache"], records["whole_cache"]

@@ -20,6 +20,7 @@ import harness.cli
 import leaderboard.cli
 import wikitext_builder.cli
 from core.cli import ArgumentParser, UsageError, positive_float, positive_int, run
+from core.errors import ToolkitError
 
 TOOLS = {
     "lm-harness": harness.cli,
@@ -124,7 +125,7 @@ def _parser(handler) -> ArgumentParser:
     return parser
 
 
-class ToolError(Exception):
+class ToolError(ToolkitError):
     """A tool's own error type."""
 
 
@@ -146,12 +147,12 @@ def test_run_contract(capsys: pytest.CaptureFixture) -> None:
         (2, "error: options do not fit"),
         (3, "error: a missing file"),
     ):
-        assert run(_parser(handler), ["--size", str(size)], errors=(ToolError,)) == 2
+        assert run(_parser(handler), ["--size", str(size)]) == 2
         assert capsys.readouterr().err == line + "\n"
     assert run(_parser(handler), ["--size", "4"], interrupted="interrupted: rerun to resume") == 130
     assert capsys.readouterr().err == "interrupted: rerun to resume\n"
     with pytest.raises(ValueError, match="a bug"):  # a bug keeps its traceback
-        run(_parser(handler), ["--size", "5"], errors=(ToolError,))
+        run(_parser(handler), ["--size", "5"])
 
 
 @pytest.mark.parametrize(
@@ -235,19 +236,13 @@ def test_a_bug_in_any_tool_keeps_its_traceback(module, command: str, monkeypatch
 
 
 def test_the_shared_module_is_stdlib_only_and_import_harness_needs_no_torch() -> None:
+    """``core.cli`` imports the standard library and ``core.errors`` (which imports nothing,
+    ``tests/test_errors.py`` checks)."""
     tree = ast.parse((REPO / "core" / "cli.py").read_text())
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    }
-    imported |= {
-        node.module.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module
-    }
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    outside = {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names}
+    assert outside <= {"__future__", "core.errors"}, outside
     code = "import sys, harness, core.cli, wikitext_builder.cli; print('torch' in sys.modules)"
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO

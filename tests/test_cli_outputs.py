@@ -32,7 +32,10 @@ def test_eval_refuses_a_read_only_output_before_scoring(
     corpus: Path, read_only: Path, option: str, name: str, capsys: pytest.CaptureFixture
 ) -> None:
     target = read_only / name
-    assert harness_main(["eval", "unigram", "--dataset", str(corpus), option, str(target)]) == 2
+    assert (
+        harness_main(["eval", "unigram", "--dataset", str(corpus), "--split", "test", option, str(target)])
+        == 2
+    )
     assert_one_line_error(capsys, f"{option} {target}: cannot write in {read_only} (permission denied)")
     assert not target.exists()
 
@@ -54,7 +57,14 @@ def test_eval_refuses_one_file_for_the_record_and_the_log_probabilities(
     corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     target = tmp_path / "out"
-    arguments = ["--output", str(target), "--save-token-logprobs", str(tmp_path / "." / "out")]
+    arguments = [
+        "--split",
+        "test",
+        "--output",
+        str(target),
+        "--save-token-logprobs",
+        str(tmp_path / "." / "out"),
+    ]
     assert harness_main(["eval", "unigram", "--dataset", str(corpus), *arguments]) == 2
     assert_one_line_error(capsys, "--output and --save-token-logprobs name the same file")
     assert not target.exists()
@@ -64,7 +74,7 @@ def test_eval_refuses_one_file_for_the_record_and_the_log_probabilities(
 def test_eval_refuses_a_single_file_output_with_an_output_dir(
     corpus: Path, tmp_path: Path, option: str, name: str, capsys: pytest.CaptureFixture
 ) -> None:
-    arguments = ["--output-dir", str(tmp_path / "out"), option, str(tmp_path / name)]
+    arguments = ["--split", "test", "--output-dir", str(tmp_path / "out"), option, str(tmp_path / name)]
     assert harness_main(["eval", "unigram", "--dataset", str(corpus), *arguments]) == 2
     assert_one_line_error(capsys, f"--output-dir names its own files; it does not go with {option}")
     assert not (tmp_path / "out").exists() and not (tmp_path / name).exists()
@@ -91,7 +101,12 @@ def test_eval_output_that_is_a_directory_is_refused_and_leaves_nothing(
 ) -> None:
     directory = tmp_path / "results"
     directory.mkdir()
-    assert harness_main(["eval", "unigram", "--dataset", str(corpus), "--output", str(directory)]) == 2
+    assert (
+        harness_main(
+            ["eval", "unigram", "--dataset", str(corpus), "--split", "test", "--output", str(directory)]
+        )
+        == 2
+    )
     assert_one_line_error(capsys, f"--output {directory}: is a directory; name a file")
     assert not [path for path in tmp_path.rglob("*") if ".tmp" in path.name]
     assert list(directory.iterdir()) == []
@@ -105,7 +120,19 @@ def test_eval_prints_the_result_before_writing_it(
 
     monkeypatch.setattr(scoring, "write_atomically", disk_full)
     assert (
-        harness_main(["eval", "unigram", "--dataset", str(corpus), "--output", str(tmp_path / "r.json")]) == 2
+        harness_main(
+            [
+                "eval",
+                "unigram",
+                "--dataset",
+                str(corpus),
+                "--split",
+                "test",
+                "--output",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 2
     )
     captured = capsys.readouterr()
     assert "harness.plugins.unigram on toy/test: perplexity" in captured.out

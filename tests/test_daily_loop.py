@@ -21,7 +21,19 @@ UNIGRAM = "harness.plugins.unigram"
 
 def test_output_keeps_the_per_token_file_beside_the_result(corpus, tmp_path, capsys):
     assert (
-        harness_main(["eval", UNIGRAM, "--dataset", str(corpus), "--output", str(tmp_path / "r.json")]) == 0
+        harness_main(
+            [
+                "eval",
+                UNIGRAM,
+                "--dataset",
+                str(corpus),
+                "--split",
+                "test",
+                "--output",
+                str(tmp_path / "r.json"),
+            ]
+        )
+        == 0
     )
     assert (tmp_path / "r.logprobs.npy").is_file()
     assert "nothing was saved" not in capsys.readouterr().err
@@ -49,12 +61,22 @@ def test_two_versions_of_a_plugin_record_different_code_and_compare_says_so(
     corpus, tmp_path, monkeypatch, capsys
 ):
     name = _plugin(tmp_path, monkeypatch, "evolving")
-    assert harness_main(["eval", name, "--dataset", str(corpus), "--output", str(tmp_path / "v1.json")]) == 0
+    assert (
+        harness_main(
+            ["eval", name, "--dataset", str(corpus), "--split", "test", "--output", str(tmp_path / "v1.json")]
+        )
+        == 0
+    )
     source = tmp_path / "plugins" / f"{name}.py"
     source.write_text(source.read_text() + "\n# version 2: a changed comment is changed code\n")
     monkeypatch.delitem(sys.modules, name)
     importlib.invalidate_caches()
-    assert harness_main(["eval", name, "--dataset", str(corpus), "--output", str(tmp_path / "v2.json")]) == 0
+    assert (
+        harness_main(
+            ["eval", name, "--dataset", str(corpus), "--split", "test", "--output", str(tmp_path / "v2.json")]
+        )
+        == 0
+    )
     codes = [json.loads((tmp_path / f"v{n}.json").read_text())["plugin_code"] for n in (1, 2)]
     assert codes[0]["source"] == "module" and codes[0]["sha256"] != codes[1]["sha256"]
     capsys.readouterr()

@@ -160,7 +160,8 @@ def test_the_documents_protocol_refuses_what_it_cannot_do_in_one_line(arguments,
 
 
 def _eval_unigram(corpus: Path, *options: str) -> int:
-    return harness_main(["eval", "unigram", "--dataset", str(corpus), *options])
+    """``harness eval unigram`` of the test split of ``corpus`` with ``options``."""
+    return harness_main(["eval", "unigram", "--dataset", str(corpus), "--split", "test", *options])
 
 
 def _documents_record(tmp_path: Path) -> dict:

@@ -126,7 +126,12 @@ def test_crlf_line_ends_still_read_as_lines(tmp_path, capsys):
 
 
 def test_a_batch_size_beyond_the_split_is_refused_before_any_allocation(corpus, capsys):
-    assert harness_main(["eval", UNIGRAM, "--dataset", str(corpus), "--batch-size", "1000000000"]) == 2
+    assert (
+        harness_main(
+            ["eval", UNIGRAM, "--dataset", str(corpus), "--split", "test", "--batch-size", "1000000000"]
+        )
+        == 2
+    )
     assert_one_line_error(capsys, "batch size 1,000,000,000 is more streams than the 25 tokens")
 
 

@@ -424,7 +424,20 @@ def test_a_model_that_raises_is_named_with_the_position_before_its_traceback(
     directory = write_corpus(tmp_path / "c", test=TEST * 30)
     name = _plugin(tmp_path, monkeypatch, f"raising_{fail[5:].lower()}", **{fail: code})
     with pytest.raises(KeyError):  # a bug in the plugin keeps its traceback
-        harness_main(["eval", name, "--dataset", str(directory), "--audit", "0", "--causality-audit", "0"])
+        harness_main(
+            [
+                "eval",
+                name,
+                "--dataset",
+                str(directory),
+                "--split",
+                "test",
+                "--audit",
+                "0",
+                "--causality-audit",
+                "0",
+            ]
+        )
     assert re.search(place, capsys.readouterr().err, re.MULTILINE)
 
 
@@ -435,7 +448,7 @@ def test_a_model_that_raises_in_either_pass_is_named_with_the_position(
     passes = set()
     for _ in range(12):  # the pass that comes first is drawn afresh each time
         with pytest.raises(KeyError):
-            harness_main(["eval", name, "--dataset", str(corpus)])
+            harness_main(["eval", name, "--dataset", str(corpus), "--split", "test"])
         error = capsys.readouterr().err
         found = re.search(
             r"raising_in_audit toy/test: score\(\) on tokens 0\.\.24( in the causality audit)? raised", error
@@ -454,7 +467,12 @@ def test_a_numpy_integer_parameter_count_is_recorded_as_an_integer(
 ) -> None:
     name = _plugin(tmp_path, monkeypatch, "numpy_count", FAIL_LOAD="Model.num_parameters = np.int64(12)")
     out = tmp_path / "out"
-    assert harness_main(["eval", name, "--dataset", str(corpus), "--output-dir", str(out), *UNAUDITED]) == 0
+    assert (
+        harness_main(
+            ["eval", name, "--dataset", str(corpus), "--split", "test", "--output-dir", str(out), *UNAUDITED]
+        )
+        == 0
+    )
     (record,) = out.glob("*.json")
     assert json.loads(record.read_text())["num_parameters"] == 12
 
@@ -654,7 +672,9 @@ def test_eval_without_a_dataset_prints_the_table_of_what_it_found(
         "    return unigram.load_model(dataset, device=device, checkpoint=checkpoint)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
-    assert harness_main(["eval", "ptb_only", "--causality-audit", "1", "--audit", "1"]) == 0
+    assert (
+        harness_main(["eval", "ptb_only", "--split", "test", "--causality-audit", "1", "--audit", "1"]) == 0
+    )
     captured = capsys.readouterr()
     assert "wikitext-2: no checkpoint for it: train one" in captured.err
     assert "wikitext-103: not found locally" in captured.err
@@ -673,7 +693,17 @@ def test_results_record_no_absolute_machine_paths(
     monkeypatch.chdir(tmp_path / "work")
     outputs = tmp_path / "work" / "out"
     for dataset, extra in (("ptb", ["--data-dir", str(real_data_dir)]), ("corpus", []), ("wikitext-2", [])):
-        arguments = ["eval", "unigram", "--dataset", dataset, "--output-dir", str(outputs), *extra]
+        arguments = [
+            "eval",
+            "unigram",
+            "--dataset",
+            dataset,
+            "--split",
+            "test",
+            "--output-dir",
+            str(outputs),
+            *extra,
+        ]
         assert harness_main([*arguments, "--causality-audit", "1", "--audit", "1"]) == 0
     records = {path.name.split(".")[-3]: json.loads(path.read_text()) for path in outputs.glob("*.json")}
     expected = {"ptb": "<data>/ptb", "corpus": "corpus", "wikitext-2": "<repo>/core/data/wikitext-2"}

@@ -204,6 +204,8 @@ def test_passes_the_causality_audit_and_writes_its_figures(dataset, gpt2_dir, tm
             "hf",
             "--dataset",
             str(dataset.directory),
+            "--split",
+            "test",
             "--model-args",
             f"model={gpt2_dir},max_context=32,stride=16",
             "--bptt",

@@ -45,7 +45,20 @@ def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_result_metadata_is_written_under_plugin_metadata(corpus, plugin, tmp_path):
     output = tmp_path / "r.json"
     assert (
-        main(["eval", plugin, "--dataset", str(corpus), "--causality-audit", "0", "--output", str(output)])
+        main(
+            [
+                "eval",
+                plugin,
+                "--dataset",
+                str(corpus),
+                "--split",
+                "test",
+                "--causality-audit",
+                "0",
+                "--output",
+                str(output),
+            ]
+        )
         == 0
     )
     record = json.loads(output.read_text())
@@ -54,7 +67,9 @@ def test_result_metadata_is_written_under_plugin_metadata(corpus, plugin, tmp_pa
 
 def test_a_plugin_without_the_hook_writes_null(corpus, tmp_path):
     output = tmp_path / "r.json"
-    assert main(["eval", "unigram", "--dataset", str(corpus), "--output", str(output)]) == 0
+    assert (
+        main(["eval", "unigram", "--dataset", str(corpus), "--split", "test", "--output", str(output)]) == 0
+    )
     assert json.loads(output.read_text())["plugin_metadata"] is None
 
 
@@ -66,6 +81,8 @@ def test_metadata_that_is_not_a_dict_is_a_one_line_error(corpus, plugin, capsys)
                 plugin,
                 "--dataset",
                 str(corpus),
+                "--split",
+                "test",
                 "--causality-audit",
                 "0",
                 "--model-args",

@@ -20,7 +20,7 @@ from core.progress import progress_bar
 from harness.cli import main as harness_main
 from wikitext_builder.cli import main as builder_main
 
-EVAL = ["eval", "harness.plugins.unigram", "--bptt", "2"]  # 25 test tokens: 13 chunks
+EVAL = ["eval", "harness.plugins.unigram", "--split", "test", "--bptt", "2"]  # 25 test tokens: 13 chunks
 #: A log line of the evaluation: its description, percentage, count/total, [elapsed<left, rate].
 EVAL_LINE = re.compile(
     r"harness\.plugins\.unigram toy/test( causality audit)?: +\d+% [\d.]+/25\.0 "

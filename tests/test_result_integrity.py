@@ -129,6 +129,8 @@ def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Pa
                 plugins,
                 "--dataset",
                 str(corpus),
+                "--split",
+                "test",
                 "--output",
                 str(tmp_path / "r.json"),
                 "--causality-audit",

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.errors import ToolkitError
 from wikitext_builder.sources import Article, Skipped
 
 PENDING, FETCHED, MISSING = "pending", "fetched", "missing"
@@ -40,7 +41,7 @@ CREATE TABLE IF NOT EXISTS revisions (
 """
 
 
-class CacheError(Exception):
+class CacheError(ToolkitError):
     """A cache that cannot serve this build (one-line message)."""
 
 

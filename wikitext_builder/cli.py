@@ -24,14 +24,13 @@ from core.cli import (
     run,
     share,
 )
-from core.files import LOCK_FILE, DirectoryBusy
+from core.files import LOCK_FILE
 from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (
     STATS_FILE,
     WRITTEN_FILES,
     BuildReport,
-    CorpusError,
     check_train,
     corpus_statistics,
     format_statistics,
@@ -59,8 +58,6 @@ from wikitext_builder.workspace import holding_output
 
 COMMANDS = ("build", "render", "validate", "stats", "merge")
 
-#: The error types of the builder whose message is a one-line user error.
-USER_ERRORS = (SourceError, CacheError, CorpusError, DirectoryBusy)
 #: Articles per split when the split sizes are not given: in general, and with --sample (whose
 #: six articles leave four for train).
 DEFAULT_SPLIT_ARTICLES, SAMPLE_SPLIT_ARTICLES = Plan.valid_articles, 1
@@ -663,6 +660,5 @@ def main(argv: list[str] | None = None) -> int:
     return run(
         build_parser(),
         argv,
-        errors=USER_ERRORS,
         interrupted="interrupted: every committed batch is in the cache; rerun the same command to resume",
     )

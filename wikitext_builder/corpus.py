@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from core import bounded_json
+from core.errors import ToolkitError
 from core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
 from core.format import EOS, SPLITS, UNK
 from core.progress import progress_bar
@@ -186,7 +187,7 @@ class ArticleRecord:
     split: str = ""
 
 
-class CorpusError(Exception):
+class CorpusError(ToolkitError):
     """A corpus that cannot be written as asked (one-line message)."""
 
 

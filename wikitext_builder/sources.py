@@ -32,6 +32,7 @@ from typing import Any, BinaryIO, cast
 import requests
 
 from core import bounded_json, files
+from core.errors import ToolkitError
 
 DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
 PROJECT_URL = "https://github.com/wikitext-toolkit/wikitext-toolkit"
@@ -65,7 +66,7 @@ LOCAL_SOURCES = (
 )
 
 
-class SourceError(Exception):
+class SourceError(ToolkitError):
     """An unreadable or malformed source (one-line message)."""
 
 
