@@ -36,7 +36,7 @@ from baselines.training import (
     holding_run_dir,
 )
 from baselines.transfer import PIECE_BYTES, PRECISIONS, pack_run, unpack_run
-from baselines.tuning import read_tuning_file, tune, tuning_path, tuning_record
+from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tuning_record
 from core.cli import (
     ArgumentParser,
     UsageError,
@@ -231,9 +231,7 @@ def command_tune(args: argparse.Namespace) -> int:
         lstm,
         ids,
         eos_id=dataset.vocab.eos_id,
-        windows=args.windows,
-        thetas=args.thetas,
-        interpolations=args.interpolations,
+        grid=TuningGrid(windows=args.windows, thetas=args.thetas, interpolations=args.interpolations),
         batch_size=args.batch_size,
         bptt=args.bptt,
         device=device,

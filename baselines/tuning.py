@@ -8,6 +8,7 @@ plugin reads the tuned settings (:func:`read_tuning`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -75,46 +76,62 @@ def read_tuning(path: Path, window: int) -> dict[str, float] | None:
     return (read_tuning_file(path) or {}).get(str(window))
 
 
+@dataclasses.dataclass(frozen=True)
+class TuningGrid:
+    """The settings :func:`tune` searches: every ``(theta, interpolation)`` pair, for each window.
+
+    Attributes:
+        windows: the cache sizes tuned, each on its own (``--windows``).
+        thetas: the flatness values ``theta`` tried (``--thetas``), ``G`` of them.
+        interpolations: the cache's weights ``lambda`` tried (``--interpolations``), each in [0, 1).
+    """
+
+    windows: list[int]
+    thetas: list[float]
+    interpolations: list[float]
+
+
 @torch.inference_mode()
 def tune(
     lstm: ZoneoutLSTM,
     ids: np.ndarray,
     *,
     eos_id: int,
-    windows: list[int],
-    thetas: list[float],
-    interpolations: list[float],
+    grid: TuningGrid,
     batch_size: int = 1,
     bptt: int = 100,
     device: str | torch.device = "cpu",
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Grid-search ``theta`` and ``lambda`` for each window in one pass over ``ids`` (int64 ``[N]``).
+    """Grid-search ``grid``'s ``theta`` and ``lambda`` for each of its windows in one pass over
+    ``ids`` (int64 ``[N]``).
 
     The LSTM runs once per window; every ``(theta, lambda)`` pair is scored from the same
-    similarities. Streams are laid out exactly as the harness's evaluation lays them out.
+    similarities. Streams are laid out exactly as the harness's evaluation lays them out
+    (``batch_size`` streams, chunks of ``bptt``).
 
     Returns:
         ``{"grid": {window: [[ppl for each lambda] for each theta]}, "best": {window: {"theta",
         "interpolation", "perplexity"}}, "thetas", "interpolations", "tokens", "protocol"}``.
     """
+    thetas, interpolations = grid.thetas, grid.interpolations
     lstm = lstm.to(device).eval()
-    grid = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
+    streams = stream_grid(ids, eos_id=eos_id, batch_size=batch_size)
     theta_values = torch.tensor(thetas, device=device).view(-1, 1, 1, 1)  # [G, 1, 1, 1]
     lambda_values = torch.tensor(interpolations, device=device, dtype=torch.float64)
     results: dict[str, Any] = {
         "thetas": thetas,
         "interpolations": interpolations,
-        "tokens": int(grid.mask.sum()),
+        "tokens": int(streams.mask.sum()),
         "protocol": {"batch_size": batch_size, "bptt": bptt},
         "grid": {},
         "best": {},
     }
-    for window in windows:
+    for window in grid.windows:
         cache = NeuralCache(lstm, window, theta=0.0, interpolation=0.0)
         state = cache.initial_state(batch_size, device)
         totals = torch.zeros(len(thetas), len(interpolations), dtype=torch.float64, device=device)
-        blocks = grid.chunks(bptt)
+        blocks = streams.chunks(bptt)
         for block in progress_bar(blocks, desc=f"tune window {window}", unit="chunk", show=progress):
             chunk = block.chunk
             inputs = torch.from_numpy(chunk.inputs).to(device)

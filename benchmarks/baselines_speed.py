@@ -1,7 +1,8 @@
 """Speed of the baselines, each against its reference measured in the same run.
 
 1. Training step (batch 32, BPTT 100 by default): ``torch.nn.LSTM`` LM (oneDNN on CPU, cuDNN on
-   GPU) vs the zoneout LSTM vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
+   GPU) vs the zoneout LSTM (also with its plain recurrent matmul, the path taken where torch
+   lacks the private oneDNN operators) vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
    minutes per epoch of the dataset's train split. The models take turns step by step and each
    reports its median step, so a machine whose speed drifts during the run (other processes,
    the clock) slows them alike. ``--sampled-softmax K`` adds the zoneout LSTM and the pointer
@@ -49,6 +50,7 @@ from baselines.models import (
     UnigramSampler,
     ZoneoutLSTM,
 )
+from baselines.models.recurrent import RepeatedMatmul, onednn_prepacking
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from baselines.training import PRESETS, bfloat16_is_emulated
 from core.cli import positive_int
@@ -210,6 +212,24 @@ def make_models(config: CoreConfig) -> dict[str, Callable[[], BenchmarkedModel]]
     }
 
 
+#: The zoneout LSTM with the plain recurrent matmul (``torch.addmm``), as where torch lacks the
+#: private oneDNN operators of the fast path (:func:`baselines.models.recurrent.onednn_prepacking`).
+PLAIN_MATMUL = "zoneout LSTM, plain matmul"
+
+
+def with_plain_matmul(step: Callable[[int], None]) -> Callable[[int], None]:
+    """``step`` with the recurrent matmul's fast path turned off while it runs."""
+
+    def plain_step(index: int) -> None:
+        RepeatedMatmul.use_onednn = False
+        try:
+            step(index)
+        finally:
+            RepeatedMatmul.use_onednn = True
+
+    return plain_step
+
+
 #: The models that ``--sampled-softmax`` also times with a sampled softmax.
 SAMPLED_MODELS = ("zoneout LSTM", "Pointer Sentinel-LSTM")
 
@@ -241,6 +261,7 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
             amp = args.amp and not (emulated and name == "torch.nn.LSTM")
             label = f"{name}, sampled softmax of {args.sampled_softmax}" if sampled else name
             steps[label] = training_steps(args, model, train_ids, amp, sampler if sampled else None)
+    steps[PLAIN_MATMUL] = with_plain_matmul(training_steps(args, ZoneoutLSTM(config), train_ids, args.amp))
     times = time_interleaved(steps, args.steps, args.device)
     seconds = {name: float(np.median(values)) for name, values in times.items()}
     reference = seconds["torch.nn.LSTM"]
@@ -259,6 +280,10 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
     print(
         f"  zoneout LSTM / torch.nn.LSTM: x{seconds['zoneout LSTM'] / reference:.3f} (target: at most 1.05; "
         f"step by step x{ratios.min():.3f} to x{ratios.max():.3f})"
+    )
+    print(
+        f"  zoneout LSTM / {PLAIN_MATMUL}: x{seconds['zoneout LSTM'] / seconds[PLAIN_MATMUL]:.3f} "
+        f"(the private oneDNN operators {'in use' if onednn_prepacking() else 'unusable here: both plain'})"
     )
     pointer_ratio = seconds["Pointer Sentinel-LSTM"] / seconds["zoneout LSTM"]
     print(

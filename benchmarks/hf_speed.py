@@ -91,11 +91,13 @@ def main() -> None:
         hf_tiny.build(
             work / "model",
             [detokenize_line(line, "wikitext") + "\n" for line in lines],
-            vocab_size=4000,
-            width=256,
-            layers=4,
-            heads=4,
-            positions=args.max_context,
+            hf_tiny.TinyModelSpec(
+                vocab_size=4000,
+                width=256,
+                layers=4,
+                heads=4,
+                positions=args.max_context,
+            ),
         )
     )
     loaded = hf.load_model(

@@ -56,11 +56,13 @@ def main() -> None:
         hf_tiny.build(
             work / "model",
             [detokenize_line(line, "wikitext") + "\n" for line in text.split("\n")],
-            vocab_size=2000,
-            width=128,
-            layers=2,
-            heads=4,
-            positions=args.max_context,
+            hf_tiny.TinyModelSpec(
+                vocab_size=2000,
+                width=128,
+                layers=2,
+                heads=4,
+                positions=args.max_context,
+            ),
         )
     )
     began = time.perf_counter()

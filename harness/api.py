@@ -23,7 +23,7 @@ from core.result_schema import ResultRecord
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import MODEL_METHODS, Model, PluginError, create_model, is_model, load_factory
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
-from harness.scoring import check_replaceable, result_paths, save_scores, score_split
+from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +77,11 @@ def evaluate_model(
     progress: bool = True,
 ) -> list[SplitResult]:
     """Score ``splits`` of ``dataset`` with ``model`` as ``python -m harness eval`` does.
+
+    It takes its options as keywords, beyond the limit of 8 parameters that holds elsewhere in
+    the toolkit (where settings travel as objects), because each is an option of ``harness eval``
+    under its name and with its default (``progress`` aside): a user passes exactly those they
+    change, as on the command line (as lm-evaluation-harness's ``simple_evaluate`` takes its own).
 
     Args:
         model: a plugin, named as on the command line (a registered name, ``module`` or
@@ -146,14 +151,16 @@ def evaluate_model(
     return [
         _score(
             scorer,
-            plugin=plugin,
-            model_args=arguments,
-            checkpoint=checkpoint_path,
-            dataset=data,
-            split=split,
-            protocol=settings,
-            device=device,
-            data_dir=data_root,
+            ScoringJob(
+                plugin=plugin,
+                model_args=arguments,
+                checkpoint=checkpoint_path,
+                dataset=data,
+                split=split,
+                protocol=settings,
+                device=device,
+                data_dir=data_root,
+            ),
             outputs=outputs[split],
             progress=progress,
         )
@@ -238,36 +245,13 @@ def _output_paths(
 
 
 def _score(
-    model: Model,
-    *,
-    plugin: str,
-    model_args: dict[str, Any],
-    checkpoint: str | None,
-    dataset: Dataset,
-    split: str,
-    protocol: EvaluationProtocol,
-    device: str,
-    data_dir: str | None,
-    outputs: tuple[Path, Path] | tuple[None, None],
-    progress: bool,
+    model: Model, job: ScoringJob, *, outputs: tuple[Path, Path] | tuple[None, None], progress: bool
 ) -> SplitResult:
-    """Score one split, check its record as the command line does and save both where asked."""
+    """Score ``job``, check its record as the command line does and save both where asked
+    (``outputs``: the record's and the log-probabilities' files, or neither)."""
     json_path, npy_path = outputs
     record, token_log_probs = score_split(
-        model,
-        plugin=plugin,
-        model_args=model_args,
-        checkpoint=checkpoint,
-        dataset=dataset,
-        split=split,
-        protocol=protocol,
-        device=device,
-        data_dir=data_dir,
-        json_path=json_path,
-        npy_path=npy_path,
-        keep_token_log_probs=True,
-        progress=progress,
+        model, job, json_path=json_path, npy_path=npy_path, progress=progress
     )
-    assert token_log_probs is not None  # kept, as asked
     save_scores(record, token_log_probs, json_path, npy_path)
     return SplitResult(record, token_log_probs)

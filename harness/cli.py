@@ -42,7 +42,7 @@ from harness.plugin import (
 )
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 from harness.results import token_log_probs_name
-from harness.scoring import check_replaceable, result_paths, save_scores, score_split
+from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
 
 
 def _summary_line(record: ResultRecord) -> str:
@@ -221,8 +221,7 @@ def _score(
         causality_points=args.causality_audit,
         causality_tolerance=args.causality_tolerance,
     )
-    record, token_log_probs = score_split(
-        model,
+    job = ScoringJob(
         plugin=plugin,
         model_args=model_args,
         checkpoint=args.checkpoint,
@@ -231,9 +230,8 @@ def _score(
         protocol=protocol,
         device=device,
         data_dir=args.data_dir,
-        json_path=json_path,
-        npy_path=npy_path,
     )
+    record, token_log_probs = score_split(model, job, json_path=json_path, npy_path=npy_path)
     for reason in record.audit_gaps:
         print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
     print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing

@@ -90,8 +90,8 @@ class Evaluation:
         total_log_prob: float64 sum of the ``N`` target log-probabilities (nats).
         seconds: wall-clock time of the scoring loop (the causality audit not included).
         audit: the probability audit.
+        token_log_probs: float64 ``[N]``, the target log-probabilities in stream order.
         causality: the causality audit.
-        token_log_probs: float64 ``[N]`` in stream order, when asked for.
         metadata: what the model's optional ``result_metadata()`` returned right after the
             evaluation's pass (:func:`harness.plugin.plugin_metadata`; None without one).
     """
@@ -100,8 +100,8 @@ class Evaluation:
     total_log_prob: float
     seconds: float
     audit: Audit
+    token_log_probs: np.ndarray
     causality: CausalityAudit = CAUSALITY_OFF
-    token_log_probs: np.ndarray | None = None
     metadata: dict[str, Any] | None = None
 
     @property
@@ -264,13 +264,11 @@ def evaluate(
     vocab_size: int,
     protocol: EvaluationProtocol = DEFAULT_PROTOCOL,
     documents: tuple[np.ndarray, np.ndarray] | None = None,
-    causality_seed: int | None = None,
-    keep_token_log_probs: bool = False,
     name: str = "model",
     progress: bool = True,
 ) -> Evaluation:
     """Score every token of ``ids`` (integer ``[N]``) with ``model`` under ``protocol``, and
-    audit it.
+    audit it; the result holds the ``N`` log-probabilities in stream order.
 
     A model with ``score_stream`` gets each stream whole; any other is fed chunks of
     ``protocol.bptt`` positions of all the streams (:mod:`harness.plugin`).
@@ -278,11 +276,10 @@ def evaluate(
     Args:
         eos_id: id of ``<eos>``, the implicit input before the first token.
         vocab_size: ``V``, the width the audited distributions must have.
-        protocol: the streams, chunks and audits (:class:`harness.protocol.EvaluationProtocol`).
+        protocol: the streams, chunks and audits, the causality audit's seed included
+            (:class:`harness.protocol.EvaluationProtocol`).
         documents: with the ``documents`` protocol, the documents' starts and lengths (int64
             ``[D]`` each, :class:`harness.documents.Documents`): one stream each.
-        causality_seed: the seed of the causality audit's draws (None: a fresh secret one).
-        keep_token_log_probs: also return the ``N`` log-probabilities in stream order.
         name: the plugin's name, for error messages.
         progress: show progress on stderr (a bar on a terminal, else a line a minute: core.progress).
 
@@ -306,7 +303,7 @@ def evaluate(
         )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=protocol.batch_size, bounds=documents)
     audited = _audit_mask(grid, protocol.audit_positions)
-    plan = _causality_plan(grid, vocab_size, protocol.causality_points, causality_seed)
+    plan = _causality_plan(grid, vocab_size, protocol.causality_points, protocol.causality_seed)
     scoring = _Scoring(
         model,
         audited=audited,
@@ -329,7 +326,7 @@ def evaluate(
         seconds=evaluation_pass.seconds,
         audit=Audit(tally.requested, tally.checked, tally.max_sum_error, tally.max_target_error),
         causality=causality,
-        token_log_probs=evaluation_pass.log_probs[grid.mask] if keep_token_log_probs else None,
+        token_log_probs=evaluation_pass.log_probs[grid.mask],
         metadata=metadata,
     )
 

@@ -26,6 +26,10 @@ class EvaluationProtocol:
         causality_tolerance: largest change of a log-probability the causality audit accepts;
             None: 0, or :data:`harness.causality.ACCELERATOR_TOLERANCE` for scores on an
             accelerator.
+        causality_seed: the seed of the causality audit's draws; None (the command line's and
+            :func:`harness.api.evaluate_model`'s): a fresh secret one for each evaluation, so
+            that a plugin cannot learn where the substitutions fall. A fixed seed repeats them
+            (for tests).
     """
 
     name: str = "stream"
@@ -34,6 +38,7 @@ class EvaluationProtocol:
     audit_positions: int = 8
     causality_points: int = SUBSTITUTIONS
     causality_tolerance: float | None = None
+    causality_seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in PROTOCOL_NAMES:

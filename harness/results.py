@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 from core import __version__
 from core.benchmarks import search_roots, user_cache_dir
 from core.result_schema import SCHEMA_VERSION, SCORINGS, Protocol, ResultRecord, unaudited_reasons
-from harness.datasets import Dataset
 
-if TYPE_CHECKING:  # the evaluator's result type only: plugins import this module's path helpers
+if TYPE_CHECKING:  # types only: plugins import this module's path helpers, not the evaluator
+    from harness.documents import Documents
     from harness.evaluate import Evaluation
+    from harness.scoring import ScoringJob
 
 #: What the per-token log-probabilities file (float64 ``[tokens]``, ``.npy``) of the result
 #: ``STEM.json`` is called when it is written beside it.
@@ -157,26 +158,27 @@ def plugin_code(plugin: str) -> dict[str, Any] | None:
 
 
 def result_record(
-    *,
-    plugin: str,
-    model_args: dict[str, Any],
-    checkpoint: str | None,
-    dataset: Dataset,
-    split: str,
+    job: ScoringJob,
     evaluation: Evaluation,
-    protocol: Protocol,
+    *,
     num_parameters: int | None,
-    device: str,
     token_log_probs_file: str | None,
-    plugin_metadata: dict[str, Any] | None = None,
-    document_metrics: dict[str, Any] | None = None,
-    data_dir: str | os.PathLike | None = None,
+    documents: Documents | None = None,
 ) -> ResultRecord:
-    """The record of one evaluation (:class:`core.result_schema.ResultRecord`, which owns the
-    file's keys and their order); ``scoring`` is the plugin metadata's ``scoring`` (see
-    :data:`core.result_schema.SCORINGS`), ``word`` when it gives none. ``checkpoint`` and the dataset's
-    directory are recorded by :func:`portable_path` (``data_dir``: the ``--data-dir`` the dataset
-    was looked for in); ``token_log_probs_file`` as given (relative to the result file's folder)."""
+    """The record of ``job`` scored as ``evaluation`` (:class:`core.result_schema.ResultRecord`,
+    which owns the file's keys and their order). ``scoring`` is the plugin metadata's
+    (``evaluation.metadata``) ``scoring`` (see :data:`core.result_schema.SCORINGS`), ``word`` when
+    it gives none. ``documents``: the split's documents under the documents protocol, whose number
+    is the recorded batch size and which give the ``document_metrics``. The job's ``checkpoint``
+    and the dataset's directory are recorded by :func:`portable_path` (relative to the job's
+    ``data_dir``); ``token_log_probs_file`` as given (relative to the result file's folder)."""
+    plugin, dataset, split, data_dir = job.plugin, job.dataset, job.split, job.data_dir
+    plugin_metadata = evaluation.metadata
+    protocol = Protocol(
+        batch_size=job.protocol.batch_size if documents is None else len(documents.starts),
+        bptt=job.protocol.bptt,
+        name=job.protocol.name,
+    )
     stream = dataset.tokens(split)
     scoring = (plugin_metadata or {}).get("scoring", "word")
     if scoring not in SCORINGS:
@@ -188,8 +190,8 @@ def result_record(
     return ResultRecord(
         schema_version=SCHEMA_VERSION,
         model=plugin,
-        model_args=model_args,
-        checkpoint=None if checkpoint is None else portable_path(checkpoint, data_dir),
+        model_args=job.model_args,
+        checkpoint=None if job.checkpoint is None else portable_path(job.checkpoint, data_dir),
         dataset=dataset.name,
         dataset_path=portable_path(dataset.directory, data_dir),
         split=split,
@@ -204,7 +206,7 @@ def result_record(
         perplexity=evaluation.perplexity,
         bits_per_token=evaluation.bits_per_token,
         protocol=protocol,
-        document_metrics=document_metrics,
+        document_metrics=None if documents is None else documents.metrics(evaluation.total_log_prob),
         audit=audit,
         causality_audit=causality_audit,
         scoring=scoring,
@@ -213,7 +215,7 @@ def result_record(
         num_parameters=num_parameters,
         runtime_seconds=evaluation.seconds,
         tokens_per_second=evaluation.tokens / evaluation.seconds if evaluation.seconds else None,
-        device=describe_device(device),
+        device=describe_device(job.device),
         torch_version=torch_version(),
         package_version=__version__,
         git_commit=git_commit(),

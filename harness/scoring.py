@@ -1,9 +1,10 @@
-"""One split scored by a loaded plugin model: the result record, the
-files it is saved to, the names those files get in an output directory and which saved result
-one may replace."""
+"""One split scored by a loaded plugin model: what is scored (:class:`ScoringJob`), the result
+record, the files it is saved to, the names those files get in an output directory and which
+saved result one may replace."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from functools import partial
@@ -16,13 +17,43 @@ import numpy as np
 from core import bounded_json
 from core.cli import UsageError
 from core.files import DatasetError, write_atomically
-from core.result_schema import Protocol, ResultRecord
+from core.result_schema import ResultRecord
 from harness.datasets import Dataset
 from harness.documents import Documents, split_documents
 from harness.evaluate import evaluate
 from harness.plugin import Model, plugin_num_parameters
 from harness.protocol import EvaluationProtocol
 from harness.results import plugin_code, portable_path, result_record, token_log_probs_name
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringJob:
+    """What one evaluation scores, and how and where: one split of one dataset, by one model,
+    under one protocol. ``python -m harness eval`` and :func:`harness.api.evaluate_model` make one
+    per split; :func:`score_split` scores it and :func:`harness.results.result_record` records it.
+
+    Attributes:
+        plugin: the model's recorded name (the result's ``model``): a plugin as it was loaded
+            (``module`` or ``module:attribute``), or a model object's ``module:qualname``.
+        model_args: the factory's keyword arguments (``--model-args``), as recorded.
+        checkpoint: the checkpoint given to the factory (``--checkpoint``); None when none was
+            named (the record then names the model's own ``checkpoint`` attribute, if any).
+        dataset: the loaded dataset.
+        split: the split of ``dataset`` scored (``train``, ``valid`` or ``test``).
+        protocol: how it is scored: streams, chunks and audits.
+        device: the device the model runs on, resolved (``cpu``, ``cuda:0``; never ``auto``).
+        data_dir: the ``--data-dir`` the dataset was looked for in (None: none given); recorded
+            paths under it are written relative to it (:func:`harness.results.portable_path`).
+    """
+
+    plugin: str
+    model_args: dict[str, Any]
+    checkpoint: str | None
+    dataset: Dataset
+    split: str
+    protocol: EvaluationProtocol
+    device: str
+    data_dir: str | None
 
 
 def result_paths(
@@ -87,58 +118,38 @@ def check_replaceable(
 
 def score_split(
     model: Model,
+    job: ScoringJob,
     *,
-    plugin: str,
-    model_args: dict[str, Any],
-    checkpoint: str | None,
-    dataset: Dataset,
-    split: str,
-    protocol: EvaluationProtocol,
-    device: str,
-    data_dir: str | None,
     json_path: Path | None,
     npy_path: Path | None,
-    keep_token_log_probs: bool = False,
     progress: bool = True,
-) -> tuple[ResultRecord, np.ndarray | None]:
-    """Score ``split`` of ``dataset`` with ``model``; returns the result record and, when
-    ``npy_path`` is given or ``keep_token_log_probs``, the per-token log-probabilities (the record
-    names their file relative to ``json_path``'s folder when both paths are given). Raises
-    :class:`harness.plugin.PluginError` when the model's ``num_parameters`` (checked before
-    scoring) or metadata cannot be recorded."""
-    num_parameters = plugin_num_parameters(model, plugin)
-    documents = split_documents_of(dataset, split) if protocol.name == "documents" else None
+) -> tuple[ResultRecord, np.ndarray]:
+    """Score ``job`` with ``model``; returns the result record and the per-token log-probabilities
+    (float64 ``[N]``, stream order). The record names the log-probabilities' file relative to
+    ``json_path``'s folder when both paths are given (nothing is written here:
+    :func:`save_scores`). Raises :class:`harness.plugin.PluginError` when the model's
+    ``num_parameters`` (checked before scoring) or metadata cannot be recorded."""
+    num_parameters = plugin_num_parameters(model, job.plugin)
+    dataset, split = job.dataset, job.split
+    documents = split_documents_of(dataset, split) if job.protocol.name == "documents" else None
     evaluation = evaluate(
         model,
         dataset.tokens(split).ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        protocol=protocol,
+        protocol=job.protocol,
         documents=None if documents is None else (documents.starts, documents.lengths),
-        keep_token_log_probs=keep_token_log_probs or npy_path is not None,
-        name=f"{plugin} {dataset.name}/{split}",
+        name=f"{job.plugin} {dataset.name}/{split}",
         progress=progress,
     )
     record = result_record(
-        plugin=plugin,
-        model_args=model_args,
-        checkpoint=checkpoint or getattr(model, "checkpoint", None),
-        dataset=dataset,
-        split=split,
-        evaluation=evaluation,
-        protocol=Protocol(
-            batch_size=protocol.batch_size if documents is None else len(documents.starts),
-            bptt=protocol.bptt,
-            name=protocol.name,
-        ),
-        document_metrics=None if documents is None else documents.metrics(evaluation.total_log_prob),
+        dataclasses.replace(job, checkpoint=job.checkpoint or getattr(model, "checkpoint", None)),
+        evaluation,
+        documents=documents,
         num_parameters=num_parameters,
-        device=device,
         token_log_probs_file=(
             os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
         ),
-        plugin_metadata=evaluation.metadata,
-        data_dir=data_dir,
     )
     return record, evaluation.token_log_probs
 
@@ -163,7 +174,7 @@ def split_documents_of(dataset: Dataset, split: str) -> Documents:
 
 
 def save_scores(
-    record: ResultRecord, token_log_probs: np.ndarray | None, json_path: Path | None, npy_path: Path | None
+    record: ResultRecord, token_log_probs: np.ndarray, json_path: Path | None, npy_path: Path | None
 ) -> None:
     """Write the token log-probabilities to ``npy_path`` and the record to ``json_path``, each
     where given (the log-probabilities first: the record names their file). The record is
@@ -172,7 +183,6 @@ def save_scores(
     text = json.dumps(record.to_json(), indent=2, allow_nan=False) + "\n"
     ResultRecord.from_json(json.loads(text))
     if npy_path is not None:
-        assert token_log_probs is not None  # score_split keeps them when npy_path is given
         write_atomically(npy_path, partial(np.save, arr=token_log_probs))
     if json_path is not None:
         write_atomically(json_path, text)

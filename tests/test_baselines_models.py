@@ -4,6 +4,7 @@ normalization, gradients, determinism."""
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from baselines.models.recurrent import (
     linear,
     lstm_step,
     lstm_step_backward,
+    onednn_prepacking,
 )
 from baselines.plugin_bridge import TorchLanguageModel
 from harness.evaluate import evaluate
@@ -72,7 +74,6 @@ def test_vectorized_models_equal_the_naive_reference(float64, kind, batch_size, 
         ids,
         eos_id=EOS,
         vocab_size=VOCAB,
-        keep_token_log_probs=True,
         progress=False,
         protocol=EvaluationProtocol(batch_size=batch_size, bptt=bptt, audit_positions=5),
     )
@@ -96,7 +97,6 @@ def test_cache_with_theta_zero_is_uniform_over_the_window(float64):
         ids,
         eos_id=EOS,
         vocab_size=VOCAB,
-        keep_token_log_probs=True,
         progress=False,
         protocol=EvaluationProtocol(bptt=6),
     )
@@ -458,3 +458,69 @@ def test_a_layer_trains_alike_with_and_without_prepacking(monkeypatch):
         runs.append((outputs, *torch.autograd.grad(outputs.square().sum(), list(layer.parameters()))))
     for fast, plain in zip(*runs):
         torch.testing.assert_close(fast, plain)
+
+
+def _layer_run(layer: ZoneoutLSTMLayer) -> list[torch.Tensor]:
+    """A training-mode forward pass of ``layer`` (fixed input, state and masks) and the gradients
+    of its parameters."""
+    torch.manual_seed(1)
+    x, state = torch.randn(2, 7, 6), (torch.randn(2, 8), torch.randn(2, 8))
+    outputs, _ = layer(x, state, 0.2, 0.2, torch.Generator().manual_seed(4))
+    return [outputs, *torch.autograd.grad(outputs.square().sum(), list(layer.parameters()))]
+
+
+class _WrongLinear:
+    """A private prepacked linear that runs but gives wrong numbers (zeros)."""
+
+    def __call__(self, x, packed, *args):
+        return torch.zeros(x.shape[0], packed.shape[0])
+
+    def binary(self, x, add, packed, *args):
+        return torch.zeros_like(add)
+
+
+@pytest.mark.parametrize(
+    ("operators", "notice"),
+    [
+        ({}, "lacks the private oneDNN operators _reorder_linear_weight, _linear_pointwise"),
+        (
+            {
+                "_reorder_linear_weight": lambda weight, bias: weight,
+                "_linear_pointwise": _WrongLinear(),
+                "_is_mkldnn_bf16_supported": lambda: False,
+            },
+            "the private oneDNN operators disagree with torch.addmm in a self-check",
+        ),
+    ],
+    ids=["ops-missing", "ops-wrong"],
+)
+def test_without_usable_private_onednn_ops_the_plain_path_runs_after_a_notice(
+    monkeypatch, capsys, operators, notice
+):
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(6, 8)
+    onednn_prepacking.cache_clear()
+    fast = _layer_run(layer)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(torch.ops, "mkldnn", types.SimpleNamespace(**operators))
+            onednn_prepacking.cache_clear()
+            plain = _layer_run(layer)
+            _layer_run(layer)  # decided once: one notice
+            assert RepeatedMatmul(layer.weight_hh.detach()).packed is None
+    finally:
+        onednn_prepacking.cache_clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("note: ") and notice in err, err
+    assert "uses torch.addmm instead" in err
+    for ours, plain_result in zip(fast, plain):
+        torch.testing.assert_close(ours, plain_result)
+
+
+def test_the_fast_path_is_taken_where_the_private_ops_pass_their_self_check(capsys):
+    onednn_prepacking.cache_clear()
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    assert onednn_prepacking()
+    assert RepeatedMatmul(torch.randn(8, 4)).packed is not None
+    assert capsys.readouterr().err == ""

@@ -107,15 +107,12 @@ def test_each_document_is_a_stream_from_a_fresh_state(tmp_path: Path) -> None:
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
         documents=(documents.starts, documents.lengths),
-        keep_token_log_probs=True,
         progress=False,
         **protocol_options({"protocol_name": "documents", "causality_seed": 0, "bptt": 4}),
     )
     assert model.resets == [len(documents.starts)] * 2  # the evaluation's pass and the audit's
     assert (model.first_inputs[0] == dataset.vocab.eos_id).all()  # each from <eos>, as a split starts
-    streamed = evaluate(
-        model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), keep_token_log_probs=True
-    )
+    streamed = evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab))
     np.testing.assert_array_equal(result.token_log_probs, streamed.token_log_probs)  # in the split's order
     assert result.causality.passed
 

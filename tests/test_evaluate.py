@@ -47,8 +47,8 @@ def test_every_token_counted_once_and_stateless_ppl_invariant(
 ) -> None:
     dataset = load_dataset(str(corpus))
     model = unigram.load_model(dataset, device="cpu", checkpoint=None)
-    reference = _evaluate(model, dataset, keep_token_log_probs=True)
-    result = _evaluate(model, dataset, batch_size=batch_size, bptt=bptt, keep_token_log_probs=True)
+    reference = _evaluate(model, dataset)
+    result = _evaluate(model, dataset, batch_size=batch_size, bptt=bptt)
     assert result.tokens == len(dataset.tokens("test").ids)
     assert result.perplexity == pytest.approx(reference.perplexity, rel=1e-12)
     np.testing.assert_array_equal(result.token_log_probs, reference.token_log_probs)

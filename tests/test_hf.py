@@ -55,12 +55,14 @@ def model_dir(
     return hf_tiny.build(
         tmp_path_factory.mktemp(request.param),
         tokenizer_lines,
-        arch=request.param,
-        vocab_size=400,
-        width=32,
-        layers=2,
-        heads=4,
-        positions=MAX_POSITIONS,
+        hf_tiny.TinyModelSpec(
+            arch=request.param,
+            vocab_size=400,
+            width=32,
+            layers=2,
+            heads=4,
+            positions=MAX_POSITIONS,
+        ),
     )
 
 
@@ -69,12 +71,14 @@ def gpt2_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer_lines: list[str
     return hf_tiny.build(
         tmp_path_factory.mktemp("gpt2-only"),
         tokenizer_lines,
-        arch="gpt2",
-        vocab_size=400,
-        width=32,
-        layers=2,
-        heads=4,
-        positions=MAX_POSITIONS,
+        hf_tiny.TinyModelSpec(
+            arch="gpt2",
+            vocab_size=400,
+            width=32,
+            layers=2,
+            heads=4,
+            positions=MAX_POSITIONS,
+        ),
     )
 
 
@@ -128,7 +132,6 @@ def test_attributed_sum_equals_the_models_log_likelihood(dataset, model_dir, seg
         stream.ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        keep_token_log_probs=True,
         progress=False,
         protocol=EvaluationProtocol(bptt=7, causality_points=0),
     )
@@ -283,8 +286,7 @@ def test_the_evaluation_and_the_audit_hand_the_plugin_whole_streams(real_data_di
         ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        protocol=EvaluationProtocol(batch_size=2, causality_points=20),
-        causality_seed=0,
+        protocol=EvaluationProtocol(batch_size=2, causality_points=20, causality_seed=0),
         progress=False,
     )
     assert counting.resets == 2 and len(counting.streams) == 4  # two passes of two streams
@@ -314,8 +316,7 @@ def test_natural_segmentation_fails_the_causality_audit_through_the_scoring_meth
     options = dict(
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
-        protocol=EvaluationProtocol(batch_size=8),
-        causality_seed=0,
+        protocol=EvaluationProtocol(batch_size=8, causality_seed=0),
         progress=False,
     )
     pieces = _load(dataset, gpt2_dir, max_context=64, stride=32)

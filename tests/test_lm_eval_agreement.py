@@ -43,12 +43,14 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return hf_tiny.build(
         tmp_path_factory.mktemp("gpt2"),
         lines * 20,
-        arch="gpt2",
-        vocab_size=300,
-        width=32,
-        layers=2,
-        heads=4,
-        positions=POSITIONS,
+        hf_tiny.TinyModelSpec(
+            arch="gpt2",
+            vocab_size=300,
+            width=32,
+            layers=2,
+            heads=4,
+            positions=POSITIONS,
+        ),
     )
 
 

@@ -254,26 +254,14 @@ def build_corpus(
                 placed[owner.stored_as] = title
     order = list(placed)
     articles = merged_articles([cache.iter_articles(set(order)) for cache in caches])
-    fixed = {title: split for title, _, split in plan.manifest} if plan.manifest is not None else None
     return write_corpus(
         out_dir,
         articles,
         order,
-        valid_articles=plan.valid_articles,
-        test_articles=plan.test_articles,
-        min_count=plan.min_count,
+        plan,
         workers=workers,
         skipped=skipped,
-        fixed_splits=fixed,
-        settings={
-            "seed": plan.seed,
-            "limit": plan.limit,
-            "valid_articles": plan.valid_articles,
-            "test_articles": plan.test_articles,
-            "from_manifest": plan.manifest is not None,
-        },
         overlap_check=overlap_check,
-        excluded=[json.loads(record) for record in plan.excluded],
         progress=progress,
     )
 

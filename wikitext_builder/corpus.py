@@ -35,6 +35,7 @@ from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_f
 from wikitext_builder.sources import ID_RANGE, MAX_ID, Article, Skipped
 
 if TYPE_CHECKING:
+    from wikitext_builder.build import Plan
     from wikitext_builder.overlap import OverlapCheck
 
 TEXT_FILES = tuple(f"wiki.{split}.{kind}" for split in SPLITS for kind in ("tokens", "raw"))
@@ -206,36 +207,36 @@ def write_corpus(
     out_dir: Path,
     articles: Iterator[Article],
     order: Sequence[str],
+    plan: Plan,
     *,
-    valid_articles: int,
-    test_articles: int,
-    min_count: int,
     workers: int,
     skipped: Iterable[Skipped] = (),
-    fixed_splits: dict[str, str] | None = None,
-    settings: dict[str, object] | None = None,
     overlap_check: OverlapCheck | None = None,
-    excluded: Sequence[dict[str, Any]] = (),
     progress: bool = True,
 ) -> BuildReport:
-    """Render ``articles`` (title order) and write the corpus in ``out_dir``.
+    """Render ``articles`` (title order) and write the corpus ``plan`` describes in ``out_dir``.
 
     Args:
         articles: the articles to use, in title order.
-        order: their titles in corpus order (the seeded shuffle); ``valid_articles`` and then
-            ``test_articles`` renderable articles are taken from its start, the rest is train.
-            Sizes that leave no article for train are a :class:`CorpusError`, raised before
-            rendering when ``order`` is too short and before writing when too few render.
-        fixed_splits: title -> split, replacing that rule (a rebuild from a manifest, whose
-            ``order`` is the manifest's).
+        order: their titles in corpus order (the seeded shuffle, or the manifest's order).
+        plan: how they are split (:class:`wikitext_builder.build.Plan`): the plan's
+            ``valid_articles`` and then ``test_articles`` renderable articles are taken from the
+            start of ``order``, the rest is train; with a ``manifest`` (a rebuild), each title
+            goes to the split the manifest names instead. Sizes that leave no article for train
+            are a :class:`CorpusError`, raised before rendering when ``order`` is too short and
+            before writing when too few render. Its ``min_count`` makes the vocabulary; its
+            ``seed``, ``limit`` and sizes are recorded in ``stats.json``; its ``excluded``
+            records (of articles dropped by an earlier build's check) are reported again.
+        workers: render processes.
         skipped: the articles left out before rendering (no title, duplicate, missing page);
             reported in ``stats.json`` with those left out here (too large, malformed markup).
-        settings: how the articles were chosen (seed, limit, ...), recorded in ``stats.json``.
-        overlap_check: ``--exclude-overlap``: the rendered articles that overlap its benchmark
-            articles are dropped before the split assignment (:mod:`wikitext_builder.overlap`).
-        excluded: the manifest records of articles dropped by an earlier build's check (a
-            rebuild from its manifest), reported again.
+        overlap_check: the plan's ``--exclude-overlap`` check, loaded: the rendered articles
+            that overlap its benchmark articles are dropped before the split assignment
+            (:mod:`wikitext_builder.overlap`).
     """
+    valid_articles, test_articles, min_count = plan.valid_articles, plan.test_articles, plan.min_count
+    fixed_splits = {title: split for title, _, split in plan.manifest} if plan.manifest is not None else None
+    excluded = [json.loads(record) for record in plan.excluded]
     skipped = list(skipped)
     if fixed_splits is None:
         check_train(
@@ -266,7 +267,11 @@ def write_corpus(
                 _write_split(out_dir, split, spool, [r for r in ordered if r.split == split], vocabulary)
         left_out = sorted([*skipped, *rendering_skipped], key=_skip_order)
         recorded_settings: dict[str, object] = {
-            **(settings or {}),
+            "seed": plan.seed,
+            "limit": plan.limit,
+            "valid_articles": valid_articles,
+            "test_articles": test_articles,
+            "from_manifest": plan.manifest is not None,
             **(overlap_check.settings if overlap_check is not None else {}),
             "min_count": min_count,
             "max_article_bytes": MAX_ARTICLE_BYTES,

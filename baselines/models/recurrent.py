@@ -13,7 +13,9 @@ masks of an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -171,15 +173,55 @@ def lstm_step_backward(
     return grad_h * zone_h, grad_c * zone_c + grad_candidate_c * f
 
 
+#: The private oneDNN operators of the fast recurrent matmul (what Inductor uses for frozen
+#: linears): no public API promises them, so they are checked for before any use.
+PRIVATE_ONEDNN_OPS = ("_reorder_linear_weight", "_linear_pointwise", "_is_mkldnn_bf16_supported")
+
+
+@functools.cache
+def onednn_prepacking() -> bool:
+    """Whether :class:`RepeatedMatmul` may use oneDNN's prepacked linear on CPU: this torch has
+    :data:`PRIVATE_ONEDNN_OPS` and they pass a self-check (:func:`_onednn_unusable`). Decided
+    once per process; when not, a one-line notice on stderr says why and that the plain
+    ``torch.addmm`` path runs instead (same results, slower)."""
+    reason = _onednn_unusable()
+    if reason is not None:
+        print(f"note: {reason}; the recurrent matmul uses torch.addmm instead (slower)", file=sys.stderr)
+    return reason is None
+
+
+def _onednn_unusable() -> str | None:
+    """Why the prepacked path cannot be used here (None: it can): oneDNN missing, an operator
+    missing, or the operators failing or disagreeing with ``torch.addmm`` on a small product
+    (drawn from a generator of its own: the global random state is left as it was)."""
+    if not torch.backends.mkldnn.is_available():
+        return "this torch has no oneDNN"
+    missing = [name for name in PRIVATE_ONEDNN_OPS if not hasattr(torch.ops.mkldnn, name)]
+    if missing:
+        return f"torch {torch.__version__} lacks the private oneDNN operators {', '.join(missing)}"
+    generator = torch.Generator().manual_seed(0)
+    weight, x, add = (torch.randn(shape, generator=generator) for shape in ((24, 16), (3, 16), (3, 24)))
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
+        products = (
+            torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""),
+            torch.ops.mkldnn._linear_pointwise.binary(x, add, packed, None, "add"),
+        )
+    except Exception as error:  # any failure of a private operator means: do not use it
+        return f"the private oneDNN operators failed a self-check ({type(error).__name__})"
+    expected = (x @ weight.t(), torch.addmm(add, x, weight.t()))
+    if not all(torch.allclose(got, want, rtol=1e-4, atol=1e-5) for got, want in zip(products, expected)):
+        return "the private oneDNN operators disagree with torch.addmm in a self-check"
+    return None
+
+
 def _onednn_prepacks(weight: Tensor) -> bool:
     """Whether :class:`RepeatedMatmul` can use oneDNN's prepacked linear for ``weight``."""
-    if weight.device.type != "cpu" or not torch.backends.mkldnn.is_available():
+    if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
         return False
-    if not hasattr(torch.ops.mkldnn, "_reorder_linear_weight"):  # a private operator: may go
+    if not onednn_prepacking():
         return False
-    return weight.dtype == torch.float32 or (
-        weight.dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    )
+    return weight.dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 class RepeatedMatmul:
@@ -188,8 +230,9 @@ class RepeatedMatmul:
 
     On CPU the weight is reordered once into oneDNN's blocked layout and every product uses it
     (``torch.ops.mkldnn._linear_pointwise``, what Inductor uses for frozen linears): 1.6-1.9x
-    faster than ``torch.addmm`` for these shapes (``benchmarks/baselines_speed.py``). Elsewhere,
-    or for float64, a plain ``torch.addmm``.
+    faster than ``torch.addmm`` for these shapes (``benchmarks/baselines_speed.py``), where those
+    private operators exist and pass a self-check (:func:`onednn_prepacking`). Elsewhere, or for
+    float64, a plain ``torch.addmm``.
     """
 
     #: False forces the plain path (tests compare the two).

@@ -10,6 +10,7 @@ are random (the model is for checking the plugin's machinery and speed, not for 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -82,33 +83,48 @@ def tiny_config(
     raise ValueError(f"unknown arch {arch!r} (gpt2, llama)")
 
 
-def build(
-    out: Path,
-    lines: list[str],
-    *,
-    arch: str = "gpt2",
-    vocab_size: int = 1000,
-    width: int = 64,
-    layers: int = 2,
-    heads: int = 4,
-    positions: int = 512,
-    seed: int = 0,
-) -> Path:
-    """Train the tokenizer on ``lines`` (text), build the model, ``save_pretrained`` both."""
+@dataclasses.dataclass(frozen=True)
+class TinyModelSpec:
+    """What :func:`build` makes: a BPE tokenizer of ``vocab_size`` subwords and a random-weight
+    model of this shape (:func:`tiny_config`).
+
+    Attributes:
+        arch: ``gpt2`` or ``llama`` (RoPE, RMSNorm, SwiGLU, grouped-query attention).
+        vocab_size: the subwords the BPE tokenizer is trained to (the model's vocabulary is the
+            tokenizer's, which may hold fewer).
+        width: hidden size.
+        layers: transformer blocks.
+        heads: attention heads (``llama``: half as many key/value heads, at least 1).
+        positions: context positions.
+        seed: torch's seed for the random weights.
+    """
+
+    arch: str = "gpt2"
+    vocab_size: int = 1000
+    width: int = 64
+    layers: int = 2
+    heads: int = 4
+    positions: int = 512
+    seed: int = 0
+
+
+def build(out: Path, lines: list[str], spec: TinyModelSpec = TinyModelSpec()) -> Path:
+    """Train the tokenizer on ``lines`` (text), build the model ``spec`` describes and
+    ``save_pretrained`` both in ``out``; returns ``out``."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    tokenizer = train_tokenizer(lines, vocab_size)
+    tokenizer = train_tokenizer(lines, spec.vocab_size)
     config = tiny_config(
-        arch,
+        spec.arch,
         len(tokenizer),
         tokenizer.bos_token_id,
-        width=width,
-        layers=layers,
-        heads=heads,
-        positions=positions,
+        width=spec.width,
+        layers=spec.layers,
+        heads=spec.heads,
+        positions=spec.positions,
     )
-    torch.manual_seed(seed)
+    torch.manual_seed(spec.seed)
     model = AutoModelForCausalLM.from_config(config)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -134,11 +150,13 @@ def command_build(args: argparse.Namespace) -> int:
         out = build(
             args.out,
             [detokenize_line(line, args.style) + "\n" for line in lines],
-            arch=args.arch,
-            vocab_size=args.vocab_size,
-            width=args.width,
-            layers=args.layers,
-            positions=args.positions,
+            TinyModelSpec(
+                arch=args.arch,
+                vocab_size=args.vocab_size,
+                width=args.width,
+                layers=args.layers,
+                positions=args.positions,
+            ),
         )
     except ModuleNotFoundError as error:
         if error.name not in ("torch", "transformers", "tokenizers"):

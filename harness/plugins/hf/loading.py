@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -194,34 +195,52 @@ def _check_context(config: Any, max_context: int, name: str) -> None:
         raise PluginError(f"hf: max_context {max_context} exceeds the {limit} positions of {name}")
 
 
-def load_model(
-    dataset: Dataset,
-    *,
-    device: str,
-    checkpoint: str | None,
-    model: str | None = None,
-    max_context: int = 1024,
-    stride: int = 512,
-    window_batch: int = 8,
-    detokenizer: str = "auto",
-    segmentation: str = "pieces",
-    dtype: str = "float32",
-    trust_remote_code: bool = False,
-) -> HFCausalLM:
+@dataclasses.dataclass(frozen=True)
+class HFModelArgs:
+    """The ``hf`` plugin's ``--model-args``, each with its default (:mod:`harness.plugins.hf`
+    describes what they do).
+
+    Attributes:
+        model: a ``save_pretrained`` directory or a hub name; None: ``--checkpoint`` names it
+            (one of the two, never both).
+        max_context: positions per window.
+        stride: subwords each window advances by (at most ``max_context``).
+        window_batch: windows run at a time.
+        detokenizer: ``auto`` (the dataset's own: ``ptb`` for PTB's files, else ``wikitext``) or a
+            style of :mod:`harness.plugins.hf.detokenize`.
+        segmentation: ``pieces`` (each token's piece tokenized on its own) or ``natural``.
+        dtype: the weights' dtype, one of :data:`DTYPES`.
+        trust_remote_code: let ``transformers`` run the model's own code (a hub model's).
+    """
+
+    model: str | None = None
+    max_context: int = 1024
+    stride: int = 512
+    window_batch: int = 8
+    detokenizer: str = "auto"
+    segmentation: str = "pieces"
+    dtype: str = "float32"
+    trust_remote_code: bool = False
+
+
+def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, **model_args: Any) -> HFCausalLM:
     """Load a causal LM (``model=`` a ``save_pretrained`` directory or a hub name, or
-    ``--checkpoint DIR``) and its tokenizer; see :mod:`harness.plugins.hf` for the arguments."""
+    ``--checkpoint DIR``) and its tokenizer; ``model_args`` are the fields of
+    :class:`HFModelArgs`, which its signature names (below)."""
+    options = HFModelArgs(**model_args)
     try:
         import transformers
     except ImportError:
         raise PluginError('hf: needs transformers: pip install -e ".[hf]"') from None
-    if (model is None) == (checkpoint is None):
+    if (options.model is None) == (checkpoint is None):
         raise PluginError(
             "hf: name the model once: --model-args model=PATH_OR_HUB_NAME (or --checkpoint PATH)"
         )
-    name = str(model if model is not None else checkpoint)
-    windows = _checked_windows(WindowSettings(max_context, stride, window_batch))
-    text = _checked_text(dataset, TextSettings(detokenizer, segmentation))
-    torch_dtype = _checked_dtype(dtype, trust_remote_code)
+    name = str(options.model if options.model is not None else checkpoint)
+    windows = _checked_windows(WindowSettings(options.max_context, options.stride, options.window_batch))
+    text = _checked_text(dataset, TextSettings(options.detokenizer, options.segmentation))
+    torch_dtype = _checked_dtype(options.dtype, options.trust_remote_code)
+    trust_remote_code = options.trust_remote_code
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
@@ -229,7 +248,7 @@ def load_model(
         raise _load_error(name, error) from None
     bos_id = _start_token(tokenizer, name)
     _check_tokenizer(tokenizer, name, text.segmentation)
-    _check_context(config, max_context, name)
+    _check_context(config, windows.max_context, name)
     try:
         _check_fits(config, torch_dtype, device, name)
         network = transformers.AutoModelForCausalLM.from_pretrained(
@@ -246,3 +265,22 @@ def load_model(
         text=text,
         checkpoint=name,
     )
+
+
+def _factory_signature() -> inspect.Signature:
+    """:func:`load_model`'s signature as a plugin factory's: ``(dataset, *, device, checkpoint,
+    model=None, max_context=1024, ...)``, a keyword for each field of :class:`HFModelArgs` with its
+    default. The harness checks ``--model-args`` against a factory's signature, so an unknown one
+    is refused before anything loads, as for any plugin."""
+    factory = inspect.signature(load_model)
+    fixed = [
+        parameter for parameter in factory.parameters.values() if parameter.kind != parameter.VAR_KEYWORD
+    ]
+    options = [
+        parameter.replace(kind=parameter.KEYWORD_ONLY)
+        for parameter in inspect.signature(HFModelArgs).parameters.values()
+    ]
+    return factory.replace(parameters=[*fixed, *options])
+
+
+load_model.__signature__ = _factory_signature()  # type: ignore[attr-defined]
