@@ -17,7 +17,11 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze, attention_record
 from baselines.calibration import calibration_record, fit_sentinel_shift, mixture_parts
+from baselines.dynamic_eval import BASES, DEFAULT_RMS_TOKENS, BaseModel, DynamicFactory, read_dynamic_tuning
+from baselines.dynamic_eval import tuning_path as dynamic_tuning_path
+from baselines.dynamic_tuning import DynamicGrid, tune_dynamic
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
+from baselines.models.dynamic import METHODS
 from baselines.neural_cache import DEFAULT_WINDOW, cache_from_checkpoint
 from baselines.plugin_bridge import (
     CPU_RECIPE,
@@ -60,6 +64,7 @@ from core.format import SPLITS
 from core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
 from harness.datasets import load_dataset
 from harness.plugin import parse_model_args
+from harness.results import portable_path
 
 #: PTB's validation tokens and vocabulary size, for the time of the CPU recipe on PTB.
 PTB_VALIDATION_SIZE = (73_760, 10_000)
@@ -256,6 +261,54 @@ def command_tune(args: argparse.Namespace) -> int:
             flush=True,
         )
     write_atomically(output, json.dumps(results, indent=2) + "\n")
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
+def command_tune_dynamic(args: argparse.Namespace) -> int:
+    if args.output is not None:
+        check_output_file(args.output, "--output")
+    if args.cache_window and args.base != ZoneoutLSTM.kind:
+        raise UsageError("--cache-window: the neural cache sits on the zoneout_lstm base only")
+    if any(decay > 1 for decay in args.decays):
+        raise UsageError(f"--decays: each must be at most 1, got {max(args.decays)}")
+    lrs = DEFAULT_DYNAMIC_LRS[args.method] if args.lrs is None else args.lrs
+    device = resolve_device(args.device)
+    dataset = load_dataset(args.dataset, data_dir=args.data_dir)
+    command = ["python", "-m", "baselines", "tune-dynamic", "--dataset", dataset_argument(dataset)]
+    path = resolve_checkpoint(args.base, dataset, args.checkpoint, device=device, command=command)
+    inputs = [path, *dataset.files()]
+    output = Path(args.output) if args.output is not None else dynamic_tuning_path(path)
+    if args.output is not None:
+        check_not_an_input(output, "--output", inputs)
+    else:
+        check_output_file(output, "the tuning file", inputs=inputs)
+    previous = read_dynamic_tuning(output)  # a corrupt file fails before the tuning run
+    ids = dataset.tokens(args.split).ids[: args.max_tokens]
+    set_torch_threads(args.threads, torch)
+    base = BaseModel(args.base, args.cache_window, args.theta, args.interpolation, args.rms_tokens)
+    factory = DynamicFactory(dataset, path, base, device)
+    announce_checkpoint(args.base, path)
+    grid = DynamicGrid(args.method, lrs, args.decays, args.segments, args.bptt)
+    began = time.perf_counter()
+    results = tune_dynamic(factory, ids, grid)
+    best = results["best"]
+    print(
+        f"{base.key(args.method)}: lr {best['lr']:g}, decay {best['decay']:g}, segment {best['segment']} -> "
+        f"{args.split} perplexity {best['perplexity']:.2f} (static: {results['static_perplexity']:.2f})",
+        flush=True,
+    )
+    record = {
+        **results,
+        "checkpoint": portable_path(path),
+        "dataset": dataset.name,
+        "split": args.split,
+        "seconds": time.perf_counter() - began,
+        "searches": {base.key(args.method): results["grid"]},
+        "best": {**previous, base.key(args.method): best},
+    }
+    del record["grid"]
+    write_atomically(output, json.dumps(record, indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
     return 0
 
@@ -643,6 +696,81 @@ def _add_tune_parser(commands: Any) -> None:
     tune_parser.set_defaults(handler=command_tune)
 
 
+DEFAULT_DYNAMIC_LRS = {"sgd": [0.0, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1], "rms": [0.0, 1e-5, 3e-5, 1e-4, 3e-4]}
+DEFAULT_DYNAMIC_DECAYS = [0.0, 1e-3, 1e-2, 2e-2]
+DEFAULT_DYNAMIC_SEGMENTS = [5, 20]
+
+
+def _add_tune_dynamic_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "tune-dynamic",
+        help="grid-search dynamic evaluation's lr, decay and segment on the validation split",
+        description="Score a split once per (segment, lr, decay) of a grid with dynamic evaluation "
+        "(one stream, chunks of --bptt) and write the best setting beside the checkpoint "
+        "(dynamic_eval.json), where `harness eval baselines.dynamic_eval` reads it.",
+    )
+    _add_dataset_options(parser)
+    parser.add_argument("--checkpoint", help=CHECKPOINT_HELP.format(kind="base model"))
+    parser.add_argument(
+        "--base", choices=BASES, default=ZoneoutLSTM.kind, help="the model adapted (default: zoneout_lstm)"
+    )
+    parser.add_argument("--method", choices=METHODS, default="sgd", help="the update rule (default: sgd)")
+    parser.add_argument(
+        "--split",
+        choices=("train", "valid"),
+        default="valid",
+        help="the split tuned on; never test, the exam itself (default: valid)",
+    )
+    parser.add_argument(
+        "--max-tokens", type=positive_int, help="tune on the split's first N tokens (default: all)"
+    )
+    parser.add_argument(
+        "--lrs",
+        type=non_negative_float,
+        nargs="+",
+        help="the grid's learning rates (default: sgd "
+        f"{' '.join(map(str, DEFAULT_DYNAMIC_LRS['sgd']))}; "
+        f"rms {' '.join(map(str, DEFAULT_DYNAMIC_LRS['rms']))})",
+    )
+    parser.add_argument(
+        "--decays",
+        type=non_negative_float,
+        nargs="+",
+        default=DEFAULT_DYNAMIC_DECAYS,
+        help=f"the grid's decays, each at most 1 (default: {' '.join(map(str, DEFAULT_DYNAMIC_DECAYS))})",
+    )
+    parser.add_argument(
+        "--segments",
+        type=positive_int,
+        nargs="+",
+        default=DEFAULT_DYNAMIC_SEGMENTS,
+        help=f"the grid's positions per update (default: {' '.join(map(str, DEFAULT_DYNAMIC_SEGMENTS))})",
+    )
+    parser.add_argument(
+        "--cache-window",
+        type=non_negative_int,
+        default=0,
+        help="a neural cache of this window under it (default: 0, none)",
+    )
+    parser.add_argument("--theta", type=non_negative_float, help="the cache's theta (default: the tuned one)")
+    parser.add_argument("--interpolation", type=below_one, help="the cache's lambda (default: the tuned one)")
+    parser.add_argument(
+        "--rms-tokens",
+        type=positive_int,
+        default=DEFAULT_RMS_TOKENS,
+        help=f"training tokens of the rms statistic (default: {DEFAULT_RMS_TOKENS})",
+    )
+    parser.add_argument("--bptt", type=positive_int, default=100, help="positions per chunk (default: 100)")
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)
+    _add_threads_option(parser)
+    parser.add_argument(
+        "--output",
+        metavar="FILE.json",
+        help="the tuning file (default: dynamic_eval.json beside the checkpoint, where the plugin reads it)",
+    )
+    parser.set_defaults(handler=command_tune_dynamic)
+
+
 def _add_analyze_parser(commands: Any) -> None:
     inspect = commands.add_parser("analyze", help="per-token pointer gates and attention for a span")
     inspect.add_argument("kind", choices=["pointer_sentinel", "neural_cache"], help="the model analysed")
@@ -727,6 +855,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(commands)
     _add_tune_parser(commands)
+    _add_tune_dynamic_parser(commands)
     _add_analyze_parser(commands)
     _add_calibrate_parser(commands)
     ship = commands.add_parser(

@@ -1,0 +1,351 @@
+"""Harness plugin: dynamic evaluation (Krause et al. 2018) of a trained baseline (the update
+rules: :mod:`baselines.models.dynamic`; the tuning: :mod:`baselines.dynamic_tuning`).
+
+``python -m harness eval baselines.dynamic_eval --dataset ptb --model-args method=rms`` wraps the
+packaged zoneout LSTM (or the checkpoint ``--checkpoint`` names) and adapts its weights to the
+text as it scores it: each segment is scored first, then the weights take one step on that
+segment's loss. ``--model-args``:
+
+- ``base``: ``zoneout_lstm`` (default) or ``pointer_sentinel``;
+- ``cache_window``: 0 (default) or the window of a neural cache on the zoneout LSTM, with
+  ``theta`` and ``interpolation`` given or as tuned for :mod:`baselines.neural_cache`;
+- ``method``: ``sgd`` (default) or ``rms``; ``lr`` (eta) and ``decay`` (lambda): given, else as
+  ``python -m baselines tune-dynamic`` tuned them (``dynamic_eval.json`` beside the checkpoint);
+- ``segment``: positions per update (default: the tuned one, else each chunk of the protocol);
+- ``rms_tokens``: training tokens over which ``rms`` collects its mean squared gradients
+  (default :data:`DEFAULT_RMS_TOKENS`).
+
+The papers' protocol scores one stream (``--batch-size 1``, the harness's default). With ``B``
+streams the B streams share one set of weights, updated with the mean loss over all of them:
+then stream ``b`` learns from text of the other streams, which lies later in the split, and the
+causality audit rejects the evaluation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from baselines import checkpoint as checkpoints
+from baselines.models import PointerSentinelLSTM, ZoneoutLSTM
+from baselines.models.dynamic import DynamicAdapter, DynamicSettings
+from baselines.neural_cache import cache_from_checkpoint
+from baselines.plugin_bridge import (
+    TorchLanguageModel,
+    announce_checkpoint,
+    dataset_argument,
+    detach_state,
+    resolve_checkpoint,
+)
+from core.files import file_sha256
+from harness.datasets import Dataset
+from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError, number_arg, positive_int_arg
+
+PLUGIN = "dynamic_eval"
+#: The tuning file ``tune-dynamic`` writes beside the checkpoint.
+TUNING_FILE = "dynamic_eval.json"
+#: The models dynamic evaluation wraps.
+BASES = (ZoneoutLSTM.kind, PointerSentinelLSTM.kind)
+#: Training tokens over which ``rms`` collects its mean squared gradients.
+DEFAULT_RMS_TOKENS = 20_000
+#: Positions per gradient of the ``rms`` statistic when no ``segment`` is set (the default BPTT).
+STATISTIC_SEGMENT = 100
+#: ``--model-args`` the plugin takes.
+MODEL_ARGS = (
+    "base",
+    "cache_window",
+    "theta",
+    "interpolation",
+    "method",
+    "lr",
+    "decay",
+    "segment",
+    "rms_tokens",
+)
+
+#: ``sqrt(MS)`` per parameter, by (checkpoint sha256, model, tokens, segment): collected once.
+_STATISTICS: dict[tuple[Any, ...], list[Tensor]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseModel:
+    """The trained model dynamic evaluation starts from.
+
+    Attributes:
+        base: ``zoneout_lstm`` or ``pointer_sentinel``.
+        cache_window: 0, or the window of a neural cache on the zoneout LSTM.
+        theta, interpolation: the cache's settings (None: as tuned for the cache).
+        rms_tokens: training tokens of the ``rms`` statistic.
+    """
+
+    base: str = ZoneoutLSTM.kind
+    cache_window: int = 0
+    theta: float | None = None
+    interpolation: float | None = None
+    rms_tokens: int = DEFAULT_RMS_TOKENS
+
+    def key(self, method: str) -> str:
+        """The entry of the tuning file that holds this model's tuned ``method``."""
+        return f"{self.base}/{method}" + (f"/cache{self.cache_window}" if self.cache_window else "")
+
+
+def tuning_path(checkpoint: Path) -> Path:
+    """Where ``tune-dynamic`` writes, and the plugin reads, the tuned settings: beside the checkpoint."""
+    return checkpoint.parent / TUNING_FILE
+
+
+def read_dynamic_tuning(path: Path) -> dict[str, Any]:
+    """The tuning file's ``best`` entries ({key: {"lr", "decay", "segment", ...}}); {} without a file.
+
+    Raises:
+        PluginError: the file is not a dynamic-evaluation tuning file or an entry is out of range.
+    """
+    if not path.is_file():
+        return {}
+    try:
+        best = json.loads(path.read_text(encoding="utf-8"))["best"]
+        entries = list(best.items())
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
+        raise PluginError(f"{path}: not a dynamic-evaluation tuning file ({error!r})") from None
+    for key, entry in entries:
+        try:
+            DynamicSettings(entry["method"], entry["lr"], entry["decay"], entry["segment"])
+        except (KeyError, TypeError) as error:
+            raise PluginError(f"{path}: entry {key}: not a tuned setting ({error!r})") from None
+        except ValueError as error:
+            raise PluginError(f"{path}: entry {key}: {error}") from None
+    return dict(best)
+
+
+class DynamicLanguageModel(TorchLanguageModel):
+    """A :class:`TorchLanguageModel` whose weights adapt to the text it has scored.
+
+    :meth:`score` cuts each chunk ``[B, T]`` into segments of ``settings.segment`` positions
+    (all ``T`` when None); each is scored with the current weights, and then (only then) the
+    weights step on its mean NLL over its real positions (over all ``B`` streams).
+    :meth:`reset` puts the trained weights back, so every pass starts from the trained model.
+    The module stays in evaluation mode (no dropout or zoneout noise); gradients still flow.
+    """
+
+    def __init__(
+        self,
+        module: nn.Module,
+        device: str | torch.device,
+        checkpoint: Path,
+        settings: DynamicSettings,
+        root_mean_squares: list[Tensor] | None = None,
+    ) -> None:
+        super().__init__(module, device, checkpoint=checkpoint)  # type: ignore[arg-type]
+        self.settings = settings
+        parameters = [parameter.requires_grad_(True) for parameter in self.module.parameters()]
+        statistics = None if root_mean_squares is None else [rms.to(self.device) for rms in root_mean_squares]
+        self.adapter = DynamicAdapter(parameters, settings, statistics)
+        self.metadata["dynamic_evaluation"] = dataclasses.asdict(settings)
+
+    def reset(self, batch_size: int) -> None:
+        """Back to the trained weights and an empty state. One stream only (``--batch-size 1``,
+        the papers' protocol): streams sharing adapted weights would each learn from the others'
+        text, which comes later in the split."""
+        if batch_size != 1:
+            raise PluginError(
+                "dynamic_eval: adapts its weights to one stream: run it with --batch-size 1 "
+                f"(got {batch_size})"
+            )
+        self.adapter.restore()
+        super().reset(batch_size)
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        """Score ``chunk`` segment by segment, each before the weights learn from it.
+
+        Returns target log-probabilities ``[B, T]`` and, where ``chunk.distribution_mask`` asks,
+        the distributions ``[K, V]`` from the same forward passes, in row-major order.
+        """
+        inputs = torch.from_numpy(chunk.inputs).to(self.device)
+        targets = torch.from_numpy(chunk.targets).to(self.device)
+        mask = torch.from_numpy(chunk.mask).to(self.device)
+        wanted = None if chunk.distribution_mask is None else torch.from_numpy(chunk.distribution_mask)
+        length = inputs.shape[1]
+        segment = self.settings.segment or length
+        adapting = self.settings.lr + self.settings.decay > 0
+        scores, rows, where = [], [], []
+        for begin in range(0, length, segment):
+            columns = slice(begin, begin + segment)
+            asked = None if wanted is None else wanted[:, columns].to(self.device)
+            with torch.set_grad_enabled(adapting):  # the graph of the segment's loss
+                output = self.module(
+                    inputs[:, columns], targets[:, columns], self.state, distribution_rows=asked
+                )
+            self.state = detach_state(output.state)
+            scores.append(output.target_log_probs.detach())
+            if asked is not None and output.distributions is not None:
+                rows.append(output.distributions.detach())
+                stream, column = torch.nonzero(asked.cpu(), as_tuple=True)
+                where.append(stream * length + column + begin)
+            real = mask[:, columns]
+            if real.any() and adapting:
+                self.adapter.step(-output.target_log_probs[real].mean())  # after scoring it
+        distributions = None
+        if wanted is not None and rows:
+            order = torch.argsort(torch.cat(where))  # segment by segment -> row-major
+            distributions = torch.cat(rows)[order.to(self.device)]
+        return ChunkScores(torch.cat(scores, dim=1), distributions)
+
+
+def gradient_statistics(module: Any, ids: np.ndarray, *, eos_id: int, segment: int) -> list[Tensor]:
+    """``sqrt(MS)`` of each parameter of ``module``: the root of the mean over the segments of
+    ``ids`` (int ``[N]``, one stream from ``<eos>``) of the squared gradient of the segment's
+    mean NLL, the module in evaluation mode and the weights unchanged (Krause et al.'s ``MS``)."""
+    parameters = list(module.parameters())
+    device = parameters[0].device
+    squares = [torch.zeros_like(parameter) for parameter in parameters]
+    stream = torch.from_numpy(np.concatenate([[eos_id], ids]).astype(np.int64)).to(device).view(1, -1)
+    state = module.initial_state(1, device)
+    count = 0
+    for begin in range(0, len(ids), segment):
+        inputs = stream[:, begin : begin + segment]
+        targets = stream[:, begin + 1 : begin + 1 + segment]
+        inputs = inputs[:, : targets.shape[1]]
+        with torch.enable_grad():
+            output = module(inputs, targets, state)
+            gradients = torch.autograd.grad(-output.target_log_probs.mean(), parameters, allow_unused=True)
+        state = detach_state(output.state)
+        for total, gradient in zip(squares, gradients, strict=True):
+            if gradient is not None:
+                total += gradient.detach() ** 2
+        count += 1
+    return [(total / max(count, 1)).sqrt() for total in squares]
+
+
+def base_module(path: Path, dataset: Dataset, base: BaseModel) -> tuple[nn.Module, dict[str, Any] | None]:
+    """The trained module of ``base`` from the checkpoint ``path`` (with its cache, if any), and
+    the checkpoint's ``calibration`` record (a calibrated pointer's) if it has one."""
+    if base.cache_window:
+        cache = cache_from_checkpoint(
+            path, dataset, base.cache_window, theta=base.theta, interpolation=base.interpolation
+        )
+        return cache, None
+    module, payload = checkpoints.load_model(path, dataset.vocab, kind=base.base)
+    return module, payload.get("calibration")
+
+
+class DynamicFactory:
+    """Builds :class:`DynamicLanguageModel` s of one trained module for any settings (the
+    plugin's and ``tune-dynamic``'s), collecting the ``rms`` statistic once per segment length."""
+
+    def __init__(self, dataset: Dataset, path: Path, base: BaseModel, device: str) -> None:
+        self.dataset, self.path, self.base, self.device = dataset, path, base, device
+        module, self.calibration = base_module(path, dataset, base)
+        self.module = module.to(device).eval()
+        self.trained = [parameter.detach().clone() for parameter in self.module.parameters()]
+
+    def statistics(self, segment: int | None) -> list[Tensor]:
+        length = segment or STATISTIC_SEGMENT
+        key = (file_sha256(self.path), self.base, length)
+        if key not in _STATISTICS:
+            ids = self.dataset.tokens("train").ids[: self.base.rms_tokens]
+            eos_id = self.dataset.vocab.eos_id
+            _STATISTICS[key] = [
+                rms.cpu() for rms in gradient_statistics(self.module, ids, eos_id=eos_id, segment=length)
+            ]
+        return _STATISTICS[key]
+
+    def model(self, settings: DynamicSettings) -> DynamicLanguageModel:
+        """A model of ``settings`` starting from the trained weights (whatever an earlier model
+        of this factory left in the shared module)."""
+        with torch.no_grad():
+            for parameter, trained in zip(self.module.parameters(), self.trained, strict=True):
+                parameter.copy_(trained)
+        statistics = self.statistics(settings.segment) if settings.method == "rms" else None
+        model = DynamicLanguageModel(self.module, self.device, self.path, settings, statistics)
+        if self.calibration is not None:
+            model.metadata["calibration"] = self.calibration
+        described = model.metadata["dynamic_evaluation"]
+        described.update(dataclasses.asdict(self.base))
+        if self.base.cache_window:  # the cache's settings in use, given or tuned
+            described.update(theta=self.module.theta, interpolation=self.module.interpolation)
+        if settings.method != "rms":
+            del described["rms_tokens"]
+        return model
+
+
+def _options(model_args: dict[str, Any]) -> tuple[BaseModel, dict[str, Any]]:
+    """The plugin's ``--model-args``, checked: the base model and the update's settings."""
+    unknown = sorted(set(model_args) - set(MODEL_ARGS))
+    if unknown:
+        raise PluginError(
+            f"{PLUGIN}: unknown model arg(s) {', '.join(unknown)} (known: {', '.join(MODEL_ARGS)})"
+        )
+    base = model_args.get("base", ZoneoutLSTM.kind)
+    if base not in BASES:
+        raise PluginError(f"{PLUGIN}: base must be one of {', '.join(BASES)}, got {base!r}")
+    window = model_args.get("cache_window", 0)
+    if window != 0:
+        positive_int_arg(PLUGIN, "cache_window", window)
+        if base != ZoneoutLSTM.kind:
+            raise PluginError(f"{PLUGIN}: the neural cache (cache_window) sits on the zoneout_lstm base only")
+    for name in ("theta", "interpolation", "lr", "decay"):
+        if model_args.get(name) is not None:
+            number_arg(PLUGIN, name, model_args[name])
+    for name in ("segment", "rms_tokens"):
+        if model_args.get(name) is not None:
+            positive_int_arg(PLUGIN, name, model_args[name])
+    model = BaseModel(
+        base,
+        window,
+        model_args.get("theta"),
+        model_args.get("interpolation"),
+        model_args.get("rms_tokens") or DEFAULT_RMS_TOKENS,
+    )
+    update = {name: model_args.get(name) for name in ("method", "lr", "decay", "segment")}
+    update["method"] = update["method"] or "sgd"
+    return model, update
+
+
+def _settings(update: dict[str, Any], base: BaseModel, path: Path, dataset: Dataset) -> DynamicSettings:
+    """The update's settings: those given, the others as tuned beside ``path``."""
+    if update["lr"] is None or update["decay"] is None:
+        tuned = read_dynamic_tuning(tuning_path(path)).get(base.key(update["method"]))
+        if tuned is None:
+            command = ["python", "-m", "baselines", "tune-dynamic", "--dataset", dataset_argument(dataset)]
+            command += ["--checkpoint", str(path), "--method", update["method"], "--base", base.base]
+            if base.cache_window:
+                command += ["--cache-window", str(base.cache_window)]
+            raise ModelUnavailable(
+                f"no tuned dynamic evaluation ({base.key(update['method'])}) beside {path}: run "
+                f"`{shlex.join(command)}` or give lr and decay"
+            )
+        for name in ("lr", "decay", "segment"):
+            update[name] = tuned[name] if update[name] is None else update[name]
+    try:
+        return DynamicSettings(**update)
+    except ValueError as error:
+        raise PluginError(f"{PLUGIN}: {error}") from None
+
+
+def load_model(
+    dataset: Dataset, *, device: str, checkpoint: str | None, **model_args: Any
+) -> DynamicLanguageModel:
+    """Harness factory: dynamic evaluation of a trained model for ``dataset`` (see the module
+    docstring for ``model_args``)."""
+    base, update = _options(model_args)
+    command = [
+        "python",
+        "-m",
+        "harness",
+        "eval",
+        f"baselines.{PLUGIN}",
+        "--dataset",
+        dataset_argument(dataset),
+    ]
+    path = resolve_checkpoint(base.base, dataset, checkpoint, device=device, command=command)
+    settings = _settings(update, base, path, dataset)
+    factory = DynamicFactory(dataset, path, base, device)
+    announce_checkpoint(base.base, path)
+    return factory.model(settings)

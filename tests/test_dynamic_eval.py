@@ -1,0 +1,196 @@
+"""Dynamic evaluation (:mod:`baselines.dynamic_eval`): it passes both audits, adapts to a text that
+repeats itself, scores every segment before learning from it (a variant that learns first fails
+the causality audit), starts every pass from the trained weights, and is tuned on valid only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import write_corpus
+from evaluation_options import protocol_options
+
+from baselines import checkpoint as checkpoints
+from baselines import dynamic_eval
+from baselines.cli import main as baselines_main
+from baselines.dynamic_eval import DynamicLanguageModel, load_model
+from baselines.models import PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
+from baselines.models.recurrent import CoreConfig
+from baselines.plugin_bridge import detach_state
+from harness.datasets import Dataset, load_dataset
+from harness.evaluate import Evaluation, evaluate
+from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError
+
+PHRASE = " the cat sat on the mat . \n the dog sat on the log . \n a cat and a dog met on a mat . \n"
+#: A passage in an order the training text never has, repeated: what adaptation learns.
+REPEATED = " mat on dog the a sat \n" * 40
+SIZES = {"embedding_size": 16, "hidden_size": 16, "num_layers": 1}
+
+
+@pytest.fixture
+def toy(tmp_path: Path) -> Path:
+    """A tiny corpus whose test split repeats one passage (280 tokens)."""
+    directory = write_corpus(tmp_path / "toy", test=REPEATED)
+    (directory / "wiki.train.tokens").write_text(PHRASE * 6, encoding="utf-8")
+    (directory / "wiki.valid.tokens").write_text(PHRASE * 3, encoding="utf-8")
+    return directory
+
+
+def save_model(dataset: Dataset, path: Path, kind: str = ZoneoutLSTM.kind) -> Path:
+    """A randomly initialised tiny model of ``kind``, saved as a checkpoint."""
+    torch.manual_seed(0)
+    model: ZoneoutLSTM | PointerSentinelLSTM
+    if kind == ZoneoutLSTM.kind:
+        model = ZoneoutLSTM(CoreConfig(vocab_size=len(dataset.vocab), **SIZES))
+    else:
+        model = PointerSentinelLSTM(PointerConfig(vocab_size=len(dataset.vocab), window=10, **SIZES))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoints.save(path, checkpoints.model_payload(model, dataset.vocab, dataset.name))
+    return path
+
+
+def score(model, dataset: Dataset, split: str = "test", **options) -> Evaluation:
+    return evaluate(
+        model,
+        dataset.tokens(split).ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        name="dynamic_eval",
+        progress=False,
+        **protocol_options({"causality_seed": 1, "bptt": 20, **options}),
+    )
+
+
+@pytest.mark.parametrize(
+    "kind, args",
+    [
+        (ZoneoutLSTM.kind, {"method": "sgd", "lr": 0.5, "decay": 0.01, "segment": 7}),
+        (ZoneoutLSTM.kind, {"method": "rms", "lr": 0.01, "decay": 0.02, "rms_tokens": 100}),
+        (ZoneoutLSTM.kind, {"lr": 0.5, "decay": 0.0, "cache_window": 5, "theta": 0.3, "interpolation": 0.2}),
+        (PointerSentinelLSTM.kind, {"method": "sgd", "lr": 0.5, "decay": 0.0, "segment": 5}),
+    ],
+)
+def test_it_passes_both_audits_and_describes_itself(toy, tmp_path, kind, args):
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt", kind)
+    model = load_model(dataset, device="cpu", checkpoint=str(path), base=kind, **args)
+    result = score(model, dataset)
+    assert result.causality.passed and result.causality.compared == "targets and distributions"
+    assert result.audit.checked == result.audit.requested > 0
+    described = result.metadata["dynamic_evaluation"]
+    assert described["lr"] == args["lr"] and described["base"] == kind
+    assert len(result.metadata["checkpoint_sha256"]) == 64
+
+
+@pytest.mark.parametrize("method, lr", [("sgd", 2.0), ("rms", 0.01)])
+def test_adapting_to_a_text_that_repeats_itself_lowers_its_perplexity(toy, tmp_path, method, lr):
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    static = score(
+        load_model(dataset, device="cpu", checkpoint=str(path), lr=0.0, decay=0.0),
+        dataset,
+        causality_points=0,
+    )
+    model = load_model(
+        dataset,
+        device="cpu",
+        checkpoint=str(path),
+        method=method,
+        lr=lr,
+        decay=0.0,
+        segment=5,
+        rms_tokens=100,
+    )
+    dynamic = score(model, dataset, causality_points=0)
+    assert dynamic.nll < 0.8 * static.nll, (dynamic.nll, static.nll)
+
+
+class LearnsBeforeScoring(DynamicLanguageModel):
+    """A leak: each segment's update is taken before the segment is scored."""
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        inputs, targets = torch.from_numpy(chunk.inputs), torch.from_numpy(chunk.targets)
+        with torch.enable_grad():
+            peek = self.module(inputs, targets, self.state)
+        self.adapter.step(-peek.target_log_probs[torch.from_numpy(chunk.mask)].mean())
+        output = self.module(inputs, targets, self.state)
+        self.state = detach_state(output.state)
+        return ChunkScores(output.target_log_probs.detach(), None)
+
+
+def test_updating_before_scoring_fails_the_causality_audit(toy, tmp_path, monkeypatch):
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    monkeypatch.setattr(dynamic_eval, "DynamicLanguageModel", LearnsBeforeScoring)
+    model = load_model(dataset, device="cpu", checkpoint=str(path), lr=1.0, decay=0.0)
+    assert isinstance(model, LearnsBeforeScoring)
+    with pytest.raises(PluginError, match="causality audit failed"):
+        score(model, dataset, audit_positions=0)
+
+
+def test_every_pass_starts_from_the_trained_weights(toy, tmp_path):
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    model = load_model(
+        dataset, device="cpu", checkpoint=str(path), method="rms", lr=0.01, decay=0.01, rms_tokens=100
+    )
+    trained = {name: value.clone() for name, value in model.module.state_dict().items()}
+    first, second = score(model, dataset, causality_points=0), score(model, dataset, causality_points=0)
+    np.testing.assert_array_equal(first.token_log_probs, second.token_log_probs)
+    assert any(not torch.equal(value, trained[name]) for name, value in model.module.state_dict().items())
+    model.reset(1)
+    for name, value in model.module.state_dict().items():
+        assert torch.equal(value, trained[name]), name
+
+
+def test_more_than_one_stream_is_refused(toy, tmp_path):
+    """Streams sharing adapted weights would learn from each other's later text."""
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    model = load_model(dataset, device="cpu", checkpoint=str(path), lr=1.0, decay=0.0)
+    with pytest.raises(PluginError, match="one stream: run it with --batch-size 1"):
+        score(model, dataset, batch_size=2)
+
+
+def test_tune_dynamic_refuses_test_and_the_plugin_reads_what_it_tuned(toy, tmp_path, capsys):
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    command = ["tune-dynamic", "--dataset", str(toy), "--checkpoint", str(path)]
+    assert baselines_main([*command, "--split", "test"]) == 2
+    assert "invalid choice: 'test'" in capsys.readouterr().err
+    with pytest.raises(ModelUnavailable, match="python -m baselines tune-dynamic"):
+        load_model(dataset, device="cpu", checkpoint=str(path))
+    grid = ["--lrs", "0", "0.3", "1", "--decays", "0", "0.01", "--segments", "5", "10", "--bptt", "20"]
+    assert baselines_main([*command, *grid, "--threads", "1"]) == 0
+    record = json.loads((path.parent / "dynamic_eval.json").read_text(encoding="utf-8"))
+    best = record["best"]["zoneout_lstm/sgd"]
+    assert record["split"] == "valid" and len(record["searches"]["zoneout_lstm/sgd"]) == 12
+    assert best["lr"] > 0 and best["perplexity"] < record["static_perplexity"]
+    model = load_model(dataset, device="cpu", checkpoint=str(path))
+    described = model.result_metadata()["dynamic_evaluation"]
+    assert (described["lr"], described["decay"], described["segment"]) == (
+        best["lr"],
+        best["decay"],
+        best["segment"],
+    )
+    tuned = score(model, dataset, split="valid", bptt=20, causality_points=0)
+    assert np.exp(tuned.nll) == pytest.approx(best["perplexity"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"lr": 0.1, "decay": 0.0, "method": "adam"}, "method must be one of sgd, rms"),
+        ({"lr": 0.1, "decay": 2.0}, r"decay must be in \[0, 1\]"),
+        ({"lr": 0.1, "decay": 0.0, "window": 3}, "unknown model arg"),
+        ({"lr": 0.1, "decay": 0.0, "base": "pointer_sentinel", "cache_window": 3}, "zoneout_lstm base only"),
+    ],
+)
+def test_bad_model_args_are_one_line_errors(toy, tmp_path, args, message):
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    with pytest.raises(PluginError, match=message):
+        load_model(dataset, device="cpu", checkpoint=str(path), **args)
