@@ -15,6 +15,8 @@
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
   difference over the saved per-token log-probabilities.
 - ``python -m leaderboard plot {bars,frequency,gates,curves,zipf} ...``: the figures.
+- ``python -m leaderboard site RESULTS --output-dir SITE``: the tables, a page per result,
+  significance matrices and figures as a static web site (:mod:`leaderboard.site`).
 
 ``compare`` and the plots of results (``bars``, ``frequency``) refuse, by name, the results that
 ``build`` would not rank (unaudited or unverified: :func:`records.trust_gap`) unless

@@ -514,9 +514,16 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 
 
 def command_site(args: argparse.Namespace) -> int:
+    from leaderboard.bootstrap import minimum_samples
     from leaderboard.site import SiteSettings, build_site
     from leaderboard.table import ranked_tables
 
+    confidence = SiteSettings.confidence
+    if args.samples < minimum_samples(confidence):
+        raise UsageError(
+            f"--samples {args.samples} is too few for the matrices' {100 * confidence:g}% intervals: "
+            f"at least {minimum_samples(confidence):,}"
+        )
     out = check_output_dir(args.output_dir, "--output-dir", inputs=args.results)
     _check_site_dir(out, [Path(source) for source in args.results])
     for directory in args.figures:

@@ -149,6 +149,7 @@ def test_the_reproduce_command_scores_the_result_again() -> None:
         ("inside-input", "is inside"),
         ("a-file", "is a file; name a directory"),
         ("missing-figures", "--figures"),
+        ("few-samples", "--samples 50 is too few"),
     ],
 )
 def test_bad_output_directories_are_one_line(
@@ -162,6 +163,8 @@ def test_bad_output_directories_are_one_line(
         out = results / "site"
     elif setup == "a-file":
         out.write_text("", encoding="utf-8")
+    elif setup == "few-samples":
+        extra = ["--samples", "50"]  # after build's --samples 1000: the last one counts
     else:
         extra = ["--figures", str(tmp_path / "nowhere")]
     assert build([results], out, *extra) == 2
