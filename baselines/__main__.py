@@ -2,7 +2,7 @@
 
 import sys
 
-from core.startup import baselines
+from wikitext_toolkit_core.startup import baselines
 
 if __name__ == "__main__":
     sys.exit(baselines())

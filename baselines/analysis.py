@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from baselines.models import NeuralCache, PointerSentinelLSTM
-from core.progress import progress_bar
 from harness.datasets import Vocabulary
 from harness.streams import stream_grid
+from wikitext_toolkit_core.progress import progress_bar
 
 
 @torch.inference_mode()

@@ -22,8 +22,8 @@ import numpy as np
 import torch
 
 from baselines.models import PointerSentinelLSTM
-from core.progress import progress_bar
 from harness.streams import stream_grid
+from wikitext_toolkit_core.progress import progress_bar
 
 #: The shifts tried first, then the ones :data:`FINE_STEP` apart around the best of them.
 COARSE_SHIFTS = np.linspace(-10.0, 10.0, 81)

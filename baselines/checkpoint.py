@@ -28,10 +28,16 @@ from typing import Any, TypeAlias
 import torch
 
 from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
-from core.benchmarks import user_cache_dir
-from core.files import file_sha256, parse_checksum_file, waiting_lock, write_atomically, write_checksum_file
 from harness.datasets import Vocabulary
 from harness.plugin import PluginError
+from wikitext_toolkit_core.benchmarks import user_cache_dir
+from wikitext_toolkit_core.files import (
+    file_sha256,
+    parse_checksum_file,
+    waiting_lock,
+    write_atomically,
+    write_checksum_file,
+)
 
 FORMAT = "wikitext-toolkit/baseline-checkpoint/1"
 BEST = "best.pt"

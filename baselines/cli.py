@@ -41,7 +41,10 @@ from baselines.training import (
 )
 from baselines.transfer import PIECE_BYTES, PRECISIONS, pack_run, unpack_run
 from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tuning_record
-from core.cli import (
+from harness.datasets import load_dataset
+from harness.plugin import parse_model_args
+from harness.results import portable_path
+from wikitext_toolkit_core.cli import (
     ArgumentParser,
     UsageError,
     add_data_dir_option,
@@ -56,15 +59,12 @@ from core.cli import (
     positive_int,
     run,
 )
-from core.devices import resolve_device
-from core.files import (
+from wikitext_toolkit_core.devices import resolve_device
+from wikitext_toolkit_core.files import (
     write_atomically,
 )
-from core.format import SPLITS
-from core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
-from harness.datasets import load_dataset
-from harness.plugin import parse_model_args
-from harness.results import portable_path
+from wikitext_toolkit_core.format import SPLITS
+from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
 
 #: PTB's validation tokens and vocabulary size, for the time of the CPU recipe on PTB.
 PTB_VALIDATION_SIZE = (73_760, 10_000)

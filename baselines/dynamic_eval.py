@@ -44,9 +44,9 @@ from baselines.plugin_bridge import (
     detach_state,
     resolve_checkpoint,
 )
-from core.files import file_sha256
 from harness.datasets import Dataset
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError, number_arg, positive_int_arg
+from wikitext_toolkit_core.files import file_sha256
 
 PLUGIN = "dynamic_eval"
 #: The tuning file ``tune-dynamic`` writes beside the checkpoint.

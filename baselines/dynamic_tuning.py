@@ -19,9 +19,9 @@ import numpy as np
 
 from baselines.dynamic_eval import DynamicFactory
 from baselines.models.dynamic import DynamicSettings
-from core.progress import progress_bar
 from harness.plugin import PluginError
 from harness.streams import stream_grid
+from wikitext_toolkit_core.progress import progress_bar
 
 
 @dataclasses.dataclass(frozen=True)

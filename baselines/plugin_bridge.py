@@ -13,9 +13,9 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.checkpoint import CheckpointedModel
 from baselines.models import NeuralCache
-from core.files import file_sha256
 from harness.datasets import Dataset
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable
+from wikitext_toolkit_core.files import file_sha256
 
 
 def detach_state(state: Any) -> Any:

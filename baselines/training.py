@@ -46,13 +46,18 @@ from tqdm import tqdm
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM, UnigramSampler
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
-from core.errors import ToolkitError
-from core.files import exclusive_directory, file_sha256, remove_stale_temporaries, write_atomically
-from core.progress import progress_bar
 from harness.datasets import Dataset
 from harness.evaluate import evaluate
 from harness.plugin import PluginError
 from harness.protocol import EvaluationProtocol
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.files import (
+    exclusive_directory,
+    file_sha256,
+    remove_stale_temporaries,
+    write_atomically,
+)
+from wikitext_toolkit_core.progress import progress_bar
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
 PRESETS: dict[str, dict[str, Any]] = {

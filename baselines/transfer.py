@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from baselines import checkpoint as checkpoints
-from core.errors import ToolkitError
-from core.files import exclusive_directory, write_atomically
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.files import exclusive_directory, write_atomically
 
 #: A manifest's ``format``.
 FORMAT = "wikitext-toolkit/run-transfer/1"

@@ -20,10 +20,10 @@ import torch
 from baselines.models import NeuralCache, ZoneoutLSTM
 from baselines.models.common import masked_log_sum
 from baselines.models.continuous_cache import cache_log_weights, mix
-from core.progress import progress_bar
 from harness.plugin import PluginError
 from harness.results import portable_path
 from harness.streams import stream_grid
+from wikitext_toolkit_core.progress import progress_bar
 
 TUNING_FILE = "neural_cache.json"
 

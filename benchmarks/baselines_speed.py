@@ -53,10 +53,10 @@ from baselines.models import (
 from baselines.models.recurrent import RepeatedMatmul, onednn_prepacking
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from baselines.training import PRESETS, bfloat16_is_emulated
-from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.protocol import EvaluationProtocol
+from wikitext_toolkit_core.cli import positive_int
 
 
 class CudnnLSTM(nn.Module):

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.cli import positive_int
+from wikitext_toolkit_core.cli import positive_int
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from core.cli import non_negative_float, positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import create_model, load_factory
 from harness.protocol import EvaluationProtocol
+from wikitext_toolkit_core.cli import non_negative_float, positive_int
 
 
 def main() -> None:

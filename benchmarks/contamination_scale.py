@@ -44,11 +44,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.cli import positive_int, share
-from core.files import write_atomically
 from harness.contamination import DEFAULT_THRESHOLD
 from wikitext_builder.corpus import render_all
 from wikitext_builder.sources import POOL_CLASSES, Article, iter_jsonl
+from wikitext_toolkit_core.cli import positive_int, share
+from wikitext_toolkit_core.files import write_atomically
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("WIKITEXT_SHARED_DIR") or REPO.parent / "shared")

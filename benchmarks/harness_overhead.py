@@ -19,12 +19,12 @@ from typing import TypeVar
 import numpy as np
 
 from baselines import kneser_ney
-from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import Chunk, LanguageModel
 from harness.plugins import unigram
 from harness.protocol import EvaluationProtocol
+from wikitext_toolkit_core.cli import positive_int
 
 
 def bare_loop(model, ids: np.ndarray, eos_id: int, bptt: int) -> float:

@@ -21,13 +21,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from core.cli import positive_int
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugins import hf
 from harness.plugins.hf.detokenize import detokenize, detokenize_line
 from harness.protocol import EvaluationProtocol
 from harness.tools import hf_tiny
+from wikitext_toolkit_core.cli import positive_int
 
 
 def bare_loop(model: hf.HFCausalLM, windows: list[torch.Tensor]) -> None:

@@ -25,11 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.cli import positive_int
 from harness.documents import is_article_heading
 from harness.plugins.hf.detokenize import detokenize_line
 from harness.tools import hf_tiny
 from harness.tools.lm_eval_wikitext import FIGURES, documents_metrics, lm_eval_pages, wikitext_figures
+from wikitext_toolkit_core.cli import positive_int
 
 
 def first_pages(path: Path, count: int) -> str:

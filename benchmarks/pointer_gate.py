@@ -22,8 +22,8 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.plugin_bridge import detach_state
 from baselines.training import PRESETS, chunk_loss, parameter_groups, step_seed, training_streams
-from core.cli import non_negative_float, non_negative_int, positive_float, positive_int
 from harness.datasets import load_dataset
+from wikitext_toolkit_core.cli import non_negative_float, non_negative_int, positive_float, positive_int
 
 
 def probe(streams: torch.Tensor, config: dict, args: argparse.Namespace, scale: float) -> None:

@@ -25,8 +25,8 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.calibration import fit_sentinel_shift, mixture_parts, shifted_log_probs
 from baselines.models import PointerSentinelLSTM
-from core.cli import non_negative_int, positive_int
 from harness.datasets import load_dataset
+from wikitext_toolkit_core.cli import non_negative_int, positive_int
 
 
 def main() -> None:

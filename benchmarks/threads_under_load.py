@@ -28,12 +28,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from core.cli import positive_int
-from core.threads import allowed_cpus, choose_threads, set_torch_threads, thread_request
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import create_model, load_factory
 from harness.protocol import EvaluationProtocol
+from wikitext_toolkit_core.cli import positive_int
+from wikitext_toolkit_core.threads import allowed_cpus, choose_threads, set_torch_threads, thread_request
 
 PLUGIN = "baselines.zoneout_lstm"
 #: The settings, in the order they run: (neighbours busy, ``--threads``); "all": one per CPU.

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.cli import positive_int
+from wikitext_toolkit_core.cli import positive_int
 
 REPO = Path(__file__).resolve().parent.parent
 #: The last commit whose harness re-encodes every split on every run.

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from core import __version__
 from harness.plugin import Chunk, ChunkScores, LanguageModel, ModelUnavailable, StreamScorer
+from wikitext_toolkit_core import __version__
 
 __all__ = [
     "Chunk",

@@ -2,7 +2,7 @@
 
 import sys
 
-from core.startup import harness
+from wikitext_toolkit_core.startup import harness
 
 if __name__ == "__main__":
     sys.exit(harness())

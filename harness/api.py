@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from core.cli import check_output_dir, check_output_file
-from core.devices import resolve_device
-from core.result_schema import ResultRecord
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import MODEL_METHODS, Model, PluginError, create_model, is_model, load_factory
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
+from wikitext_toolkit_core.cli import check_output_dir, check_output_file
+from wikitext_toolkit_core.devices import resolve_device
+from wikitext_toolkit_core.result_schema import ResultRecord
 
 
 @dataclasses.dataclass(frozen=True)

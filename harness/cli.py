@@ -8,27 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core import ngrams
-from core.benchmarks import locate_benchmark
-from core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
-from core.cli import (
-    ArgumentParser,
-    UsageError,
-    add_data_dir_option,
-    check_not_an_input,
-    check_output_dir,
-    check_output_file,
-    non_negative_float,
-    non_negative_int,
-    positive_int,
-    run,
-    share,
-)
-from core.devices import resolve_device
-from core.files import write_atomically
-from core.format import SPLITS
-from core.result_schema import PROTOCOL_NAMES, ResultRecord
-from core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
 from harness import contamination
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS
 from harness.datasets import Dataset, load_dataset
@@ -43,6 +22,27 @@ from harness.plugin import (
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 from harness.results import token_log_probs_name
 from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
+from wikitext_toolkit_core import ngrams
+from wikitext_toolkit_core.benchmarks import locate_benchmark
+from wikitext_toolkit_core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
+from wikitext_toolkit_core.cli import (
+    ArgumentParser,
+    UsageError,
+    add_data_dir_option,
+    check_not_an_input,
+    check_output_dir,
+    check_output_file,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+    run,
+    share,
+)
+from wikitext_toolkit_core.devices import resolve_device
+from wikitext_toolkit_core.files import write_atomically
+from wikitext_toolkit_core.format import SPLITS
+from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES, ResultRecord
+from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
 
 
 def _summary_line(record: ResultRecord) -> str:

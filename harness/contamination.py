@@ -3,7 +3,7 @@ and the perplexity on the clean part of the split.
 
 ``python -m harness contamination CORPUS... --dataset NAME --split SPLIT --output REPORT.json``
 (:mod:`harness.cli`) calls this module; the matching itself (units, normalisation, wildcards,
-the streamed scan) is :mod:`core.ngrams`, which the builder's overlap filter shares.
+the streamed scan) is :mod:`wikitext_toolkit_core.ngrams`, which the builder's overlap filter shares.
 
 - :func:`corpus_files` and :func:`corpus_documents` read what a user trained on: plain text files
   (optionally ``.gz``, ``.xz``, ``.bz2``), JSON lines (``.jsonl``, ``.jsonl.gz``, ...) with a
@@ -28,9 +28,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from core import bounded_json
-from core.format import SPLITS
-from core.ngrams import SEED_WORDS, ContaminationError, Document, Overlaps, TestSide
+from wikitext_toolkit_core import bounded_json
+from wikitext_toolkit_core.format import SPLITS
+from wikitext_toolkit_core.ngrams import SEED_WORDS, ContaminationError, Document, Overlaps, TestSide
 
 #: Defaults of the command line.
 DEFAULT_THRESHOLD = 0.5

@@ -1,7 +1,7 @@
 """Benchmark datasets as the harness scores them: the vocabulary and each split's token stream.
 
-Where a dataset's split files are found and how they are verified is :mod:`core.benchmarks`
-(:class:`Dataset` extends its :class:`~core.benchmarks.SplitFiles`): a canonical benchmark
+Where a dataset's split files are found and how they are verified is :mod:`wikitext_toolkit_core.benchmarks`
+(:class:`Dataset` extends its :class:`~wikitext_toolkit_core.benchmarks.SplitFiles`): a canonical benchmark
 (``ptb``, ``wikitext-2``, ``wikitext-103`` and the ``-raw`` variants) or any directory in
 WikiText layout (``wiki.{train,valid,test}.tokens``, as ``wikitext_builder`` writes it).
 
@@ -41,7 +41,8 @@ from typing import IO, Any, Protocol
 
 import numpy as np
 
-from core.benchmarks import (
+from harness import token_cache
+from wikitext_toolkit_core.benchmarks import (
     COMPRESSED_SUFFIX,
     READ_BLOCK_BYTES,
     SplitFiles,
@@ -50,9 +51,8 @@ from core.benchmarks import (
     reading_errors,
     user_cache_dir,
 )
-from core.files import DatasetError
-from core.format import EOS, UNK, UTF8_BOM
-from harness import token_cache
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import EOS, UNK, UTF8_BOM
 
 #: Split files at least this large get a note on stderr while they are first encoded, and a
 #: train file this large is encoded by two processes; the worker's share goes in pieces this large.
@@ -396,7 +396,7 @@ def _stamp(path: Path) -> tuple[int, int]:
 
 class Dataset(SplitFiles):
     """A benchmark or WikiText-layout directory, read lazily and verified on read: its split
-    files (:class:`core.benchmarks.SplitFiles`, whose arguments it takes), the train split's
+    files (:class:`wikitext_toolkit_core.benchmarks.SplitFiles`, whose arguments it takes), the train split's
     vocabulary and each split's token stream."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -557,7 +557,7 @@ class Dataset(SplitFiles):
 def load_dataset(
     name_or_path: str, data_dir: str | os.PathLike | None = None, download: bool = True
 ) -> Dataset:
-    """:func:`core.benchmarks.find_dataset` as a :class:`Dataset`: a benchmark name or a
+    """:func:`wikitext_toolkit_core.benchmarks.find_dataset` as a :class:`Dataset`: a benchmark name or a
     directory, looked for in ``data_dir``, ``$HARNESS_DATA_DIR``, the packaged copies, then the
     user cache, and downloaded into the cache (checksums verified) unless ``download`` is false."""
     return find_dataset(name_or_path, Dataset, data_dir, download)

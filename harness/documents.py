@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from core.result_schema import perplexity_of
+from wikitext_toolkit_core.result_schema import perplexity_of
 
 _SPACE = re.compile(r"\s+")
 

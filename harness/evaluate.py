@@ -25,10 +25,6 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from core.cli import UsageError
-from core.files import DatasetError
-from core.progress import progress_bar
-from core.result_schema import MAX_LOG_PROB
 from harness.causality import (
     CAUSALITY_OFF,
     AuditPlan,
@@ -48,6 +44,10 @@ from harness.plugin import (
 )
 from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
 from harness.streams import Block, StreamGrid, stream_grid
+from wikitext_toolkit_core.cli import UsageError
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.progress import progress_bar
+from wikitext_toolkit_core.result_schema import MAX_LOG_PROB
 
 #: Largest mean negative log-likelihood (nats per token) whose perplexity, ``e^nll``, is a finite
 #: float (about 709.78).
@@ -281,7 +281,8 @@ def evaluate(
         documents: with the ``documents`` protocol, the documents' starts and lengths (int64
             ``[D]`` each, :class:`harness.documents.Documents`): one stream each.
         name: the plugin's name, for error messages.
-        progress: show progress on stderr (a bar on a terminal, else a line a minute: core.progress).
+        progress: show progress on stderr (a bar on a terminal, else a line a minute:
+            ``wikitext_toolkit_core.progress``).
 
     Raises:
         PluginError: the model returned the wrong shape, a NaN/inf or positive log-probability,

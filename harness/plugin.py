@@ -43,8 +43,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from core.errors import ToolkitError
-from core.files import DatasetError
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.files import DatasetError
 
 PLUGIN_GROUP = "harness.models"
 FACTORY_NAME = "load_model"
@@ -293,7 +293,7 @@ def create_model(
     Raises:
         PluginError: the factory rejects the arguments, returns no model, or raises (anything but
             the one-line errors it may raise itself: :class:`ModelUnavailable`,
-            :class:`PluginError`, :class:`core.files.DatasetError`): one line naming the
+            :class:`PluginError`, :class:`wikitext_toolkit_core.files.DatasetError`): one line naming the
             plugin, the exception and where it was raised.
     """
     try:

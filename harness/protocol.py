@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.result_schema import PROTOCOL_NAMES
 from harness.causality import SUBSTITUTIONS
+from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES
 
 
 @dataclasses.dataclass(frozen=True)

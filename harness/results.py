@@ -1,8 +1,8 @@
-"""Writing result files: :func:`result_record` builds the :class:`core.result_schema.ResultRecord` of
-one evaluation (the schema, its version and its validation are :mod:`core.result_schema`'s). This module
-also owns the name of the per-token log-probability file beside a result
-(:func:`token_log_probs_name`) and how a result names the files it used (:func:`portable_path`,
-:func:`resolve_recorded_path`).
+"""Writing result files: :func:`result_record` builds the
+:class:`wikitext_toolkit_core.result_schema.ResultRecord` of one evaluation (the schema, its version and its
+validation are :mod:`wikitext_toolkit_core.result_schema`'s). This module also owns the name of the per-token
+log-probability file beside a result (:func:`token_log_probs_name`) and how a result names the files it used
+(:func:`portable_path`, :func:`resolve_recorded_path`).
 
 **Paths in a result** name no machine: ``dataset_path`` and ``checkpoint`` are written relative to
 the root they lie in, marked by its name: ``<repo>/...`` (the toolkit's source tree, the folder
@@ -27,9 +27,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core import __version__
-from core.benchmarks import search_roots, user_cache_dir
-from core.result_schema import SCHEMA_VERSION, SCORINGS, Protocol, ResultRecord, unaudited_reasons
+from wikitext_toolkit_core import __version__
+from wikitext_toolkit_core.benchmarks import search_roots, user_cache_dir
+from wikitext_toolkit_core.result_schema import (
+    SCHEMA_VERSION,
+    SCORINGS,
+    Protocol,
+    ResultRecord,
+    unaudited_reasons,
+)
 
 if TYPE_CHECKING:  # types only: plugins import this module's path helpers, not the evaluator
     from harness.documents import Documents
@@ -165,13 +171,14 @@ def result_record(
     token_log_probs_file: str | None,
     documents: Documents | None = None,
 ) -> ResultRecord:
-    """The record of ``job`` scored as ``evaluation`` (:class:`core.result_schema.ResultRecord`,
-    which owns the file's keys and their order). ``scoring`` is the plugin metadata's
-    (``evaluation.metadata``) ``scoring`` (see :data:`core.result_schema.SCORINGS`), ``word`` when
-    it gives none. ``documents``: the split's documents under the documents protocol, whose number
-    is the recorded batch size and which give the ``document_metrics``. The job's ``checkpoint``
-    and the dataset's directory are recorded by :func:`portable_path` (relative to the job's
-    ``data_dir``); ``token_log_probs_file`` as given (relative to the result file's folder)."""
+    """The record of ``job`` scored as ``evaluation``
+    (:class:`wikitext_toolkit_core.result_schema.ResultRecord`, which owns the file's keys and their order).
+    ``scoring`` is the plugin metadata's (``evaluation.metadata``) ``scoring`` (see
+    :data:`wikitext_toolkit_core.result_schema.SCORINGS`), ``word`` when it gives none. ``documents``: the
+    split's documents under the documents protocol, whose number is the recorded batch size and which give the
+    ``document_metrics``. The job's ``checkpoint`` and the dataset's directory are recorded by
+    :func:`portable_path` (relative to the job's ``data_dir``); ``token_log_probs_file`` as given
+    (relative to the result file's folder)."""
     plugin, dataset, split, data_dir = job.plugin, job.dataset, job.split, job.data_dir
     plugin_metadata = evaluation.metadata
     protocol = Protocol(

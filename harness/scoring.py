@@ -14,16 +14,16 @@ from urllib.parse import quote
 
 import numpy as np
 
-from core import bounded_json
-from core.cli import UsageError
-from core.files import DatasetError, write_atomically
-from core.result_schema import ResultRecord
 from harness.datasets import Dataset
 from harness.documents import Documents, split_documents
 from harness.evaluate import evaluate
 from harness.plugin import Model, plugin_num_parameters
 from harness.protocol import EvaluationProtocol
 from harness.results import plugin_code, portable_path, result_record, token_log_probs_name
+from wikitext_toolkit_core import bounded_json
+from wikitext_toolkit_core.cli import UsageError
+from wikitext_toolkit_core.files import DatasetError, write_atomically
+from wikitext_toolkit_core.result_schema import ResultRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +90,8 @@ def check_replaceable(
     """Refuse, before scoring, to replace the result at ``json_path`` with one of other plugin code
     or another ``checkpoint`` (a rerun of the same code on the same checkpoint replaces it; with
     no ``checkpoint`` named, the checkpoint is not compared); a result that recorded no code counts
-    as other code. A :class:`core.cli.UsageError` names the result and ``overwrite_option``, the option
-    that replaces any (``--overwrite`` on the command line). Nothing at ``json_path``, or no
+    as other code. A :class:`wikitext_toolkit_core.cli.UsageError` names the result and ``overwrite_option``,
+    the option that replaces any (``--overwrite`` on the command line). Nothing at ``json_path``, or no
     result there, is no reason to refuse (the write itself reports a file it cannot replace)."""
     if json_path is None or not json_path.is_file():
         return
@@ -157,7 +157,7 @@ def score_split(
 def split_documents_of(dataset: Dataset, split: str) -> Documents:
     """The documents of ``split`` (:func:`harness.documents.split_documents` of its file's text,
     a leading byte-order mark dropped as the token stream drops it); a
-    :class:`core.files.DatasetError` when it has no article heading."""
+    :class:`wikitext_toolkit_core.files.DatasetError` when it has no article heading."""
     documents = split_documents(dataset.read_bytes(split).decode("utf-8-sig"))
     if documents is None:
         raise DatasetError(

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from core import bounded_json
-from core.files import remove_stale_temporaries, write_atomically
+from wikitext_toolkit_core import bounded_json
+from wikitext_toolkit_core.files import remove_stale_temporaries, write_atomically
 
 #: Layout version: entries of another version are never read.
 VERSION = 1
@@ -62,7 +62,7 @@ def remove_leftovers(cache_root: Path) -> None:
     """Remove what runs killed while writing the cache left in it: the temporary files of its
     entries and the scratch directories of :func:`scratch_directory`, those of processes that
     are gone and unchanged for :data:`LEFTOVER_IDLE_SECONDS` (a live run's are left alone; see
-    :func:`core.files.remove_stale_temporaries`)."""
+    :func:`wikitext_toolkit_core.files.remove_stale_temporaries`)."""
     tokens = cache_root / "tokens"
     remove_stale_temporaries(tokens, LEFTOVER_IDLE_SECONDS)
     with contextlib.suppress(OSError):  # no cache yet, or one that cannot be read

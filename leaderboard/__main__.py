@@ -2,7 +2,7 @@
 
 import sys
 
-from core.startup import leaderboard
+from wikitext_toolkit_core.startup import leaderboard
 
 if __name__ == "__main__":
     sys.exit(leaderboard())

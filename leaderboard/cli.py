@@ -8,7 +8,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.cli import (
+from leaderboard.records import (
+    ALLOW_UNAUDITED,
+    Collection,
+    Result,
+    check_trusted,
+    collect,
+    load_result,
+    load_verified,
+    trust_gap,
+)
+from wikitext_toolkit_core.cli import (
     ArgumentParser,
     UsageError,
     add_data_dir_option,
@@ -20,18 +30,8 @@ from core.cli import (
     positive_int,
     run,
 )
-from core.files import DatasetError
-from core.format import SPLITS
-from leaderboard.records import (
-    ALLOW_UNAUDITED,
-    Collection,
-    Result,
-    check_trusted,
-    collect,
-    load_result,
-    load_verified,
-    trust_gap,
-)
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import SPLITS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -482,9 +482,9 @@ def command_plot_curves(args: argparse.Namespace) -> int:
 
 
 def command_plot_zipf(args: argparse.Namespace) -> int:
-    from core.format import EOS
     from harness.datasets import load_dataset
     from leaderboard.plots import plot_zipf, rank_frequency
+    from wikitext_toolkit_core.format import EOS
 
     check_output_file(args.output, "--output")
     corpora = []

@@ -29,7 +29,7 @@ import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from core.files import write_atomically  # noqa: E402
+from wikitext_toolkit_core.files import write_atomically  # noqa: E402
 
 REPORTED_COLOUR = "#9aa5b1"
 REPRODUCED_COLOUR = "#1f77b4"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.catalogue import BENCHMARKS
-from core.files import DatasetError
 from harness.datasets import Dataset, load_dataset
 from harness.results import resolve_recorded_path
 from leaderboard.records import Result, ResultError
+from wikitext_toolkit_core.catalogue import BENCHMARKS
+from wikitext_toolkit_core.files import DatasetError
 
 #: The fields of their records two results must share to be compared token by token.
 COMPARED_FIELDS = ("dataset", "split", "tokens", "vocab_sha256", "dataset_sha256")

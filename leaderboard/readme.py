@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.files import write_atomically
 from leaderboard.table import to_markdown
+from wikitext_toolkit_core.files import write_atomically
 
 README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
 README_END = "<!-- leaderboard:{dataset}:end -->"

@@ -1,11 +1,11 @@
 """Reading harness result files: validation, rejection of incompatible ones, and their runs.
 
 A *result file* is the JSON that ``python -m harness eval --output/--output-dir`` writes; its
-schema (keys, version, validation, which audits apply) is :class:`core.result_schema.ResultRecord`, the
-per-token file's name :func:`harness.results.token_log_probs_name`.
-One result is one (model, dataset, split) evaluation; a *run* is the set of results that share
-everything but the split (see :func:`run_key`), so that the valid and test figures of one trained
-model land on one leaderboard row.
+schema (keys, version, validation, which audits apply) is
+:class:`wikitext_toolkit_core.result_schema.ResultRecord`, the per-token file's name
+:func:`harness.results.token_log_probs_name`. One result is one (model, dataset, split) evaluation; a *run* is
+the set of results that share everything but the split (see :func:`run_key`), so that the valid and test
+figures of one trained model land on one leaderboard row.
 """
 
 from __future__ import annotations
@@ -21,11 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from core.catalogue import BENCHMARKS
-from core.errors import ToolkitError
-from core.result_schema import MAX_LOG_PROB, InvalidResultRecord, NotAResultRecord, ResultRecord
 from harness.results import token_log_probs_name
 from leaderboard.clean_subset import CleanFigures, attach_reports, is_report
+from wikitext_toolkit_core.catalogue import BENCHMARKS
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.result_schema import (
+    MAX_LOG_PROB,
+    InvalidResultRecord,
+    NotAResultRecord,
+    ResultRecord,
+)
 
 #: Relative tolerance between a result's nll (and perplexity) and the mean NLL (and its exp) of
 #: its per-token log-probabilities.
@@ -80,7 +85,7 @@ class Result:
     @property
     def unaudited_reasons(self) -> list[str]:
         """Why this result's figure is not covered by the audits that apply; empty when they all
-        passed (:attr:`core.result_schema.ResultRecord.audit_gaps`)."""
+        passed (:attr:`wikitext_toolkit_core.result_schema.ResultRecord.audit_gaps`)."""
         return self.record.audit_gaps
 
 
@@ -123,7 +128,7 @@ def _too_deep(path: Path) -> str:
 
 def validate(data: Any, path: Path) -> Result:
     """``data`` as a :class:`Result`, or :class:`ResultError` saying what is wrong with it
-    (:meth:`core.result_schema.ResultRecord.from_json`'s message, after the file's name)."""
+    (:meth:`wikitext_toolkit_core.result_schema.ResultRecord.from_json`'s message, after the file's name)."""
     if isinstance(data, dict) and _nesting(data) > MAX_NESTING:  # would exhaust json.dumps later
         raise ResultError(_too_deep(path))
     try:  # JSON's \ud800 escapes give strings that no table or figure can write
@@ -247,7 +252,7 @@ def _reject_minorities(results: list[Result], group: str, field: str, rejected: 
     """Within each group (``"dataset"`` or ``"dataset/split"``), keep the results whose ``field``
     holds the value most of them agree on, and reject the others by name: results of one dataset
     with different vocabularies (or texts) cannot share a table. ``field`` names a checksum field
-    of :class:`core.result_schema.ResultRecord`."""
+    of :class:`wikitext_toolkit_core.result_schema.ResultRecord`."""
 
     def value_of(result: Result) -> str:
         return getattr(result.record, field)

@@ -35,8 +35,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.catalogue import BENCHMARKS
-from core.files import write_atomically
 from leaderboard.bootstrap import Comparison, paired_bootstrap
 from leaderboard.records import Collection, Result, find_token_log_probs, load_verified
 from leaderboard.table import (
@@ -51,6 +49,8 @@ from leaderboard.table import (
     table_columns,
     write_tables,
 )
+from wikitext_toolkit_core.catalogue import BENCHMARKS
+from wikitext_toolkit_core.files import write_atomically
 
 #: The file in a site's directory that lists the files the last build wrote, so that the next
 #: build removes those it no longer writes, and never touches a directory that is not a site.

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from core.files import write_atomically
-from core.result_schema import ResultRecord
 from leaderboard.clean_subset import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
+from wikitext_toolkit_core.files import write_atomically
+from wikitext_toolkit_core.result_schema import ResultRecord
 
 COLUMNS = [
     "rank",

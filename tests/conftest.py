@@ -1,6 +1,6 @@
 """Shared fixtures.
 
-The real PTB and WikiText-2 ship in the package (``core/data/``), so the tests that need them
+The real PTB and WikiText-2 ship in the package (``wikitext_toolkit_core/data/``), so the tests that need them
 run everywhere, a fresh clone included: every test runs with a private, empty user cache and no
 ``HARNESS_DATA_DIR``, so ``load_dataset("ptb")`` finds the packaged copy, and
 :func:`real_data_dir` gives the same files decompressed, for tests that read them as files.
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from core.benchmarks import COMPRESSED_SUFFIX, PACKAGED_DATA
-from core.catalogue import BENCHMARKS
+from wikitext_toolkit_core.benchmarks import COMPRESSED_SUFFIX, PACKAGED_DATA
+from wikitext_toolkit_core.catalogue import BENCHMARKS
 
 REPO = Path(__file__).resolve().parent.parent
 #: The benchmarks shipped in the package.

@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.cli import UsageError
-from core.files import DatasetError
 from harness.api import evaluate_model
 from harness.causality import SUBSTITUTIONS
 from harness.cli import main as harness_main
 from harness.datasets import Dataset, load_dataset
 from harness.plugin import Chunk, ChunkScores, PluginError
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
+from wikitext_toolkit_core.cli import UsageError
+from wikitext_toolkit_core.files import DatasetError
 
 REPO = Path(__file__).resolve().parent.parent
 #: Fields of a record that differ between two runs of one evaluation: when it ran, how fast, and
@@ -164,7 +164,7 @@ def test_a_dataset_object_is_reused_without_reading_its_files_again(
 def test_progress_is_shown_unless_turned_off(
     corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], progress: bool
 ) -> None:
-    from core import progress as progress_lines
+    from wikitext_toolkit_core import progress as progress_lines
 
     monkeypatch.setattr(progress_lines, "LOG_INTERVAL_SECONDS", 0)  # a line at once
     evaluate_model("unigram", str(corpus), splits="valid", progress=progress)

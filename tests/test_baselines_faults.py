@@ -17,7 +17,7 @@ from conftest import REPO, assert_one_line_error, write_corpus
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
 from baselines.training import Trainer
-from core.files import exclusive_directory
+from wikitext_toolkit_core.files import exclusive_directory
 
 REPEATED = " the cat sat on the mat . \n the dog sat on the log . \n a cat and a dog met on a mat . \n"
 #: ``baselines train`` on the toy corpus, tiny shapes; the run directory and the dataset follow.

@@ -18,11 +18,11 @@ from baselines import neural_cache, plugin_bridge, zoneout_lstm
 from baselines.cli import build_parser as baselines_parser
 from baselines.cli import main as baselines_main
 from baselines.models import ZoneoutLSTM
-from core.files import file_sha256
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.plugin import ModelUnavailable
 from leaderboard.cli import build_parser as leaderboard_parser
+from wikitext_toolkit_core.files import file_sha256
 
 REPEATED = " the cat sat on the mat . \n the dog sat on the log . \n a cat and a dog met on a mat . \n"
 

@@ -25,12 +25,12 @@ from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import TorchLanguageModel
 from baselines.training import Schedule, TrainOptions, bfloat16_is_emulated, learning_rate_schedule
 from baselines.tuning import tuning_record
-from core.files import file_sha256
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import ModelUnavailable
 from harness.results import SOURCE_ROOT
+from wikitext_toolkit_core.files import file_sha256
 
 TOY = "embedding_size=8,hidden_size=8"
 REPEATED = """ the cat sat on the mat . 

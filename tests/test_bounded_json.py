@@ -1,6 +1,7 @@
-"""Every JSON input is read through :mod:`core.bounded_json` (issue 45): a document nested deeper
-than :data:`~core.bounded_json.MAX_DEPTH` is one ``error:`` line and exit status 2, never a
-``RecursionError`` traceback, and any other document parses exactly as :func:`json.loads` parses it."""
+"""Every JSON input is read through :mod:`wikitext_toolkit_core.bounded_json` (issue 45): a document nested
+deeper than :data:`~wikitext_toolkit_core.bounded_json.MAX_DEPTH` is one ``error:`` line and exit status 2,
+never a ``RecursionError`` traceback, and any other document parses exactly as :func:`json.loads`
+parses it."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import assert_one_line_error
 
-from core.bounded_json import MAX_DEPTH, JSONTooDeep, loads
 from harness.cli import main as harness_main
 from wikitext_builder.cli import main as builder_main
+from wikitext_toolkit_core.bounded_json import MAX_DEPTH, JSONTooDeep, loads
 
 #: Arrays within objects, 100,000 levels deep in all.
 DEEP = '{"a": [' * 50_000 + "]}" * 50_000

@@ -477,9 +477,9 @@ def test_builder_imports_no_torch_and_only_the_shared_cli_plumbing_of_harness() 
     # plumbing, the file helpers (atomic writes, checksums) and the format constants; no torch.
     assert set(result.stdout.split()) <= {
         "harness",
-        "core.cli",
-        "core.files",
-        "core.format",
+        "wikitext_toolkit_core.cli",
+        "wikitext_toolkit_core.files",
+        "wikitext_toolkit_core.format",
         "harness.plugin",
     }, result.stdout
 

@@ -16,9 +16,9 @@ import pytest
 from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, Page, write_folder
 from conftest import assert_one_line_error
 
-from core.benchmarks import COMPRESSED_SUFFIX, PACKAGED_DATA
 from wikitext_builder.cli import main
 from wikitext_builder.corpus import OUTPUT_FILES, TEXT_FILES, article_order
+from wikitext_toolkit_core.benchmarks import COMPRESSED_SUFFIX, PACKAGED_DATA
 
 REPO = Path(__file__).resolve().parent.parent
 PLANTED = "Du Fu"  # a WikiText-2 test article, 4,833 tokens
@@ -247,7 +247,7 @@ def test_a_build_with_the_check_imports_no_torch(folder: Path, tmp_path: Path) -
     code = (
         "import sys; from wikitext_builder.cli import main; "
         f"status = main(['--folder', {str(folder)!r}, *{SPLIT_SIZES!r}, '--output-dir', *sys.argv[1:]]); "
-        "print(status, 'torch' in sys.modules, 'core.ngrams' in sys.modules, "
+        "print(status, 'torch' in sys.modules, 'wikitext_toolkit_core.ngrams' in sys.modules, "
         "any(name.partition('.')[0] == 'harness' for name in sys.modules))"
     )
     for out, extra, loaded in (

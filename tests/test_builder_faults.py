@@ -22,12 +22,12 @@ from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, artic
 from conftest import assert_one_line_error
 from test_builder_dump import HEADER, page
 
-from core.files import LOCK_FILE, DirectoryBusy
 from wikitext_builder import workspace
 from wikitext_builder.cache import Cache
 from wikitext_builder.cli import build_parser, main
 from wikitext_builder.corpus import OUTPUT_FILES
 from wikitext_builder.sources import MediaWikiClient
+from wikitext_toolkit_core.files import LOCK_FILE, DirectoryBusy
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = REPO / "wikitext_builder" / "sample"  # packaged (pyproject.toml: package-data)
@@ -37,7 +37,7 @@ FAST_API = ["--retry-backoff", "0.01", "--timeout", "30", "--batch-size", "3"]
 #: Holds exclusive_directory(argv[1], "--output-dir") in a process of its own until stdin closes.
 HOLD_LOCK = (
     "import sys\n"
-    "from core.files import exclusive_directory\n"
+    "from wikitext_toolkit_core.files import exclusive_directory\n"
     "with exclusive_directory(sys.argv[1], '--output-dir'):\n"
     "    print('held', flush=True)\n"
     "    sys.stdin.read()\n"

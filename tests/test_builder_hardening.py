@@ -13,12 +13,12 @@ import pytest
 from builder_fixtures.fake_mediawiki import FakeMediaWikiServer, FakeWiki, article_text, write_folder
 from conftest import assert_one_line_error
 
-from core.files import LOCK_FILE
-from core.format import UTF8_BOM
 from wikitext_builder.cli import main
 from wikitext_builder.corpus import MAX_ARTICLE_BYTES, OUTPUT_FILES, TEXT_FILES
 from wikitext_builder.sources import MediaWikiClient, Skipped, iter_jsonl
 from wikitext_builder.validate import ERROR, validate_lines
+from wikitext_toolkit_core.files import LOCK_FILE
+from wikitext_toolkit_core.format import UTF8_BOM
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = ["--quiet", "--valid-articles", "1", "--test-articles", "1", "--min-count", "1"]

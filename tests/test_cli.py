@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from conftest import REPO, write_corpus
 
-from core.benchmarks import PACKAGED_DATA
-from core.catalogue import BENCHMARKS, Benchmark
-from core.format import SPLITS
 from harness import cli
 from harness.cli import main
+from wikitext_toolkit_core.benchmarks import PACKAGED_DATA
+from wikitext_toolkit_core.catalogue import BENCHMARKS, Benchmark
+from wikitext_toolkit_core.format import SPLITS
 
 REQUIRED_FIELDS = {
     "model",

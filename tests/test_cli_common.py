@@ -19,8 +19,8 @@ import baselines.cli
 import harness.cli
 import leaderboard.cli
 import wikitext_builder.cli
-from core.cli import ArgumentParser, UsageError, positive_float, positive_int, run
-from core.errors import ToolkitError
+from wikitext_toolkit_core.cli import ArgumentParser, UsageError, positive_float, positive_int, run
+from wikitext_toolkit_core.errors import ToolkitError
 
 TOOLS = {
     "lm-harness": harness.cli,
@@ -236,14 +236,16 @@ def test_a_bug_in_any_tool_keeps_its_traceback(module, command: str, monkeypatch
 
 
 def test_the_shared_module_is_stdlib_only_and_import_harness_needs_no_torch() -> None:
-    """``core.cli`` imports the standard library and ``core.errors`` (which imports nothing,
-    ``tests/test_errors.py`` checks)."""
-    tree = ast.parse((REPO / "core" / "cli.py").read_text())
+    """``wikitext_toolkit_core.cli`` imports the standard library and ``wikitext_toolkit_core.errors`` (which
+    imports nothing, ``tests/test_errors.py`` checks)."""
+    tree = ast.parse((REPO / "wikitext_toolkit_core" / "cli.py").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     outside = {name for name in imported if name.split(".")[0] not in sys.stdlib_module_names}
-    assert outside <= {"__future__", "core.errors"}, outside
-    code = "import sys, harness, core.cli, wikitext_builder.cli; print('torch' in sys.modules)"
+    assert outside <= {"__future__", "wikitext_toolkit_core.errors"}, outside
+    code = (
+        "import sys, harness, wikitext_toolkit_core.cli, wikitext_builder.cli; print('torch' in sys.modules)"
+    )
     completed = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
     )
@@ -263,7 +265,7 @@ def test_no_tool_defines_its_own_usage_error() -> None:
 
 
 def test_check_output_dir_refuses_an_input_or_a_write_over_one(tmp_path) -> None:
-    from core.cli import check_output_dir
+    from wikitext_toolkit_core.cli import check_output_dir
 
     source = tmp_path / "pool.jsonl"
     source.write_text("{}\n")

@@ -16,11 +16,11 @@ from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
-from core.cli import UsageError, check_output_dir, check_output_file
 from harness import scoring
 from harness.cli import main as harness_main
 from leaderboard.cli import main as leaderboard_main
 from wikitext_builder.cli import main as builder_main
+from wikitext_toolkit_core.cli import UsageError, check_output_dir, check_output_file
 
 # ---- harness -------------------------------------------------------------------------------------
 

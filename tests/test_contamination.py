@@ -18,15 +18,15 @@ import pytest
 from conftest import REPO, assert_one_line_error, write_corpus
 from test_harness_faults import _replacing_after_first_open
 
-from core import ngrams
-from core.files import DatasetError
-from core.format import UTF8_BOM
-from core.ngrams import Document, TestSide, normalized_words
 from harness import contamination
 from harness.cli import main
 from harness.contamination import corpus_documents, corpus_files
 from harness.datasets import load_dataset
 from harness.plugins.hf.detokenize import detokenize_line
+from wikitext_toolkit_core import ngrams
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import UTF8_BOM
+from wikitext_toolkit_core.ngrams import Document, TestSide, normalized_words
 
 #: The WikiText-2 test articles planted in the must-show corpus (by index: Du Fu, a battleship
 #: class with many `<unk>`, and a typhoon season full of numbers).

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from conftest import TRAIN, write_corpus
 
-from core.benchmarks import PACKAGED_DATA
-from core.catalogue import BENCHMARKS, Benchmark
-from core.files import DatasetError
-from core.format import EOS, SPLITS, UNK
 from harness.datasets import load_dataset
+from wikitext_toolkit_core.benchmarks import PACKAGED_DATA
+from wikitext_toolkit_core.catalogue import BENCHMARKS, Benchmark
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import EOS, SPLITS, UNK
 
 
 def test_token_stream_counts_one_eos_per_line_including_blank_lines(corpus: Path) -> None:
@@ -146,7 +146,7 @@ def test_not_found_without_download_names_the_places_searched(
     with pytest.raises(
         DatasetError,
         match=rf"toy: not found \(searched --data-dir {tmp_path}/toy, "
-        r"packaged .*/core/data/toy, cache",
+        r"packaged .*/wikitext_toolkit_core/data/toy, cache",
     ):
         load_dataset("toy", data_dir=tmp_path, download=False)
 

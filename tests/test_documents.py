@@ -13,7 +13,6 @@ import pytest
 from conftest import REPO, assert_one_line_error
 from evaluation_options import protocol_options
 
-from core.result_schema import InvalidResultRecord, ResultRecord
 from harness.api import evaluate_model
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
@@ -24,6 +23,7 @@ from harness.plugins import unigram
 from harness.tools.lm_eval_wikitext import lm_eval_pages
 from leaderboard.records import collect
 from leaderboard.table import build_tables
+from wikitext_toolkit_core.result_schema import InvalidResultRecord, ResultRecord
 
 #: Two articles after a blank line, with a section heading, a table legend that reads as a heading
 #: (as in WikiText), and blank lines.
@@ -59,7 +59,11 @@ def test_articles_start_at_level_one_headings_as_lm_eval_cuts_its_pages() -> Non
 
 
 def test_wikitext_2_test_has_lm_evals_62_pages_and_counts() -> None:
-    text = lzma.open(REPO / "core" / "data" / "wikitext-2" / "wiki.test.tokens.xz").read().decode("utf-8")
+    text = (
+        lzma.open(REPO / "wikitext_toolkit_core" / "data" / "wikitext-2" / "wiki.test.tokens.xz")
+        .read()
+        .decode("utf-8")
+    )
     documents = split_documents(text)
     pages = lm_eval_pages(text)
     assert len(pages) == 62 and len(documents.starts) == 63  # and the blank line before the first

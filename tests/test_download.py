@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import TEST, TRAIN, VALID
 
-from core import download
-from core.catalogue import BENCHMARKS, Benchmark, RemoteFile
-from core.files import DatasetError
-from core.format import SPLITS
 from harness.datasets import load_dataset
+from wikitext_toolkit_core import download
+from wikitext_toolkit_core.catalogue import BENCHMARKS, Benchmark, RemoteFile
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import SPLITS
 
 FILES = {
     f"wiki.{split}.tokens": text.encode()

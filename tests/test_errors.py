@@ -1,6 +1,6 @@
 """One error base (issue 49, item 4): every user-facing error of the five packages derives from
-:class:`core.errors.ToolkitError`, which :func:`core.cli.run` alone catches (one line, exit 2);
-any other exception is a bug and keeps its traceback."""
+:class:`wikitext_toolkit_core.errors.ToolkitError`, which :func:`wikitext_toolkit_core.cli.run` alone catches
+(one line, exit 2); any other exception is a bug and keeps its traceback."""
 
 from __future__ import annotations
 
@@ -14,25 +14,25 @@ from collections.abc import Callable
 import pytest
 from conftest import REPO
 
-from core.cli import EXIT_USAGE, ArgumentParser, UsageError, run
-from core.errors import ToolkitError
-from core.files import DatasetError, DirectoryBusy
+from wikitext_toolkit_core.cli import EXIT_USAGE, ArgumentParser, UsageError, run
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.files import DatasetError, DirectoryBusy
 
-PACKAGES = ("core", "harness", "baselines", "leaderboard", "wikitext_builder")
+PACKAGES = ("wikitext_toolkit_core", "harness", "baselines", "leaderboard", "wikitext_builder")
 
 #: Exception classes that are not user-facing errors: each is caught, and converted or acted on,
 #: before it could reach a command line's ``run``, so none derives from :class:`ToolkitError`.
 INTERNAL = {
     # A json.JSONDecodeError (and so a ValueError): every reader catches it with the decode
     # errors and words its own one-line error naming the file.
-    "core.bounded_json.JSONTooDeep",
+    "wikitext_toolkit_core.bounded_json.JSONTooDeep",
     # One failed attempt of a download; retried, then summed up in a DownloadFailed.
-    "core.download._TransferError",
+    "wikitext_toolkit_core.download._TransferError",
     # A ValueError without the file's name: leaderboard.records.load_result turns it into a
     # ResultError naming the file; in harness.scoring.save_scores (the record read back before
     # it is written) it would be a bug of the harness, which keeps its traceback.
-    "core.result_schema.InvalidResultRecord",
-    "core.result_schema.NotAResultRecord",
+    "wikitext_toolkit_core.result_schema.InvalidResultRecord",
+    "wikitext_toolkit_core.result_schema.NotAResultRecord",
     # A token-cache entry that does not match its record: the entry is discarded and rebuilt.
     "harness.token_cache.CacheCorrupt",
     # A contamination report that does not fit its result: attach_reports lists it among the
@@ -64,21 +64,26 @@ def _exception_classes() -> dict[str, type[BaseException]]:
 
 def test_every_user_facing_error_derives_from_the_base() -> None:
     classes = _exception_classes()
-    assert "core.cli.UsageError" in classes and "baselines.checkpoint.CheckpointError" in classes
+    assert (
+        "wikitext_toolkit_core.cli.UsageError" in classes
+        and "baselines.checkpoint.CheckpointError" in classes
+    )
     outside = sorted(
         name
         for name, cls in classes.items()
         if cls is not ToolkitError and not issubclass(cls, ToolkitError) and name not in INTERNAL
     )
-    assert outside == [], "derive these from core.errors.ToolkitError, or list them in INTERNAL"
+    assert outside == [], (
+        "derive these from wikitext_toolkit_core.errors.ToolkitError, or list them in INTERNAL"
+    )
     assert sorted(INTERNAL - classes.keys()) == [], "INTERNAL names classes that are gone"
     listed = sorted(name for name in INTERNAL if issubclass(classes[name], ToolkitError))
     assert listed == [], "these are ToolkitErrors: take them out of INTERNAL"
 
 
 def test_the_base_imports_nothing() -> None:
-    """``core/errors.py`` stands below everything, ``core.cli`` included."""
-    tree = ast.parse((REPO / "core" / "errors.py").read_text(encoding="utf-8"))
+    """``wikitext_toolkit_core/errors.py`` stands below everything, ``wikitext_toolkit_core.cli`` included."""
+    tree = ast.parse((REPO / "wikitext_toolkit_core" / "errors.py").read_text(encoding="utf-8"))
     imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     assert [getattr(node, "module", None) for node in imports] == ["__future__"]
 

@@ -13,12 +13,12 @@ from test_harness_faults import _plugin
 from test_leaderboard import make_result
 
 from baselines.cli import main as baselines_main
-from core import startup
 from harness.cli import main as harness_main
 from harness.scoring import result_paths
 from leaderboard.cli import main as leaderboard_main
 from wikitext_builder.cache import Cache, CacheError
 from wikitext_builder.sources import Article
+from wikitext_toolkit_core import startup
 
 UNIGRAM = "harness.plugins.unigram"
 
@@ -161,9 +161,9 @@ def test_ctrl_c_while_a_tool_imports_is_one_line_and_status_130(tmp_path, monkey
 
 def test_every_entry_point_starts_through_the_guarded_import():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert all(target.startswith("core.startup:") for target in scripts.values())
+    assert all(target.startswith("wikitext_toolkit_core.startup:") for target in scripts.values())
     for package in ("harness", "baselines", "leaderboard", "wikitext_builder"):
-        assert "from core.startup import" in (REPO / package / "__main__.py").read_text()
+        assert "from wikitext_toolkit_core.startup import" in (REPO / package / "__main__.py").read_text()
 
 
 def test_a_result_claiming_10_to_the_400_parameters_is_rejected_in_one_line(tmp_path, capsys):

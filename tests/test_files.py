@@ -1,4 +1,4 @@
-"""One atomic writer (:func:`core.files.write_atomically`) for every file the harness, the
+"""One atomic writer (:func:`wikitext_toolkit_core.files.write_atomically`) for every file the harness, the
 baselines and the leaderboard write: a failure in the middle of a write, Ctrl-C included, leaves
 the previous file as it was and no temporary file behind."""
 
@@ -15,10 +15,10 @@ import torch
 from test_leaderboard import make_result
 
 from baselines import checkpoint as checkpoints
-from core import files
-from core.files import LOCK_FILE, DirectoryBusy, exclusive_directory, write_atomically
 from leaderboard import plots
 from leaderboard.cli import main as leaderboard_main
+from wikitext_toolkit_core import files
+from wikitext_toolkit_core.files import LOCK_FILE, DirectoryBusy, exclusive_directory, write_atomically
 
 
 def leftovers(directory: Path) -> list[Path]:

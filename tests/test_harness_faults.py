@@ -21,14 +21,14 @@ import pytest
 from conftest import REPO, TEST, TRAIN, assert_one_line_error, write_corpus
 from evaluation_options import protocol_options
 
-from core import benchmarks
-from core.benchmarks import PACKAGED_DATA
-from core.files import DatasetError
 from harness import datasets
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import Chunk, ChunkScores, PluginError
+from wikitext_toolkit_core import benchmarks
+from wikitext_toolkit_core.benchmarks import PACKAGED_DATA
+from wikitext_toolkit_core.files import DatasetError
 
 UTF8_BOM = b"\xef\xbb\xbf"
 #: Text of a train file that replaces the real one in the middle of a run.
@@ -234,7 +234,7 @@ def _dead_pid() -> int:
 
 
 def test_remove_stale_temporaries_removes_only_dead_writers(tmp_path: Path) -> None:
-    from core.files import remove_stale_temporaries
+    from wikitext_toolkit_core.files import remove_stale_temporaries
 
     dead, alive = _dead_pid(), os.getpid()
     stale = tmp_path / f".result.json.{dead}-0a1b2c3d.tmp"
@@ -706,20 +706,26 @@ def test_results_record_no_absolute_machine_paths(
         ]
         assert harness_main([*arguments, "--causality-audit", "1", "--audit", "1"]) == 0
     records = {path.name.split(".")[-3]: json.loads(path.read_text()) for path in outputs.glob("*.json")}
-    expected = {"ptb": "<data>/ptb", "corpus": "corpus", "wikitext-2": "<repo>/core/data/wikitext-2"}
+    expected = {
+        "ptb": "<data>/ptb",
+        "corpus": "corpus",
+        "wikitext-2": "<repo>/wikitext_toolkit_core/data/wikitext-2",
+    }
     assert {name: record["dataset_path"] for name, record in records.items()} == expected
     for name, record in records.items():
         for key in ("dataset_path", "checkpoint", "token_log_probs_file"):
             assert not Path(record[key] or "").is_absolute(), (name, key, record[key])
         assert (outputs / record["token_log_probs_file"]).is_file()  # beside the JSON
     assert resolve_recorded_path("<data>/ptb", real_data_dir) == real_data_dir / "ptb"
-    assert resolve_recorded_path("<repo>/core/data/wikitext-2") == PACKAGED_DATA / "wikitext-2"
+    assert (
+        resolve_recorded_path("<repo>/wikitext_toolkit_core/data/wikitext-2") == PACKAGED_DATA / "wikitext-2"
+    )
     assert resolve_recorded_path("corpus") == Path("corpus")
     assert resolve_recorded_path("/old/absolute/ptb") == Path("/old/absolute/ptb")  # older results
 
 
 def test_a_dead_writers_temporary_changed_recently_is_spared_when_asked(tmp_path: Path) -> None:
-    from core.files import remove_stale_temporaries
+    from wikitext_toolkit_core.files import remove_stale_temporaries
 
     dead = _dead_pid()
     recent, old = (tmp_path / f".result.json.{dead}-{suffix}.tmp" for suffix in ("0a1b2c3d", "4e5f6a7b"))

@@ -1,7 +1,8 @@
 """The packages import each other without cycles, and in layers.
 
-Every module of ``core``, ``harness``, ``baselines``, ``leaderboard`` and ``wikitext_builder`` is parsed
-(never imported) and each of its imports becomes an edge of a module graph. What counts:
+Every module of ``wikitext_toolkit_core``, ``harness``, ``baselines``, ``leaderboard`` and
+``wikitext_builder`` is parsed (never imported) and each of its imports becomes an edge of a module
+graph. What counts:
 
 * every import the module can execute: module-level ones **and** those inside functions
   (a lazy import only postpones a cycle to the first call that needs it, and hides it from
@@ -14,9 +15,9 @@ Every module of ``core``, ``harness``, ``baselines``, ``leaderboard`` and ``wiki
 A cycle fails the test with its modules in order, e.g. ``baselines.checkpoint ->
 baselines.zoneout_lstm -> baselines.plugin_bridge -> baselines.checkpoint``.
 
-The layers (:data:`MAY_IMPORT`): ``core`` is the ground floor and imports none of the four tools;
-the builder imports only ``core``; the harness imports only ``core``; the baselines and the
-leaderboard stand on the harness and ``core`` (never on each other).
+The layers (:data:`MAY_IMPORT`): ``wikitext_toolkit_core`` is the ground floor and imports none of
+the four tools; the builder and the harness import only it; the baselines and the leaderboard
+stand on the harness and it (never on each other).
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "harness", "baselines", "leaderboard", "wikitext_builder")
+PACKAGES = ("wikitext_toolkit_core", "harness", "baselines", "leaderboard", "wikitext_builder")
 #: Package -> the other packages its modules may import.
 MAY_IMPORT = {
-    "core": set(),
-    "wikitext_builder": {"core"},
-    "harness": {"core"},
-    "baselines": {"core", "harness"},
-    "leaderboard": {"core", "harness"},
+    "wikitext_toolkit_core": set(),
+    "wikitext_builder": {"wikitext_toolkit_core"},
+    "harness": {"wikitext_toolkit_core"},
+    "baselines": {"wikitext_toolkit_core", "harness"},
+    "leaderboard": {"wikitext_toolkit_core", "harness"},
 }
 
 
@@ -207,10 +208,10 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 
 def test_layer_violations_are_named() -> None:
     graph = {
-        "core.files": {"harness.plugin"},
-        "wikitext_builder.cli": {"core.files", "wikitext_builder.render"},
+        "wikitext_toolkit_core.files": {"harness.plugin"},
+        "wikitext_builder.cli": {"wikitext_toolkit_core.files", "wikitext_builder.render"},
     }
-    assert layer_violations(graph) == ["core.files -> harness.plugin"]
+    assert layer_violations(graph) == ["wikitext_toolkit_core.files -> harness.plugin"]
 
 
 def test_the_packages_import_only_the_layers_below_them() -> None:

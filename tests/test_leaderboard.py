@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.catalogue import BENCHMARKS
 from leaderboard.cli import main
 from leaderboard.records import ResultError, collect, load_result, load_token_log_probs
 from leaderboard.table import COLUMNS, build_tables, load_reported
+from wikitext_toolkit_core.catalogue import BENCHMARKS
 
 PTB_VOCAB = "5398e3c52166790aae82ce03ceccccb6097d99ea25eea6045ff857418faad3ac"
 #: PTB's valid and test tokens (Table 1 of Merity et al. 2016): a ptb result scores a whole split.

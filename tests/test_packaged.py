@@ -14,12 +14,12 @@ import torch
 
 from baselines import checkpoint as checkpoints
 from baselines.tuning import read_tuning, tuning_path
-from core.benchmarks import PACKAGED_DATA
-from core.catalogue import BENCHMARKS
-from core.files import DatasetError, file_sha256
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.results import SOURCE_ROOT, resolve_recorded_path
+from wikitext_toolkit_core.benchmarks import PACKAGED_DATA
+from wikitext_toolkit_core.catalogue import BENCHMARKS
+from wikitext_toolkit_core.files import DatasetError, file_sha256
 
 TABLE_1_TOKENS = {
     "ptb": {"train": 929_589, "valid": 73_760, "test": 82_430},
@@ -39,7 +39,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the packaged data must be used without any download")
 
-    monkeypatch.setattr("core.download.download_benchmark", refuse)
+    monkeypatch.setattr("wikitext_toolkit_core.download.download_benchmark", refuse)
 
 
 @pytest.mark.parametrize("name", ["ptb", "wikitext-2"])

@@ -15,10 +15,10 @@ from builder_fixtures.fake_mediawiki import article_text
 from conftest import write_corpus
 from test_baselines_training import REPEATED, train
 
-from core import progress
-from core.progress import progress_bar
 from harness.cli import main as harness_main
 from wikitext_builder.cli import main as builder_main
+from wikitext_toolkit_core import progress
+from wikitext_toolkit_core.progress import progress_bar
 
 EVAL = ["eval", "harness.plugins.unigram", "--split", "test", "--bptt", "2"]  # 25 test tokens: 13 chunks
 #: A log line of the evaluation: its description, percentage, count/total, [elapsed<left, rate].

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from core import result_schema as schema
 from harness import results
 from harness.cli import main as harness_main
 from leaderboard.cli import main as leaderboard_main
 from leaderboard.records import collect, load_result
 from leaderboard.table import build_tables
+from wikitext_toolkit_core import result_schema as schema
 
 TWO_FACTORIES = textwrap.dedent('''
     """Two models in one module: add-one and add-ten unigrams."""
@@ -154,8 +154,8 @@ def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Pa
 def test_what_the_harness_writes_is_the_schema_the_leaderboard_reads(
     plugins: str, corpus: Path, tmp_path: Path, options: list[str]
 ) -> None:
-    """One schema (``core.result_schema``): the keys and their types and the audit rule, for the writer
-    and the reader alike; the per-token file's name (``harness.results``)."""
+    """One schema (``wikitext_toolkit_core.result_schema``): the keys and their types and the audit rule, for
+    the writer and the reader alike; the per-token file's name (``harness.results``)."""
     out = tmp_path / "results"
     assert _eval(f"{plugins}:targets_only", corpus, out, *options) == 0
     for name, record in _records(out).items():

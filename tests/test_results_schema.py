@@ -1,5 +1,5 @@
-"""The result schema as one typed object (``core.result_schema.ResultRecord``): its JSON round trip,
-the committed result files (versions 1 and 2) and the one-line messages of a bad field."""
+"""The result schema as one typed object (``wikitext_toolkit_core.result_schema.ResultRecord``): its JSON
+round trip, the committed result files (versions 1 and 2) and the one-line messages of a bad field."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from core.result_schema import (
+from wikitext_toolkit_core.result_schema import (
     SCHEMA_VERSION,
     InvalidResultRecord,
     NotAResultRecord,
@@ -31,7 +31,7 @@ def written_record(**overrides: Any) -> dict[str, Any]:
         "model_args": {"order": 5},
         "checkpoint": "<repo>/baselines/trained/ptb/model.pt",
         "dataset": "ptb",
-        "dataset_path": "<repo>/core/data/ptb",
+        "dataset_path": "<repo>/wikitext_toolkit_core/data/ptb",
         "split": "test",
         "dataset_sha256": "d" * 64,
         "train_sha256": "t" * 64,

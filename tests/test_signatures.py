@@ -1,5 +1,5 @@
-"""Settings travel as objects: no function of ``core``, ``harness``, ``baselines``, ``leaderboard``
-and ``wikitext_builder`` takes more than :data:`MAX_PARAMETERS` parameters, except those of
+"""Settings travel as objects: no function of ``wikitext_toolkit_core``, ``harness``, ``baselines``,
+``leaderboard`` and ``wikitext_builder`` takes more than :data:`MAX_PARAMETERS` parameters, except those of
 :data:`ALLOWED`, public APIs whose docstrings say why.
 
 Every module is parsed (never imported) and every function and method in it counted: its
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("core", "harness", "baselines", "leaderboard", "wikitext_builder")
+PACKAGES = ("wikitext_toolkit_core", "harness", "baselines", "leaderboard", "wikitext_builder")
 MAX_PARAMETERS = 8
 #: Functions allowed more parameters, each with why (its docstring says it too).
 ALLOWED = frozenset(

@@ -1,6 +1,6 @@
 """What killed and concurrent writers leave (issue 45, item 3): the temporary file that a
-``kill -9`` leaves beside a file is removed by the next :func:`core.files.write_atomically` of
-that file, never one that a live writer is still writing; and two ``baselines package`` at once
+``kill -9`` leaves beside a file is removed by the next :func:`wikitext_toolkit_core.files.write_atomically`
+of that file, never one that a live writer is still writing; and two ``baselines package`` at once
 both keep their ``SHA256SUMS`` entry."""
 
 from __future__ import annotations
@@ -19,8 +19,13 @@ import pytest
 import torch
 
 from baselines import checkpoint as checkpoints
-from core import files
-from core.files import file_sha256, parse_checksum_file, remove_stale_temporaries, write_atomically
+from wikitext_toolkit_core import files
+from wikitext_toolkit_core.files import (
+    file_sha256,
+    parse_checksum_file,
+    remove_stale_temporaries,
+    write_atomically,
+)
 
 
 def dead_pid() -> int:

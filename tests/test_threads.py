@@ -10,10 +10,10 @@ from conftest import assert_one_line_error
 
 from baselines.cli import build_parser as baselines_parser
 from baselines.cli import main as baselines_main
-from core import threads
-from core.threads import CpuReading, CpuTicks, ThreadChoice, busy_cpus, choose_threads
 from harness.cli import build_parser as harness_parser
 from harness.cli import main as harness_main
+from wikitext_toolkit_core import threads
+from wikitext_toolkit_core.threads import CpuReading, CpuTicks, ThreadChoice, busy_cpus, choose_threads
 
 UNIGRAM = "harness.plugins.unigram"
 #: Clock ticks of a CPU over the sampled window (0.2 s at 100 a second).

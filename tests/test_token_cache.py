@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from conftest import TEST, TRAIN, write_corpus
 
-from core.files import DatasetError
-from core.format import SPLITS
 from harness import datasets
 from harness.datasets import load_dataset
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import SPLITS
 
 #: What the tokenizer must produce: each line's whitespace tokens (str.split, so Unicode spaces
 #: separate too), then <eos>; lines end at "\n" only.

@@ -2,7 +2,7 @@
 
 import sys
 
-from core.startup import builder
+from wikitext_toolkit_core.startup import builder
 
 if __name__ == "__main__":
     sys.exit(builder())

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.progress import progress_bar
 from wikitext_builder.cache import FETCHED, MISSING, PENDING, Cache, CacheError, Entry
 from wikitext_builder.corpus import BuildReport, article_order, merged_articles, shard_of, write_corpus
 from wikitext_builder.overlap import DEFAULT_THRESHOLD, load_check
 from wikitext_builder.sources import ARTICLE_KINDS, BATCH_SIZE, Article, MediaWikiClient, Skipped
+from wikitext_toolkit_core.progress import progress_bar
 
 if TYPE_CHECKING:
     from wikitext_builder.overlap import OverlapCheck

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import ToolkitError
 from wikitext_builder.sources import Article, Skipped
+from wikitext_toolkit_core.errors import ToolkitError
 
 PENDING, FETCHED, MISSING = "pending", "fetched", "missing"
 CONTENT_KEY = "content_sha256"  # the source-signature field that records a local source's content

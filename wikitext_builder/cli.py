@@ -11,20 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from core import bounded_json
-from core.cli import (
-    ArgumentParser,
-    UsageError,
-    check_output_dir,
-    check_output_file,
-    non_negative_float,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    run,
-    share,
-)
-from core.files import LOCK_FILE
 from wikitext_builder.build import PRESETS, Plan, build_corpus, check_shards, fill_from_api, fill_from_stream
 from wikitext_builder.cache import CONTENT_KEY, Cache, CacheError
 from wikitext_builder.corpus import (
@@ -55,6 +41,20 @@ from wikitext_builder.sources import (
     parse_kinds,
 )
 from wikitext_builder.workspace import holding_output
+from wikitext_toolkit_core import bounded_json
+from wikitext_toolkit_core.cli import (
+    ArgumentParser,
+    UsageError,
+    check_output_dir,
+    check_output_file,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    run,
+    share,
+)
+from wikitext_toolkit_core.files import LOCK_FILE
 
 COMMANDS = ("build", "render", "validate", "stats", "merge")
 

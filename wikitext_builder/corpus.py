@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
-from core import bounded_json
-from core.errors import ToolkitError
-from core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
-from core.format import EOS, SPLITS, UNK
-from core.progress import progress_bar
 from wikitext_builder.overlap import EXCLUDED_SPLIT, exclusion_record, skipped_from_record
 from wikitext_builder.sources import ID_RANGE, MAX_ID, Article, Skipped
+from wikitext_toolkit_core import bounded_json
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.files import CHECKSUM_FILE, file_sha256, write_atomically, write_checksum_file
+from wikitext_toolkit_core.format import EOS, SPLITS, UNK
+from wikitext_toolkit_core.progress import progress_bar
 
 if TYPE_CHECKING:
     from wikitext_builder.build import Plan

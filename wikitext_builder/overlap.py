@@ -3,7 +3,7 @@ corpus being built that overlap a benchmark's articles.
 
 An article is dropped when it holds at least ``--exclude-threshold`` (default
 :data:`DEFAULT_THRESHOLD`) of the checked 13-grams of one article of a named benchmark split,
-matched as ``python -m harness contamination`` matches them (:mod:`core.ngrams`: both sides
+matched as ``python -m harness contamination`` matches them (:mod:`wikitext_toolkit_core.ngrams`: both sides
 normalised alike, a benchmark ``<unk>`` a wildcard). The check reads each article as
 rendered (what the corpus would hold), after rendering and before the split assignment, so the
 valid and test splits keep the sizes asked for; every split is filled from the articles kept.
@@ -11,8 +11,8 @@ A dropped article is named in ``stats.json`` (reason ``benchmark overlap``, with
 articles it overlaps) and in ``manifest.jsonl`` (split ``excluded``), so a rebuild from the
 manifest drops it again.
 
-Only :func:`load_check` imports :mod:`core.ngrams` and :mod:`core.benchmarks` (numpy): a build
-without the option imports neither.
+Only :func:`load_check` imports :mod:`wikitext_toolkit_core.ngrams` and
+:mod:`wikitext_toolkit_core.benchmarks` (numpy): a build without the option imports neither.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.format import SPLITS
 from wikitext_builder.sources import Overlap, Skipped, SourceError
+from wikitext_toolkit_core.format import SPLITS
 
 if TYPE_CHECKING:
-    from core.ngrams import TestSide
+    from wikitext_toolkit_core.ngrams import TestSide
 
 #: Share of a benchmark article's n-grams that an article of the corpus must hold to be dropped.
 #: On 60 older revisions (2006-2015) of WikiText-2 articles, rendered, 56 hold at least 0.2 of
@@ -44,7 +44,7 @@ def parse_specs(values: Sequence[str]) -> tuple[str, ...]:
     split name after ``NAME:SPLIT`` adds to its splits: ``wikitext-2:valid,test``) as
     ``NAME:SPLIT,...`` strings, one per benchmark, splits in file order; a directory ``NAME`` is
     made absolute (a merge elsewhere finds it). A ``ValueError`` names a bad value."""
-    from core.catalogue import BENCHMARKS
+    from wikitext_toolkit_core.catalogue import BENCHMARKS
 
     chosen: dict[str, set[str]] = {}
     for value in values:
@@ -98,7 +98,7 @@ class OverlapCheck:
         """Of ``articles`` (title, rendered text; streamed once), those holding at least
         ``threshold`` of a benchmark article's n-grams, with every such benchmark article,
         most overlapped first."""
-        from core.ngrams import Document
+        from wikitext_toolkit_core.ngrams import Document
 
         overlaps = self.test.scan(Document(title, [text]) for title, text in articles)
         found: dict[str, list[Overlap]] = {}
@@ -118,9 +118,9 @@ def load_check(specs: Sequence[str], threshold: float) -> OverlapCheck:
     verified against its checksum (a missing benchmark is downloaded, as ``python -m harness
     download`` does); a benchmark that cannot be read, or a split without articles, is a
     one-line :class:`SourceError`."""
-    from core.benchmarks import SplitFiles, find_dataset
-    from core.files import DatasetError
-    from core.ngrams import ContaminationError, TestSide
+    from wikitext_toolkit_core.benchmarks import SplitFiles, find_dataset
+    from wikitext_toolkit_core.files import DatasetError
+    from wikitext_toolkit_core.ngrams import ContaminationError, TestSide
 
     sides, origins, files, sha256 = [], [], [], {}
     for spec in specs:

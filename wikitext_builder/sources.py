@@ -31,8 +31,8 @@ from typing import Any, BinaryIO, cast
 
 import requests
 
-from core import bounded_json, files
-from core.errors import ToolkitError
+from wikitext_toolkit_core import bounded_json, files
+from wikitext_toolkit_core.errors import ToolkitError
 
 DEFAULT_API_URL = "https://en.wikipedia.org/w/api.php"
 PROJECT_URL = "https://github.com/wikitext-toolkit/wikitext-toolkit"
@@ -675,7 +675,8 @@ def folder_sha256(directory: Path) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    """:func:`core.files.file_sha256`, where a missing or unreadable file is a SourceError."""
+    """:func:`wikitext_toolkit_core.files.file_sha256`, where a missing or unreadable file is a
+    SourceError."""
     if not path.is_file():
         raise SourceError(f"{path}: no such file")
     try:

@@ -53,7 +53,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.format import UNK
+from wikitext_toolkit_core.format import UNK
 
 __all__ = [
     "Violation",

@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.files import LOCK_FILE, exclusive_directory, remove_stale_temporaries
 from wikitext_builder.cache import Cache, CacheError
+from wikitext_toolkit_core.files import LOCK_FILE, exclusive_directory, remove_stale_temporaries
 
 
 @contextlib.contextmanager

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli import ArgumentParser, UsageError, existing_file, run
 from harness.plugins.hf.detokenize import STYLES, round_trip
+from wikitext_toolkit_core.cli import ArgumentParser, UsageError, existing_file, run
 
 
 def _first_difference(original: list[str], again: list[str]) -> str:

@@ -16,8 +16,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.cli import ArgumentParser, UsageError, check_output_dir, existing_file, positive_int, run
 from harness.plugins.hf.detokenize import STYLES, detokenize_line
+from wikitext_toolkit_core.cli import (
+    ArgumentParser,
+    UsageError,
+    check_output_dir,
+    existing_file,
+    positive_int,
+    run,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast

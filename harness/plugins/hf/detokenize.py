@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from core.format import EOS
+from wikitext_toolkit_core.format import EOS
 
 STYLES = ("wikitext", "ptb", "none")
 

@@ -5,13 +5,13 @@
 (``parser.set_defaults(handler=command)``, ``command(args) -> exit status``) and hand it to
 :func:`run`, which gives every tool the same contract:
 
-- a user error, a :class:`core.errors.ToolkitError` (:class:`UsageError` or another package's
+- a user error, a :class:`wikitext_toolkit_core.errors.ToolkitError` (:class:`UsageError` or another package's
   error type: a missing file, a checksum mismatch, a plugin that cannot load), is one line
   ``error: MESSAGE`` on stderr and exit status 2; argparse's own errors (an unknown option,
   ``--bptt 0``) go the same way;
 - Ctrl-C is one line on stderr and exit status 130;
 - a full disk (or quota, or a file system turned read-only) is one line naming the file, exit
-  status 2 (:func:`core.files.write_atomically` leaves the file it was replacing as it was);
+  status 2 (:func:`wikitext_toolkit_core.files.write_atomically` leaves the file it was replacing as it was);
 - when the reader of standard output stops reading (``| head``), the command still finishes its
   work (its files are written), drops the rest of its output and exits 141, the status of a
   shell tool stopped by SIGPIPE;
@@ -22,7 +22,7 @@ for a directory of results, ``--save-WHAT FILE`` for an optional by-product (per
 log-probabilities, gate values). Every output path is checked by :func:`check_output_file` or
 :func:`check_output_dir` before the command does any work, so a path that cannot be written
 never costs an evaluation or a training run; the files themselves are written with
-:func:`core.files.write_atomically`.
+:func:`wikitext_toolkit_core.files.write_atomically`.
 
 Standard library only, and importing it (with the ``harness`` package) imports no torch: the
 builder uses it too.
@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from core.errors import ToolkitError
+from wikitext_toolkit_core.errors import ToolkitError
 
 #: Exit status of a user error (as argparse's own).
 EXIT_USAGE = 2
@@ -79,7 +79,7 @@ def run(
 ) -> int:
     """Parse ``argv`` and call the chosen subcommand's ``handler``; returns the exit status.
 
-    A :class:`core.errors.ToolkitError`, the base of every user-facing error of the toolkit
+    A :class:`wikitext_toolkit_core.errors.ToolkitError`, the base of every user-facing error of the toolkit
     (:class:`UsageError`, a dataset, device, plugin, result or source error, ...), is printed as
     ``error: MESSAGE`` on stderr with exit status 2; any other exception is a bug and propagates
     with its traceback.
@@ -294,7 +294,7 @@ def check_output_file(
 
 
 #: Bytes a file name needs beyond its own while it is written (``.NAME.PID-RANDOM.tmp``, see
-#: :func:`core.files.write_atomically`).
+#: :func:`wikitext_toolkit_core.files.write_atomically`).
 TEMPORARY_NAME_BYTES = 32
 
 

@@ -1,9 +1,9 @@
 """Benchmark files: where a dataset's split files are, and that they are the right ones.
 
 A dataset is a directory holding one text file per split: the canonical benchmarks of
-:mod:`core.catalogue` (found in ``--data-dir``, ``$HARNESS_DATA_DIR``, the copies shipped in
-``core/data/``, then the download cache, and downloaded there when absent) or any directory in
-WikiText or PTB layout (``wiki.{train,valid,test}.tokens``, as ``wikitext_builder`` writes it).
+:mod:`wikitext_toolkit_core.catalogue` (found in ``--data-dir``, ``$HARNESS_DATA_DIR``, the copies shipped in
+``wikitext_toolkit_core/data/``, then the download cache, and downloaded there when absent) or any directory
+in WikiText or PTB layout (``wiki.{train,valid,test}.tokens``, as ``wikitext_builder`` writes it).
 A split file may be stored xz-compressed as ``NAME.xz``. Each file is checked against its known
 checksum (the release's, or that of a ``SHA256SUMS`` beside it) when it is read.
 
@@ -21,9 +21,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TypeVar
 
-from core.catalogue import BENCHMARKS, Benchmark
-from core.files import CHECKSUM_FILE, DatasetError, parse_checksum_file
-from core.format import SPLITS
+from wikitext_toolkit_core.catalogue import BENCHMARKS, Benchmark
+from wikitext_toolkit_core.files import CHECKSUM_FILE, DatasetError, parse_checksum_file
+from wikitext_toolkit_core.format import SPLITS
 
 #: Bytes read at a time when checksumming a split file.
 READ_BLOCK_BYTES = 1 << 23
@@ -267,7 +267,7 @@ def find_dataset(
         searched = ", ".join(f"{label} {root / benchmark.name}" for label, root in search_roots(data_dir))
         if not download:
             raise DatasetError(f"{benchmark.name}: not found (searched {searched})")
-        from core.download import download_benchmark
+        from wikitext_toolkit_core.download import download_benchmark
 
         directory = download_benchmark(benchmark, user_cache_dir() / "data")
     return dataset_from_directory(directory, kind, benchmark.name, benchmark)

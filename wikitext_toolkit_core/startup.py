@@ -1,8 +1,8 @@
 """The four tools' entry points, for their console scripts and ``python -m PACKAGE``.
 
 A tool's command line imports its package first (torch for the baselines: seconds); Ctrl-C in
-that time is one line and exit status 130, as it is once the tool runs (:func:`core.cli.run`),
-not a traceback from deep inside an import.
+that time is one line and exit status 130, as it is once the tool runs
+(:func:`wikitext_toolkit_core.cli.run`), not a traceback from deep inside an import.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from core.cli import EXIT_INTERRUPTED
+from wikitext_toolkit_core.cli import EXIT_INTERRUPTED
 
 
 def run_tool(module: str) -> int:

@@ -11,7 +11,7 @@ against 159 s with one thread (issue 45, item 4; ``benchmarks/threads_under_load
 nothing: torch keeps its own choice. :func:`busy_cpus` is a pure function of two
 :class:`CpuReading`, so the rule can be tested on made-up readings.
 
-Standard library only, and torch is never imported here (the builder imports ``core``): the
+Standard library only, and torch is never imported here (the builder imports ``wikitext_toolkit_core``): the
 commands hand their torch module to :func:`set_torch_threads`.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from core.cli import thread_count
+from wikitext_toolkit_core.cli import thread_count
 
 #: ``--threads auto``: torch's own choice, but no more threads than CPUs no other process keeps busy.
 AUTO: Literal["auto"] = "auto"
@@ -50,7 +50,8 @@ THREADS_HELP = (
 
 
 def thread_request(text: str) -> ThreadRequest:
-    """``--threads``: ``auto``, or a thread count as :func:`core.cli.thread_count` accepts it."""
+    """``--threads``: ``auto``, or a thread count as :func:`wikitext_toolkit_core.cli.thread_count`
+    accepts it."""
     if text == AUTO:
         return AUTO
     if not text.strip().lstrip("+-").isdigit():
@@ -182,7 +183,7 @@ def set_torch_threads(request: ThreadRequest, torch: Any) -> int:
     output and logs, which record the threads, stay as they were whatever the load); returns
     the count.
 
-    ``torch`` is handed over by the caller: ``core`` never imports it (and its stubs lack
+    ``torch`` is handed over by the caller: ``wikitext_toolkit_core`` never imports it (and its stubs lack
     ``get_num_threads``, hence ``Any``)."""
     threads, note = resolve_threads(request, torch.get_num_threads())
     if note is not None and sys.stderr.isatty():

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import requests
 
-from core import __version__
-from core.catalogue import Benchmark, RemoteFile
-from core.files import (
+from wikitext_toolkit_core import __version__
+from wikitext_toolkit_core.catalogue import Benchmark, RemoteFile
+from wikitext_toolkit_core.files import (
     CHECKSUM_FILE,
     DatasetError,
     file_sha256,
@@ -31,7 +31,7 @@ from core.files import (
     write_atomically,
     write_checksum_file,
 )
-from core.progress import progress_bar
+from wikitext_toolkit_core.progress import progress_bar
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30

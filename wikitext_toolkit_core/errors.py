@@ -2,7 +2,7 @@
 
 Every error a user can cause (a missing file, options that do not fit, a plugin that cannot
 load, a corrupt checkpoint, a busy directory) is a :class:`ToolkitError`, whichever package
-raises it; :func:`core.cli.run` catches this base alone. Standard library only: it imports
+raises it; :func:`wikitext_toolkit_core.cli.run` catches this base alone. Standard library only: it imports
 nothing.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from core.errors import ToolkitError
+from wikitext_toolkit_core.errors import ToolkitError
 
 #: Present whenever a GPU driver torch could use is loaded (NVIDIA's, AMD's ROCm); without any,
 #: ``auto`` is ``cpu`` without importing torch (seconds to import).

@@ -41,10 +41,10 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from core.benchmarks import SplitFiles
-from core.errors import ToolkitError
-from core.files import DatasetError
-from core.format import UNK, UTF8_BOM
+from wikitext_toolkit_core.benchmarks import SplitFiles
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.format import UNK, UTF8_BOM
 
 #: The n-gram length, and the lines of a PTB block, when none is given.
 DEFAULT_NGRAM = 13
@@ -317,9 +317,10 @@ class TestSide:
         ngram: int = DEFAULT_NGRAM,
         block_lines: int = DEFAULT_BLOCK_LINES,
     ) -> TestSide:
-        """The test side of ``dataset``'s ``split``: the very bytes :meth:`~core.benchmarks.SplitFiles.verify`
-        checksums (:meth:`~core.benchmarks.SplitFiles.read_bytes`), a leading byte-order mark skipped as the
-        harness skips it."""
+        """The test side of ``dataset``'s ``split``: the very bytes
+        :meth:`~wikitext_toolkit_core.benchmarks.SplitFiles.verify` checksums
+        (:meth:`~wikitext_toolkit_core.benchmarks.SplitFiles.read_bytes`), a leading byte-order mark
+        skipped as the harness skips it."""
         data = dataset.read_bytes(split)
         start = len(UTF8_BOM) if data.startswith(UTF8_BOM) else 0
         try:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from core.errors import ToolkitError
+from wikitext_toolkit_core.errors import ToolkitError
 
 #: Name of the checksum file beside a dataset's split files.
 CHECKSUM_FILE = "SHA256SUMS"

@@ -1,6 +1,6 @@
 """The benchmark catalogue: each canonical benchmark's split files, release checksums and
-download sources (used by :mod:`core.benchmarks` to find and verify a benchmark and by
-:mod:`core.download` to fetch it).
+download sources (used by :mod:`wikitext_toolkit_core.benchmarks` to find and verify a benchmark and by
+:mod:`wikitext_toolkit_core.download` to fetch it).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from core.format import SPLITS
+from wikitext_toolkit_core.format import SPLITS
 
 
 @dataclasses.dataclass(frozen=True)
