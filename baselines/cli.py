@@ -30,15 +30,9 @@ from baselines.plugin_bridge import (
     dataset_argument,
     resolve_checkpoint,
 )
-from baselines.training import (
-    PRESETS,
-    Session,
-    Trainer,
-    TrainOptions,
-    bfloat16_is_emulated,
-    distributed,
-    holding_run_dir,
-)
+from baselines.processes import distributed
+from baselines.run_directory import holding_run_dir
+from baselines.training import PRESETS, Session, Trainer, TrainOptions, bfloat16_is_emulated
 from baselines.transfer import PIECE_BYTES, PRECISIONS, pack_run, unpack_run
 from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tuning_record
 from harness.datasets import load_dataset
@@ -157,10 +151,10 @@ def command_train(args: argparse.Namespace) -> int:
             resumed = trainer.resume()
             if args.init_from is not None and not resumed:
                 trainer.initialize_from(args.init_from)
-            if trainer.rank == 0:
+            if trainer.processes.writes:
                 _announce(args, trainer, resumed)
             outcome = "already finished; nothing to do" if trainer.schedule.finished else trainer.run()
-        if trainer.rank == 0:
+        if trainer.processes.writes:
             print(f"{outcome}. {_how_to_score(args, run_dir / checkpoints.BEST)}", file=sys.stderr)
     return 0 if trainer.stop_signal is None else 128 + trainer.stop_signal
 
@@ -174,7 +168,7 @@ def _how_to_score(args: argparse.Namespace, best: Path) -> str:
 
 def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None:
     """Write the run's ``config.json`` and say on stderr what starts or resumes where."""
-    run_dir, dataset = trainer.run_dir, trainer.dataset
+    run_dir, dataset = trainer.directory.path, trainer.dataset
     write_atomically(
         run_dir / "config.json",
         json.dumps(
@@ -199,7 +193,7 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
     print(
         f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
         f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
-        f"{trainer.world} process(es), device {trainer.session.device}]",
+        f"{trainer.processes.world} process(es), device {trainer.session.device}]",
         file=sys.stderr,
     )
     if trainer.session.amp and bfloat16_is_emulated(trainer.session.device):

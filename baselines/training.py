@@ -17,46 +17,44 @@ schedule, the carried hidden state and the position in the data, so a run that i
 checkpoint) and restarted with the same command ends with the same weights as an uninterrupted
 run. After a stop by signal ``baselines train`` exits 128 plus the signal's number (130, 143), as a
 shell reports it, so that ``train && eval`` does not go on with a half-trained model; a planned
-stop exits 0. One ``baselines train`` at a time writes a run directory (process 0 holds its lock).
-Under ``torchrun`` each of the ``W`` processes trains ``B / W`` of the streams
-(DistributedDataParallel, ``gloo`` on CPU, ``nccl`` on GPU).
+stop exits 0.
+
+The parts: this module holds the settings (:class:`TrainOptions`, :class:`Session`), one step's
+pieces and :class:`Trainer`, whose loop (:meth:`Trainer._train`) reads top to bottom; the run
+directory's files and resume rules are :mod:`baselines.run_directory`'s, the learning-rate
+schedule :mod:`baselines.schedule`'s, and what the processes of a ``torchrun`` share
+:mod:`baselines.processes`'.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import json
 import math
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 from torch import nn
 from tqdm import tqdm
 
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM, UnigramSampler
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
-from harness.datasets import Dataset
+from baselines.processes import Processes
+from baselines.run_directory import RunDirectory
+from baselines.schedule import Schedule, apply_learning_rate, learning_rate_schedule
+from harness.datasets import Dataset, Vocabulary
 from harness.evaluate import evaluate
 from harness.plugin import PluginError
 from harness.protocol import EvaluationProtocol
 from wikitext_toolkit_core.errors import ToolkitError
-from wikitext_toolkit_core.files import (
-    exclusive_directory,
-    file_sha256,
-    remove_stale_temporaries,
-    write_atomically,
-)
+from wikitext_toolkit_core.files import file_sha256
 from wikitext_toolkit_core.progress import progress_bar
 
 #: Model hyper-parameters of each preset (the pointer adds ``window``).
@@ -162,35 +160,6 @@ LOSS_REDUCTIONS = ("sum", "mean")
 
 class TrainingError(ToolkitError):
     """A run that cannot start or continue; the message is one line."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Schedule:
-    """The learning-rate schedule's state after some epochs (see :func:`learning_rate_schedule`)."""
-
-    learning_rate: float
-    best_valid: float
-    epochs_without_improvement: int
-    finished: bool
-
-
-def learning_rate_schedule(valid_history: list[float], options: TrainOptions) -> Schedule:
-    """The schedule after the epochs whose validation perplexities are ``valid_history`` (the
-    ``valid_ppl`` of the log's full-epoch records, in order): the rate starts at
-    ``options.learning_rate`` and is multiplied by ``options.decay`` after every epoch that is
-    not a new best, and, when ``options.anneal_from`` is ``k > 0``, after every epoch from the
-    ``k``-th on (a time-boxed run's fixed annealing); training ends after ``options.patience``
-    epochs in a row without a new best, or after ``options.max_epochs`` epochs."""
-    rate, best, without = options.learning_rate, math.inf, 0
-    for epoch, valid in enumerate(valid_history, start=1):
-        if valid < best:
-            best, without = valid, 0
-        else:
-            without += 1
-        if without or 0 < options.anneal_from <= epoch:
-            rate *= options.decay
-    finished = without >= options.patience or len(valid_history) >= options.max_epochs
-    return Schedule(rate, best, without, finished)
 
 
 @dataclasses.dataclass
@@ -319,17 +288,115 @@ class _StopRequest:
             signal.signal(signum, handler)
 
 
+class EpochBar:
+    """The progress bar of the epoch in progress, with the epoch's training perplexity so far;
+    closed at the epoch's end and on a stop (``show``: whether to draw it at all)."""
+
+    def __init__(self, steps_per_epoch: int, show: bool) -> None:
+        self.steps_per_epoch, self.show = steps_per_epoch, show
+        self.bar: tqdm[Any] | None = None
+
+    def __enter__(self) -> EpochBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()  # on an error too, before the error's line
+
+    def open(self, epoch: int, step: int) -> None:
+        """Show epoch ``epoch`` from step ``step`` on, unless its bar is open already."""
+        if self.bar is None:
+            self.bar = progress_bar(
+                total=self.steps_per_epoch, initial=step, desc=f"epoch {epoch}", unit="step", show=self.show
+            )
+
+    def advance(self, train_ppl: float) -> None:
+        """Count a step of the open bar's epoch."""
+        assert self.bar is not None, "open() comes first"
+        self.bar.set_postfix(ppl=f"{train_ppl:.1f}", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def copy_weights(path: Path, model: checkpoints.CheckpointedModel, vocab: Vocabulary) -> dict[str, Any]:
+    """Load into ``model`` another trained model's weights, of the same sizes and ``vocab``: all
+    of them when it is of the same kind (e.g. a packaged model, trained further), else the layers
+    the two share (``model.core``: embedding, LSTM layers, decoder), e.g. a Pointer Sentinel-LSTM
+    from a zoneout LSTM's ``best.pt``, whose query and sentinel keep their fresh initialization.
+    Returns what a run records of its source: path, SHA-256, kind, validation perplexity, the
+    layers copied."""
+    donor, payload = checkpoints.load_model(path, vocab=vocab)
+    whole = payload["kind"] == model.kind
+    source, target = (donor, model) if whole else (donor.core, model.core)
+    theirs, mine = source.state_dict(), target.state_dict()
+    if theirs.keys() != mine.keys() or any(theirs[name].shape != mine[name].shape for name in mine):
+        sizes = ("embedding_size", "hidden_size", "num_layers", "tie_weights")
+        raise TrainingError(
+            f"--init-from {path}: its {payload['kind']} model does not have this model's layers "
+            f"({', '.join(f'{name} {getattr(donor.config, name)}' for name in sizes)} against "
+            f"{', '.join(str(getattr(model.config, name)) for name in sizes)})"
+        )
+    target.load_state_dict(theirs)
+    return {
+        "checkpoint": str(path),
+        "sha256": file_sha256(path),
+        "kind": payload["kind"],
+        "valid_perplexity": payload.get("valid_perplexity", payload.get(checkpoints.PACKAGED_PERPLEXITY)),
+        "layers": "all" if whole else "shared",
+    }
+
+
+def validation_perplexity(
+    model: checkpoints.CheckpointedModel,
+    valid_ids: np.ndarray,
+    vocab: Vocabulary,
+    options: TrainOptions,
+    session: Session,
+) -> tuple[float, str]:
+    """``model``'s perplexity on the valid split ``valid_ids`` under the harness's protocol (batch
+    ``options.eval_batch_size``); NaN and the harness's reason where it refuses the model's scores
+    (NaN or infinite log-probabilities, a perplexity beyond a float: the weights diverged). The
+    model is left in training mode."""
+    device = next(model.parameters()).device
+    try:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=session.amp):
+            result = evaluate(
+                TorchLanguageModel(model, device),
+                valid_ids,
+                eos_id=vocab.eos_id,
+                vocab_size=len(vocab),
+                protocol=EvaluationProtocol(
+                    batch_size=options.eval_batch_size,
+                    bptt=options.bptt,
+                    audit_positions=0,
+                    causality_points=0,  # the run's own model; harness eval audits what it scores
+                ),
+                name="valid",
+                progress=session.progress,
+            )
+    except PluginError as error:
+        return math.nan, f"validation refused: {error}"
+    finally:
+        model.train()
+    return result.perplexity, ""
+
+
 class Trainer:
-    """One training run in ``run_dir`` (see :mod:`baselines.checkpoint` for its files)."""
+    """One training run: the model, its optimizer, where the run stands (:class:`Progress`) and
+    the loop that trains it (:meth:`run`). Its files are a :class:`RunDirectory`'s, its learning
+    rate :func:`learning_rate_schedule`'s, its processes a :class:`Processes`'."""
 
     def __init__(self, options: TrainOptions, session: Session, dataset: Dataset, run_dir: Path) -> None:
-        self.options, self.session, self.dataset, self.run_dir = options, session, dataset, run_dir
-        self.rank = dist.get_rank() if dist.is_initialized() else 0
-        self.world = dist.get_world_size() if dist.is_initialized() else 1
-        if options.batch_size % self.world:
+        self.options, self.session, self.dataset = options, session, dataset
+        self.processes = Processes.current()
+        if options.batch_size % self.processes.world:
             raise TrainingError(
-                f"batch size {options.batch_size} is not divisible by the {self.world} processes"
+                f"batch size {options.batch_size} is not divisible by the {self.processes.world} processes"
             )
+        self.directory = RunDirectory(run_dir, writer=self.processes.writes)
         self.device = torch.device(session.device)
         check_model_fits(options.kind, options.model_config, self.device)
         torch.manual_seed(options.seed)
@@ -340,7 +407,7 @@ class Trainer:
             parameter_groups(self.model, options.pointer_lr_scale), lr=options.learning_rate
         )
         self.progress = Progress()
-        local = options.batch_size // self.world
+        local = options.batch_size // self.processes.world
         train_ids = dataset.tokens("train").ids
         streams = training_streams(train_ids, options.batch_size)
         self.sampler = (
@@ -348,15 +415,12 @@ class Trainer:
             if options.sampled_softmax
             else None
         )
-        self.streams = streams[self.rank * local : (self.rank + 1) * local].to(self.device)
+        rank = self.processes.rank
+        self.streams = streams[rank * local : (rank + 1) * local].to(self.device)
         self.chunks = math.ceil((self.streams.shape[1] - 1) / options.bptt)
-        self.valid_ids = dataset.tokens("valid").ids
+        self.valid_ids = dataset.tokens("valid").ids  # an empty split fails here, before training
         self.state: Any = self.model.initial_state(local, self.device)
-        self.network: nn.Module = self.model
-        if self.world > 1:
-            self.network = nn.parallel.DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
-            )
+        self.network = self.processes.wrap(self.model, self.device)
         self.generator = torch.Generator(device=self.device)
         self.stop_signal: int | None = None  # set by run(): the signal that stopped it, if any
         self.initialized_from: dict[str, Any] | None = None  # see initialize_from; kept in checkpoints
@@ -365,90 +429,50 @@ class Trainer:
     def schedule(self) -> Schedule:
         return learning_rate_schedule(self.progress.valid_history, self.options)
 
-    # ----------------------------------------------------------------- checkpoints
     def identity(self) -> dict[str, Any]:
         """What a resumed run must share with the run that wrote the checkpoint."""
-        return {"options": dataclasses.asdict(self.options), "world_size": self.world}
+        return {"options": dataclasses.asdict(self.options), "world_size": self.processes.world}
 
+    # ----------------------------------------------------------------- resuming and saving
     def resume(self) -> bool:
-        """Load ``checkpoint.pt`` if the run directory has one (True when it did), and drop the
-        log's records of the work it does not hold: a run killed after logging an epoch and
-        before saving it left them, and this run repeats that work and logs it again."""
-        found = self._load_checkpoint()
-        if self.rank == 0:
-            self._drop_unsaved_log_records()
-        return found
+        """Continue from the run directory's checkpoint, if it has one (True when it did), under
+        :mod:`baselines.run_directory`'s rules."""
+        payload = self.directory.load_checkpoint(self.dataset.vocab)
+        if payload is not None:
+            self._check_identity(_with_default_options(payload["training"]["identity"]))
+            self.model.load_state_dict(payload["model"])
+            self.optimizer.load_state_dict(payload["training"]["optimizer"])
+            self.initialized_from = payload["training"].get("initialized_from")
+            self.progress = Progress(**payload["training"]["progress"])
+            best_file = self.directory.best_perplexity()  # newer than the checkpoint after a kill
+            self.progress.best_file_valid = min(self.progress.best_file_valid, best_file)
+            states = payload["training"]["states"]
+            self.state = self.model.restore_state(_to_device(states[self.processes.rank], self.device))
+        self.directory.drop_log_records_beyond(len(self.progress.valid_history), self.progress.next_chunk)
+        return payload is not None
 
-    def _load_checkpoint(self) -> bool:
-        path = self.run_dir / checkpoints.RESUME
-        if not path.exists():
-            return False
-        payload = checkpoints.load(path)
-        checkpoints.check_vocabulary(payload, self.dataset.vocab, path)
-        saved = _with_default_options(payload["training"]["identity"])
+    def _check_identity(self, saved: dict[str, Any]) -> None:
+        """Refuse a checkpoint written with other options or another number of processes."""
         mine = self.identity()
-        if saved != mine:
-            changed = sorted(
-                key
-                for key in set(saved["options"]) | set(mine["options"])
-                if saved["options"].get(key) != mine["options"].get(key)
-            )
-            if saved["world_size"] != mine["world_size"]:
-                changed.append("world_size")
-            raise TrainingError(
-                f"{self.run_dir} holds a run with different settings "
-                f"({', '.join(changed)}): rerun it with its own settings "
-                "or choose another --output-dir"
-            )
-        self.model.load_state_dict(payload["model"])
-        self.optimizer.load_state_dict(payload["training"]["optimizer"])
-        self.initialized_from = payload["training"].get("initialized_from")
-        self.progress = Progress(**payload["training"]["progress"])
-        self.progress.best_file_valid = min(self.progress.best_file_valid, self._best_file_perplexity())
-        states = payload["training"]["states"]
-        self.state = self.model.restore_state(_to_device(states[self.rank], self.device))
-        return True
-
-    def _best_file_perplexity(self) -> float:
-        """The validation perplexity ``best.pt`` records: lower than the checkpoint's when a kill
-        came between writing the one and the other, and then it must not be overwritten."""
-        path = self.run_dir / checkpoints.BEST
-        recorded = checkpoints.load(path).get("valid_perplexity") if path.is_file() else None
-        return float(recorded) if isinstance(recorded, (int, float)) else math.inf
-
-    def _drop_unsaved_log_records(self) -> None:
-        """Rewrite ``log.jsonl`` without the records beyond ``self.progress`` (and without a last
-        line cut short by a kill)."""
-        path = self.run_dir / checkpoints.LOG
-        if not path.is_file():
+        if saved == mine:
             return
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        kept = [line for line in lines if line.endswith("\n") and self._is_saved(line)]
-        if kept != lines:
-            write_atomically(path, "".join(kept))
+        names = set(saved["options"]) | set(mine["options"])
+        changed = sorted(name for name in names if saved["options"].get(name) != mine["options"].get(name))
+        if saved["world_size"] != mine["world_size"]:
+            changed.append("world_size")
+        raise TrainingError(
+            f"{self.directory.path} holds a run with different settings ({', '.join(changed)}): "
+            "rerun it with its own settings or choose another --output-dir"
+        )
 
-    def _is_saved(self, line: str) -> bool:
-        """Whether the log record ``line`` describes work that ``self.progress`` holds."""
-        try:
-            record = json.loads(line)
-            if record.get("partial"):
-                return (record["epoch"], record["step"]) <= (self.progress.epoch, self.progress.next_chunk)
-            return record["epoch"] <= len(self.progress.valid_history)
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return False  # not a record: a line cut short by a kill
-
-    def _gather_states(self) -> list[Any]:
-        state = detach_state(self.state)
-        if self.world == 1:
-            return [_to_device(state, "cpu")]
-        gathered: list[Any] = [None] * self.world
-        dist.all_gather_object(gathered, _to_device(state, "cpu"))
-        return gathered
+    def initialize_from(self, path: Path) -> None:
+        """Start this new run from another trained model's weights (see :func:`copy_weights`)."""
+        self.initialized_from = copy_weights(path, self.model, self.dataset.vocab)
 
     def save(self) -> None:
-        """Write ``checkpoint.pt`` (all processes join; rank 0 writes)."""
-        states = self._gather_states()
-        if self.rank != 0:
+        """Write ``checkpoint.pt`` (all processes join; process 0 writes)."""
+        states = self.processes.gather(_to_device(detach_state(self.state), "cpu"))
+        if not self.processes.writes:
             return
         payload = checkpoints.model_payload(self.model, self.dataset.vocab, self.dataset.name)
         payload["training"] = {
@@ -458,107 +482,74 @@ class Trainer:
             "states": states,
             "initialized_from": self.initialized_from,
         }
-        checkpoints.save(self.run_dir / checkpoints.RESUME, payload)
-
-    def initialize_from(self, path: Path) -> None:
-        """Start this new run from another trained model of the same sizes: all of its weights when
-        it is of this run's kind (e.g. a packaged model, trained further), else the layers the two
-        share (``model.core``: embedding, LSTM layers, decoder), e.g. a Pointer Sentinel-LSTM from a
-        zoneout LSTM's ``best.pt``, whose query and sentinel keep their fresh initialization. The
-        source is recorded (path, SHA-256, kind, validation perplexity, the layers copied)."""
-        donor, payload = checkpoints.load_model(path, vocab=self.dataset.vocab)
-        whole = payload["kind"] == self.options.kind
-        theirs, mine = (
-            (donor.state_dict(), self.model.state_dict())
-            if whole
-            else (donor.core.state_dict(), self.model.core.state_dict())
-        )
-        if theirs.keys() != mine.keys() or any(theirs[name].shape != mine[name].shape for name in mine):
-            sizes = ("embedding_size", "hidden_size", "num_layers", "tie_weights")
-            raise TrainingError(
-                f"--init-from {path}: its {payload['kind']} model does not have this model's layers "
-                f"({', '.join(f'{name} {getattr(donor.config, name)}' for name in sizes)} against "
-                f"{', '.join(str(getattr(self.model.config, name)) for name in sizes)})"
-            )
-        (self.model if whole else self.model.core).load_state_dict(theirs)
-        self.initialized_from = {
-            "checkpoint": str(path),
-            "sha256": file_sha256(path),
-            "kind": payload["kind"],
-            "valid_perplexity": payload.get("valid_perplexity", payload.get(checkpoints.PACKAGED_PERPLEXITY)),
-            "layers": "all" if whole else "shared",
-        }
-
-    def _save_best(self, valid_ppl: float) -> None:
-        if self.rank == 0:
-            payload = checkpoints.model_payload(self.model, self.dataset.vocab, self.dataset.name)
-            payload["valid_perplexity"] = valid_ppl
-            checkpoints.save(self.run_dir / checkpoints.BEST, payload)
-
-    def _log(self, record: dict[str, Any]) -> None:
-        """Append a validation's ``record`` to ``log.jsonl`` and print it in a line (process 0)."""
-        if self.rank != 0:
-            return
-        with open(self.run_dir / checkpoints.LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps(record) + "\n")
-        where = f"epoch {record['epoch']}" + (
-            f", step {record['step']}/{record['steps_per_epoch']}" if record["partial"] else " done"
-        )
-        tqdm.write(
-            f"{where}: valid perplexity {record['valid_ppl']:.2f} (train {record['train_ppl']:.2f}, "
-            f"learning rate {record['learning_rate']:g})",
-            file=sys.stderr,
-        )
+        self.directory.write_checkpoint(payload)
 
     # ----------------------------------------------------------------- the loop
-    def validate(self) -> float:
-        """Validation perplexity under the harness's protocol (batch ``eval_batch_size``),
-        computed by process 0 and broadcast to the others."""
-        value = torch.zeros(1, dtype=torch.float64, device=self.device)
-        refusal = "no finite validation perplexity"  # what the other processes know of it
-        if self.rank == 0:
-            perplexity_or_nan, refusal = self._validate_here()
-            value[0] = perplexity_or_nan
-        if self.world > 1:
-            dist.broadcast(value, src=0)
-        if math.isnan(value.item()):
-            raise self._diverged(self.progress.next_chunk, refusal)
-        return float(value.item())
+    def run(self) -> str:
+        """Train until the recipe's end or a stop; returns why it ended. A SIGINT or SIGTERM
+        stops it at the next step boundary, with a checkpoint, and is kept in ``stop_signal``."""
+        show = self.session.progress and self.processes.writes
+        with _StopRequest() as stop, EpochBar(self.chunks, show) as bar:
+            try:
+                return self._train(stop, bar)
+            finally:
+                self.stop_signal = stop.signum
 
-    def _validate_here(self) -> tuple[float, str]:
-        """The validation perplexity; NaN and the harness's reason where it refuses the model's
-        scores (NaN or infinite log-probabilities, a perplexity beyond a float: the weights
-        diverged)."""
-        scorer = TorchLanguageModel(self.model, self.device)
-        try:
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.session.amp):
-                result = evaluate(
-                    scorer,
-                    self.valid_ids,
-                    eos_id=self.dataset.vocab.eos_id,
-                    vocab_size=len(self.dataset.vocab),
-                    protocol=EvaluationProtocol(
-                        batch_size=self.options.eval_batch_size,
-                        bptt=self.options.bptt,
-                        audit_positions=0,
-                        causality_points=0,  # the run's own model; harness eval audits what it scores
-                    ),
-                    name="valid",
-                    progress=self.session.progress,
-                )
-        except PluginError as error:
-            return math.nan, f"validation refused: {error}"
-        finally:
-            self.model.train()
-        return result.perplexity, ""
+    def _train(self, stop: _StopRequest, bar: EpochBar) -> str:
+        """The loop: a step at a time, the epoch's end once its last step is taken, a checkpoint
+        every ``checkpoint_minutes``, a validation every ``validate_every`` steps, until the
+        schedule finishes or a stop (``--max-minutes``, ``--max-steps``, a signal) comes."""
+        self.model.train()
+        began = last_save = time.monotonic()
+        steps_taken = 0
+        apply_learning_rate(self.optimizer.param_groups, self.schedule.learning_rate)
+        while not self.schedule.finished:
+            if self.progress.next_chunk == self.chunks:
+                bar.close()
+                self._end_epoch()
+                self.save()
+                last_save = time.monotonic()
+                continue
+            bar.open(self.progress.epoch, self.progress.next_chunk)
+            reason = self._stop_reason(began, stop)
+            if reason is not None:
+                bar.close()
+                return self._stop(reason, steps_taken)
+            self._step()
+            steps_taken += 1
+            bar.advance(perplexity(self.progress.epoch_loss, self.progress.epoch_tokens))
+            if self._validation_due():
+                self._validate_partial()
+            if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
+                self.save()
+                last_save = time.monotonic()
+        return (
+            f"finished after {self.progress.epoch - 1} epochs; best validation perplexity "
+            f"{self.progress.best_file_valid:.2f}"
+        )
 
-    def _step(self, chunk: int) -> tuple[float, int]:
-        """One optimizer step on chunk ``chunk``; returns the summed target NLL and its tokens."""
-        bptt = self.options.bptt
+    def _stop(self, reason: str, steps_taken: int) -> str:
+        """Save and validate where the run stopped (unless this invocation took no step: the last
+        stop wrote it all); returns the stop's message."""
+        if steps_taken > 0 or self._run_steps() == 0:
+            self.save()
+            if not self._validation_due():  # else this step was validated already
+                self._validate_partial()
+        again = "a larger --max-steps" if reason.startswith("--max-steps") else "the same command"
+        return (
+            f"{reason}: stopped in epoch {self.progress.epoch} at step "
+            f"{self.progress.next_chunk}/{self.chunks}; rerun with {again} to continue"
+        )
+
+    def _step(self) -> None:
+        """One optimizer step on the epoch's next chunk, counted in the epoch's figures."""
+        began, chunk, bptt = time.monotonic(), self.progress.next_chunk, self.options.bptt
         inputs = self.streams[:, chunk * bptt : (chunk + 1) * bptt]
         targets = self.streams[:, chunk * bptt + 1 : (chunk + 1) * bptt + 1]
         inputs = inputs[:, : targets.shape[1]]
-        self.generator.manual_seed(step_seed(self.options.seed, self.progress.epoch, chunk, self.rank))
+        self.generator.manual_seed(
+            step_seed(self.options.seed, self.progress.epoch, chunk, self.processes.rank)
+        )
         sample = None
         if self.sampler is not None and self._run_steps() < self.options.sampled_softmax_steps:
             sample = self.sampler.draw(self.sample_generator(chunk), self.device)
@@ -572,7 +563,10 @@ class Trainer:
         self.optimizer.step()
         self._stop_if_diverged(loss, gradient_norm, chunk)  # after the step: no GPU sync before it
         self.state = detach_state(output.state)
-        return float(nll.detach().sum()), nll.numel()
+        self.progress.next_chunk += 1
+        self.progress.epoch_loss += float(nll.detach().sum())
+        self.progress.epoch_tokens += nll.numel()
+        self.progress.epoch_seconds += time.monotonic() - began
 
     def sample_generator(self, chunk: int) -> torch.Generator:
         """The CPU generator of chunk ``chunk``'s sampled words: seeded like its masks, and the
@@ -584,10 +578,7 @@ class Trainer:
         """Raise :meth:`_diverged` when chunk ``chunk``'s training loss or gradient norm (scalars) is
         inf or NaN in any process: the run stops and saves nothing of the weights that step made."""
         finite = torch.isfinite(loss.detach()) & torch.isfinite(gradient_norm)
-        diverged = (~finite).to(torch.int32).view(1)
-        if self.world > 1:  # every process must stop at the same step
-            dist.all_reduce(diverged, op=dist.ReduceOp.MAX)
-        if diverged.item():
+        if self.processes.any((~finite).to(torch.int32).view(1)):
             raise self._diverged(chunk + 1, "a loss or gradient that is not finite")
 
     def _diverged(self, step: int, what: str) -> TrainingError:
@@ -599,15 +590,12 @@ class Trainer:
             "once this one holds a checkpoint)"
         )
 
-    def _apply_learning_rate(self) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.schedule.learning_rate * group["lr_scale"]
-
     def _run_steps(self) -> int:
         """The training steps this run has taken, over all its invocations."""
         return (self.progress.epoch - 1) * self.chunks + self.progress.next_chunk
 
-    def _should_stop(self, began: float, stop: _StopRequest) -> str | None:
+    def _stop_reason(self, began: float, stop: _StopRequest) -> str | None:
+        """Why the run stops before its next step (the same in every process), None to go on."""
         reason = None
         if stop.signum is not None:
             reason = f"{signal.Signals(stop.signum).name} received"
@@ -617,108 +605,115 @@ class Trainer:
             self.session.max_minutes is not None and time.monotonic() - began >= self.session.max_minutes * 60
         ):
             reason = f"--max-minutes {self.session.max_minutes:g} reached"
-        if self.world > 1:  # every process must stop at the same step
-            flag = torch.tensor([0 if reason is None else 1], device=self.device)  # nccl: on the GPU
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            if flag.item() and reason is None:
-                reason = "another process stopped"
+        flag = torch.tensor([0 if reason is None else 1], device=self.device)
+        if self.processes.any(flag) and reason is None:
+            reason = "another process stopped"
         return reason
 
-    def run(self) -> str:
-        """Train until the recipe's end or a stop; returns why it ended. A SIGINT or SIGTERM
-        stops it at the next step boundary, with a checkpoint, and is kept in ``stop_signal``."""
-        with _StopRequest() as stop:
-            try:
-                return self._train(stop)
-            finally:
-                self.stop_signal = stop.signum
-
-    def _train(self, stop: _StopRequest) -> str:
-        self.model.train()
-        began = time.monotonic()
-        last_save = began
-        steps = 0
-        self._apply_learning_rate()
-        while not self.schedule.finished:
-            epoch = self.progress.epoch
-            with progress_bar(
-                total=self.chunks,
-                initial=self.progress.next_chunk,
-                desc=f"epoch {epoch}",
-                unit="step",
-                show=self.session.progress and self.rank == 0,
-            ) as bar:  # closed on an error too, before the error's line
-                while self.progress.next_chunk < self.chunks:
-                    reason = self._should_stop(began, stop)
-                    if reason is not None:
-                        bar.close()
-                        if steps > 0 or self._run_steps() == 0:  # else the last stop wrote it all
-                            self.save()
-                            if not self._validation_due():  # else this step was validated already
-                                self._validate_partial()
-                        again = (
-                            "a larger --max-steps" if reason.startswith("--max-steps") else "the same command"
-                        )
-                        return (
-                            f"{reason}: stopped in epoch {epoch} at step "
-                            f"{self.progress.next_chunk}/{self.chunks}; rerun with {again} to continue"
-                        )
-                    step_began = time.monotonic()
-                    loss, tokens = self._step(self.progress.next_chunk)
-                    self.progress.next_chunk += 1
-                    self.progress.epoch_loss += loss
-                    self.progress.epoch_tokens += tokens
-                    self.progress.epoch_seconds += time.monotonic() - step_began
-                    steps += 1
-                    bar.set_postfix(
-                        ppl=f"{perplexity(self.progress.epoch_loss, self.progress.epoch_tokens):.1f}",
-                        refresh=False,
-                    )
-                    bar.update(1)
-                    if self._validation_due():
-                        self._validate_partial()
-                    if time.monotonic() - last_save >= self.session.checkpoint_minutes * 60:
-                        self.save()
-                        last_save = time.monotonic()
-            self._end_epoch()
-            self.save()
-            last_save = time.monotonic()
-        return (
-            f"finished after {self.progress.epoch - 1} epochs; best validation perplexity "
-            f"{self.progress.best_file_valid:.2f}"
-        )
+    # ----------------------------------------------------------------- validation and the log
+    def validate(self) -> float:
+        """Validation perplexity under the harness's protocol (batch ``eval_batch_size``),
+        computed by process 0 and shared with the others."""
+        value = torch.zeros(1, dtype=torch.float64, device=self.device)
+        refusal = "no finite validation perplexity"  # what the other processes know of it
+        if self.processes.writes:
+            perplexity_or_nan, refusal = validation_perplexity(
+                self.model, self.valid_ids, self.dataset.vocab, self.options, self.session
+            )
+            value[0] = perplexity_or_nan
+        self.processes.share_first(value)
+        if math.isnan(value.item()):
+            raise self._diverged(self.progress.next_chunk, refusal)
+        return float(value.item())
 
     def _end_epoch(self) -> None:
+        """Validate the epoch's weights, log the epoch, and start the next one from a fresh state
+        at the rate the schedule now gives."""
         progress = self.progress
         valid_ppl = self.validate()
-        rate = self.schedule.learning_rate
         improved = valid_ppl < self.schedule.best_valid
-        if valid_ppl < progress.best_file_valid:
-            progress.best_file_valid = valid_ppl
-            self._save_best(valid_ppl)
+        self._keep_if_best(valid_ppl)
         progress.total_seconds += progress.epoch_seconds
         self._log(
             {
                 "epoch": progress.epoch,
                 "partial": False,
-                "train_ppl": perplexity(progress.epoch_loss, progress.epoch_tokens),
-                "valid_ppl": valid_ppl,
-                "learning_rate": rate,
-                "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
-                "device": self.session.device,
-                "threads": torch.get_num_threads(),
-                "seconds": progress.epoch_seconds,
+                **self._figures(valid_ppl),
                 "total_seconds": progress.total_seconds,
                 "best": improved,
                 **self._sampled_steps_record(),
             }
         )
         progress.valid_history.append(valid_ppl)
-        self._apply_learning_rate()
+        apply_learning_rate(self.optimizer.param_groups, self.schedule.learning_rate)
         progress.next_chunk = 0
         progress.epoch_loss = progress.epoch_seconds = 0.0
         progress.epoch_tokens = 0
         self.state = self.model.initial_state(self.streams.shape[0], self.device)
+
+    def _validation_due(self) -> bool:
+        """Whether ``--validate-every`` asks for a validation after the step just taken (never
+        after an epoch's last step: the epoch's end validates)."""
+        every, step = self.session.validate_every, self.progress.next_chunk
+        return every is not None and step % every == 0 and step < self.chunks
+
+    def _validate_partial(self) -> None:
+        """Validate the current weights mid-epoch, on a stop (so ``best.pt`` is never older than
+        the training) and every ``--validate-every`` steps; a new best is written to ``best.pt``
+        with a checkpoint. The schedule is untouched, so resuming stays exact."""
+        if self.progress.next_chunk == 0:
+            return
+        valid_ppl = self.validate()
+        self._log(
+            {
+                "epoch": self.progress.epoch,
+                "partial": True,
+                "step": self.progress.next_chunk,
+                "steps_per_epoch": self.chunks,
+                **self._figures(valid_ppl),
+                **self._sampled_steps_record(),
+            }
+        )
+        if self._keep_if_best(valid_ppl):
+            self.save()
+
+    def _keep_if_best(self, valid_ppl: float) -> bool:
+        """Write the weights to ``best.pt`` when ``valid_ppl`` is the run's best so far; whether
+        they were."""
+        if valid_ppl >= self.progress.best_file_valid:
+            return False
+        self.progress.best_file_valid = valid_ppl
+        payload = checkpoints.model_payload(self.model, self.dataset.vocab, self.dataset.name)
+        payload["valid_perplexity"] = valid_ppl
+        self.directory.write_best(payload)
+        return True
+
+    def _figures(self, valid_ppl: float) -> dict[str, Any]:
+        """A log record's figures of the epoch so far, beside its validation perplexity."""
+        progress = self.progress
+        return {
+            "train_ppl": perplexity(progress.epoch_loss, progress.epoch_tokens),
+            "valid_ppl": valid_ppl,
+            "learning_rate": self.schedule.learning_rate,
+            "tokens_per_second": progress.epoch_tokens * self.processes.world / progress.epoch_seconds,
+            "device": self.session.device,
+            "threads": torch.get_num_threads(),
+            "seconds": progress.epoch_seconds,
+        }
+
+    def _log(self, record: dict[str, Any]) -> None:
+        """Append a validation's ``record`` to ``log.jsonl`` and print it in a line (process 0)."""
+        if not self.processes.writes:
+            return
+        self.directory.append_log(record)
+        where = f"epoch {record['epoch']}" + (
+            f", step {record['step']}/{record['steps_per_epoch']}" if record["partial"] else " done"
+        )
+        tqdm.write(
+            f"{where}: valid perplexity {record['valid_ppl']:.2f} (train {record['train_ppl']:.2f}, "
+            f"learning rate {record['learning_rate']:g})",
+            file=sys.stderr,
+        )
 
     def _sampled_steps_record(self) -> dict[str, int]:
         """For a run with a sampled-softmax phase, a log record's ``sampled_steps``: how many of
@@ -731,41 +726,6 @@ class Trainer:
                 0, min(self.progress.next_chunk, self.options.sampled_softmax_steps - before)
             )
         }
-
-    def _validation_due(self) -> bool:
-        """Whether ``--validate-every`` asks for a validation after the step just taken (never
-        after an epoch's last step: the epoch's end validates)."""
-        every, step = self.session.validate_every, self.progress.next_chunk
-        return every is not None and step % every == 0 and step < self.chunks
-
-    def _validate_partial(self) -> None:
-        """Validate the current weights mid-epoch, on a stop (so ``best.pt`` is never older than
-        the training) and every ``--validate-every`` steps; a new best is written to ``best.pt``
-        with a checkpoint. The schedule is untouched, so resuming stays exact."""
-        progress = self.progress
-        if progress.next_chunk == 0:
-            return
-        valid_ppl = self.validate()
-        self._log(
-            {
-                "epoch": progress.epoch,
-                "partial": True,
-                "step": progress.next_chunk,
-                "steps_per_epoch": self.chunks,
-                "train_ppl": perplexity(progress.epoch_loss, progress.epoch_tokens),
-                "valid_ppl": valid_ppl,
-                "learning_rate": self.schedule.learning_rate,
-                "tokens_per_second": progress.epoch_tokens * self.world / progress.epoch_seconds,
-                "device": self.session.device,
-                "threads": torch.get_num_threads(),
-                "seconds": progress.epoch_seconds,
-                **self._sampled_steps_record(),
-            }
-        )
-        if valid_ppl < progress.best_file_valid:
-            progress.best_file_valid = valid_ppl
-            self._save_best(valid_ppl)
-            self.save()
 
 
 def _with_default_options(identity: dict[str, Any]) -> dict[str, Any]:
@@ -784,36 +744,3 @@ def _to_device(state: Any, device: torch.device | str) -> Any:
     if isinstance(state, torch.Tensor):
         return state.to(device)
     return [_to_device(item, device) for item in state]
-
-
-@contextlib.contextmanager
-def holding_run_dir(run_dir: Path, option: str) -> Iterator[None]:
-    """Hold the run directory for the body: process 0, which writes it (alone, under torchrun),
-    locks it against a second ``baselines train`` and removes the temporaries a killed run left
-    (``option`` names the directory in the error of a run that finds it held)."""
-    if dist.is_initialized() and dist.get_rank() != 0:
-        yield
-        return
-    with exclusive_directory(run_dir, option):
-        for path in remove_stale_temporaries(run_dir):
-            print(f"removed {path}, left by a killed run", file=sys.stderr)
-        yield
-
-
-@contextlib.contextmanager
-def distributed(device: str):
-    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1); yields the
-    device this process trains on."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        yield device
-        return
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if device.startswith("cuda"):
-        torch.cuda.set_device(local_rank)
-        device = f"cuda:{local_rank}"
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
-    try:
-        yield device
-    finally:
-        dist.destroy_process_group()

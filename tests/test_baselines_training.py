@@ -23,7 +23,8 @@ from baselines.cli import main as baselines_main
 from baselines.models import NeuralCache
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import TorchLanguageModel
-from baselines.training import Schedule, TrainOptions, bfloat16_is_emulated, learning_rate_schedule
+from baselines.schedule import Schedule, learning_rate_schedule
+from baselines.training import TrainOptions, bfloat16_is_emulated
 from baselines.tuning import tuning_record
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset

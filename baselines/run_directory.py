@@ -1,0 +1,102 @@
+"""A training run's directory: its files, who writes them, and the rules a resumed run follows.
+
+``checkpoint.pt`` holds all a run needs to go on (weights, optimizer, schedule, carried hidden
+state, position in the data); ``best.pt`` the weights of the best validation perplexity so far,
+which the plugins load; ``log.jsonl`` one record per validation (:mod:`baselines.checkpoint`
+names the files and writes them atomically). One ``baselines train`` at a time writes a run
+directory: process 0 holds its lock (:func:`holding_run_dir`) and is its only writer.
+
+The resume rules: a run continues from ``checkpoint.pt`` exactly where that was written, and
+the log's records of work the checkpoint does not hold (a run killed after logging and before
+saving left them) are dropped, since the resumed run does that work again and logs it again.
+``best.pt`` may be newer than the checkpoint (a kill between writing the one and the other):
+its perplexity is read back so that it is never replaced by worse weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from baselines import checkpoint as checkpoints
+from harness.datasets import Vocabulary
+from wikitext_toolkit_core.files import exclusive_directory, remove_stale_temporaries, write_atomically
+
+
+class RunDirectory:
+    """The files of the run in ``path``; only a ``writer`` (process 0) writes them."""
+
+    def __init__(self, path: Path, writer: bool) -> None:
+        self.path, self.writer = path, writer
+
+    def load_checkpoint(self, vocab: Vocabulary) -> dict[str, Any] | None:
+        """The payload of ``checkpoint.pt`` (None when the run has none), trained with ``vocab``."""
+        path = self.path / checkpoints.RESUME
+        if not path.exists():
+            return None
+        payload = checkpoints.load(path)
+        checkpoints.check_vocabulary(payload, vocab, path)
+        return payload
+
+    def best_perplexity(self) -> float:
+        """The validation perplexity ``best.pt`` records (inf without one)."""
+        path = self.path / checkpoints.BEST
+        recorded = checkpoints.load(path).get("valid_perplexity") if path.is_file() else None
+        return float(recorded) if isinstance(recorded, (int, float)) else math.inf
+
+    def write_checkpoint(self, payload: dict[str, Any]) -> None:
+        if self.writer:
+            checkpoints.save(self.path / checkpoints.RESUME, payload)
+
+    def write_best(self, payload: dict[str, Any]) -> None:
+        if self.writer:
+            checkpoints.save(self.path / checkpoints.BEST, payload)
+
+    def append_log(self, record: dict[str, Any]) -> None:
+        if self.writer:
+            with open(self.path / checkpoints.LOG, "a", encoding="utf-8") as log:
+                log.write(json.dumps(record) + "\n")
+
+    def drop_log_records_beyond(self, epochs_done: int, step: int) -> None:
+        """Rewrite ``log.jsonl`` without the records of work beyond ``epochs_done`` full epochs
+        and ``step`` steps of the next (and without a last line cut short by a kill)."""
+        path = self.path / checkpoints.LOG
+        if not self.writer or not path.is_file():
+            return
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        kept = [line for line in lines if line.endswith("\n") and _within(line, epochs_done, step)]
+        if kept != lines:
+            write_atomically(path, "".join(kept))
+
+
+def _within(line: str, epochs_done: int, step: int) -> bool:
+    """Whether the log record ``line`` describes work of the first ``epochs_done`` epochs and
+    ``step`` steps of the next."""
+    try:
+        record = json.loads(line)
+        if record.get("partial"):
+            return (record["epoch"], record["step"]) <= (epochs_done + 1, step)
+        return record["epoch"] <= epochs_done
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False  # not a record: a line cut short by a kill
+
+
+@contextlib.contextmanager
+def holding_run_dir(run_dir: Path, option: str) -> Iterator[None]:
+    """Hold the run directory for the body: process 0, which writes it (alone, under torchrun),
+    locks it against a second ``baselines train`` and removes the temporaries a killed run left
+    (``option`` names the directory in the error of a run that finds it held)."""
+    if dist.is_initialized() and dist.get_rank() != 0:
+        yield
+        return
+    with exclusive_directory(run_dir, option):
+        for path in remove_stale_temporaries(run_dir):
+            print(f"removed {path}, left by a killed run", file=sys.stderr)
+        yield
