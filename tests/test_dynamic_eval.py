@@ -18,6 +18,7 @@ from baselines import dynamic_eval
 from baselines.cli import main as baselines_main
 from baselines.dynamic_eval import DynamicLanguageModel, load_model
 from baselines.models import PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
+from baselines.models.dynamic import RMS_EPSILON, DynamicAdapter, DynamicSettings
 from baselines.models.recurrent import CoreConfig
 from baselines.plugin_bridge import detach_state
 from harness.datasets import Dataset, load_dataset
@@ -194,3 +195,32 @@ def test_bad_model_args_are_one_line_errors(toy, tmp_path, args, message):
     path = save_model(dataset, tmp_path / "run" / "best.pt")
     with pytest.raises(PluginError, match=message):
         load_model(dataset, device="cpu", checkpoint=str(path), **args)
+
+
+@pytest.mark.parametrize(
+    "method, decay", [("sgd", 0.0), ("sgd", 0.3), ("rms", 0.0), ("rms", 0.3), ("rms", 1.0)]
+)
+def test_the_update_is_the_documented_formula(method, decay):
+    """The in-place step equals ``theta - lr * g * scale + rate * (theta_0 - theta)``, both terms
+    from the weights before the step, written out plainly (the rms scale ``1 / (sqrt(MS) + eps)``
+    and rate ``decay * min(sqrt(MS) / mean sqrt(MS), 1 / decay)``)."""
+    generator = torch.Generator().manual_seed(0)
+    weights = [torch.randn(4, 3, generator=generator, dtype=torch.float64, requires_grad=True)]
+    weights.append(torch.randn(5, generator=generator, dtype=torch.float64, requires_grad=True))
+    rms = [torch.rand(w.shape, generator=generator, dtype=torch.float64) + 0.1 for w in weights]
+    adapter = DynamicAdapter(weights, DynamicSettings(method, 0.2, decay), rms)
+    with torch.no_grad():  # a first step away from the trained weights, so the decay pulls
+        for weight in weights:
+            weight.add_(torch.randn(weight.shape, generator=generator, dtype=torch.float64))
+    before = [weight.detach().clone() for weight in weights]
+    loss = sum((weight**3).sum() for weight in weights)
+    gradients = torch.autograd.grad(loss, weights)
+    mean = torch.cat([r.flatten() for r in rms]).mean()
+    expected = []
+    for theta, theta_0, gradient, root in zip(before, adapter.trained, gradients, rms):
+        scale = 1 / (root + RMS_EPSILON) if method == "rms" else 1.0
+        rate = decay * torch.clamp(root / mean, max=1 / decay) if method == "rms" and decay else decay
+        expected.append(theta - 0.2 * gradient * scale + rate * (theta_0 - theta))
+    adapter.step(sum((weight**3).sum() for weight in weights))
+    for weight, value in zip(weights, expected):
+        torch.testing.assert_close(weight.detach(), value, rtol=1e-12, atol=1e-12)

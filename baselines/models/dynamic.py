@@ -104,11 +104,15 @@ class DynamicAdapter:
         already scored) and decay them towards the trained ones."""
         gradients = torch.autograd.grad(loss, self.parameters, allow_unused=True)
         lr = self.settings.lr
-        with torch.no_grad():
+        with torch.no_grad():  # in place, with no temporaries: a step touches every weight
             for parameter, gradient, trained, scale, rate in zip(
                 self.parameters, gradients, self.trained, self.gradient_scales, self.decay_rates, strict=True
             ):
-                change = (trained - parameter) * rate
-                if gradient is not None:
-                    change -= lr * gradient * scale
-                parameter.add_(change)
+                if not isinstance(rate, float) or rate > 0:  # theta + rate * (theta_0 - theta)
+                    parameter.lerp_(trained, rate)
+                if gradient is None:
+                    continue
+                if isinstance(scale, float):
+                    parameter.add_(gradient, alpha=-lr * scale)
+                else:
+                    parameter.addcmul_(gradient, scale, value=-lr)
