@@ -1,7 +1,7 @@
 """Harness plugin: dynamic evaluation (Krause et al. 2018) of a trained baseline (the update
 rules: :mod:`baselines.models.dynamic`; the tuning: :mod:`baselines.dynamic_tuning`).
 
-``python -m harness eval baselines.dynamic_eval --dataset ptb --model-args method=rms`` wraps the
+``python -m harness eval baselines.dynamic_eval --dataset ptb`` wraps the
 packaged zoneout LSTM (or the checkpoint ``--checkpoint`` names) and adapts its weights to the
 text as it scores it: each segment is scored first, then the weights take one step on that
 segment's loss. ``--model-args``:
@@ -9,8 +9,9 @@ segment's loss. ``--model-args``:
 - ``base``: ``zoneout_lstm`` (default) or ``pointer_sentinel``;
 - ``cache_window``: 0 (default) or the window of a neural cache on the zoneout LSTM, with
   ``theta`` and ``interpolation`` given or as tuned for :mod:`baselines.neural_cache`;
-- ``method``: ``sgd`` (default) or ``rms``; ``lr`` (eta) and ``decay`` (lambda): given, else as
-  ``python -m baselines tune-dynamic`` tuned them (``dynamic_eval.json`` beside the checkpoint);
+- ``method``: ``sgd`` or ``rms`` (default: the one tuned, ``rms`` first, else ``sgd``); ``lr``
+  (eta) and ``decay`` (lambda): given, else as ``python -m baselines tune-dynamic`` tuned them
+  (``dynamic_eval.json`` beside the checkpoint);
 - ``segment``: positions per update (default: the tuned one, else each chunk of the protocol);
 - ``rms_tokens``: training tokens over which ``rms`` collects its mean squared gradients
   (default :data:`DEFAULT_RMS_TOKENS`).
@@ -304,14 +305,17 @@ def _options(model_args: dict[str, Any]) -> tuple[BaseModel, dict[str, Any]]:
         model_args.get("rms_tokens") or DEFAULT_RMS_TOKENS,
     )
     update = {name: model_args.get(name) for name in ("method", "lr", "decay", "segment")}
-    update["method"] = update["method"] or "sgd"
     return model, update
 
 
 def _settings(update: dict[str, Any], base: BaseModel, path: Path, dataset: Dataset) -> DynamicSettings:
-    """The update's settings: those given, the others as tuned beside ``path``."""
+    """The update's settings: those given, the others as tuned beside ``path``; no ``method``
+    given, the tuned one (``rms`` before ``sgd``), else ``sgd``."""
     if update["lr"] is None or update["decay"] is None:
-        tuned = read_dynamic_tuning(tuning_path(path)).get(base.key(update["method"]))
+        tuning = read_dynamic_tuning(tuning_path(path))
+        tuned_methods = [method for method in ("rms", "sgd") if base.key(method) in tuning]
+        update["method"] = update["method"] or next(iter(tuned_methods), "sgd")
+        tuned = tuning.get(base.key(update["method"]))
         if tuned is None:
             command = ["python", "-m", "baselines", "tune-dynamic", "--dataset", dataset_argument(dataset)]
             command += ["--checkpoint", str(path), "--method", update["method"], "--base", base.base]
@@ -323,6 +327,7 @@ def _settings(update: dict[str, Any], base: BaseModel, path: Path, dataset: Data
             )
         for name in ("lr", "decay", "segment"):
             update[name] = tuned[name] if update[name] is None else update[name]
+    update["method"] = update["method"] or "sgd"
     try:
         return DynamicSettings(**update)
     except ValueError as error:

@@ -605,7 +605,9 @@ class Trainer:
             self.session.max_minutes is not None and time.monotonic() - began >= self.session.max_minutes * 60
         ):
             reason = f"--max-minutes {self.session.max_minutes:g} reached"
-        flag = torch.tensor([0 if reason is None else 1], device=self.device)
+        if self.processes.world == 1:  # nothing to agree on, and no device sync at every step
+            return reason
+        flag = torch.tensor([0 if reason is None else 1], device=self.device)  # nccl: on the GPU
         if self.processes.any(flag) and reason is None:
             reason = "another process stopped"
         return reason

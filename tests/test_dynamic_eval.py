@@ -179,6 +179,12 @@ def test_tune_dynamic_refuses_test_and_the_plugin_reads_what_it_tuned(toy, tmp_p
     )
     tuned = score(model, dataset, split="valid", bptt=20, causality_points=0)
     assert np.exp(tuned.nll) == pytest.approx(best["perplexity"], rel=1e-6)
+    rms = ["--method", "rms", "--lrs", "0.001", "--decays", "0", "--segments", "5", "--bptt", "20"]
+    assert baselines_main([*command, *rms, "--threads", "1"]) == 0  # rms joins sgd in the file
+    chosen = load_model(dataset, device="cpu", checkpoint=str(path)).result_metadata()["dynamic_evaluation"]
+    assert (chosen["method"], chosen["lr"]) == ("rms", 0.001)  # with no method given, the tuned rms
+    given = load_model(dataset, device="cpu", checkpoint=str(path), method="sgd")
+    assert given.result_metadata()["dynamic_evaluation"]["lr"] == best["lr"]
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,60 @@
+"""What dynamic evaluation costs against static evaluation of the same model (issue 50).
+
+Scores the first ``--tokens`` tokens of PTB valid with the packaged medium zoneout LSTM, one
+stream in chunks of 100 (the harness's default protocol), exactly as ``tune-dynamic`` scores
+them: statically (``lr`` 0, no update), then with one update every ``segment`` positions for
+each segment of ``--segments`` (``sgd``, ``lr`` 0.01, no decay; with a decay too for the first
+segment: one more pass over every weight). Prints each setting's seconds, perplexity and its
+time against the static pass measured in the same run (the issue's bound: 4x).
+
+Run it on quiet cores, one thread (``--threads``), as the figures in ``docs/measurements.md``:
+
+    python benchmarks/dynamic_eval_cost.py                 # 2,000 tokens: about 2 minutes
+    python benchmarks/dynamic_eval_cost.py --tokens 200    # checks that it runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from baselines.dynamic_eval import BaseModel, DynamicFactory
+from baselines.dynamic_tuning import perplexity
+from baselines.models.dynamic import DynamicSettings
+from baselines.plugin_bridge import resolve_checkpoint
+from harness.datasets import load_dataset
+from wikitext_toolkit_core.cli import positive_int
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tokens", type=positive_int, default=2000, help="PTB valid tokens scored")
+    parser.add_argument("--segments", type=positive_int, nargs="+", default=[20, 50, 100])
+    parser.add_argument("--threads", type=positive_int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    dataset = load_dataset("ptb")
+    checkpoint = resolve_checkpoint("zoneout_lstm", dataset, None, device="cpu", command=["benchmark"])
+    factory = DynamicFactory(dataset, checkpoint, BaseModel(), "cpu")
+    ids = dataset.tokens("valid").ids[: args.tokens]
+    settings = [DynamicSettings("sgd", 0.0, 0.0, None)]
+    settings += [DynamicSettings("sgd", 0.01, 0.0, segment) for segment in args.segments]
+    settings.append(DynamicSettings("sgd", 0.01, 0.01, args.segments[0]))
+    static_seconds = None
+    print(f"PTB valid, first {len(ids):,} tokens, {args.threads} thread(s)")
+    for setting in settings:
+        began = time.perf_counter()
+        value = perplexity(factory, setting, ids, 100)
+        seconds = time.perf_counter() - began
+        static_seconds = static_seconds or seconds
+        name = "static" if setting.lr == 0 else f"segment {setting.segment}, decay {setting.decay:g}"
+        ratio = seconds / static_seconds
+        print(f"{name:>28}: {seconds:7.1f} s  perplexity {value:8.2f}  {ratio:5.2f}x static")
+
+
+if __name__ == "__main__":
+    main()
