@@ -278,6 +278,7 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
     else:
         check_output_file(output, "the tuning file", inputs=inputs)
     previous = read_dynamic_tuning(output)  # a corrupt file fails before the tuning run
+    searches = _previous_searches(output)
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
     set_torch_threads(args.threads, torch)
     base = BaseModel(args.base, args.cache_window, args.theta, args.interpolation, args.rms_tokens)
@@ -292,19 +293,25 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         f"{args.split} perplexity {best['perplexity']:.2f} (static: {results['static_perplexity']:.2f})",
         flush=True,
     )
+    search = {**results, "split": args.split, "seconds": time.perf_counter() - began}
+    del search["best"]
     record = {
-        **results,
         "checkpoint": portable_path(path),
         "dataset": dataset.name,
-        "split": args.split,
-        "seconds": time.perf_counter() - began,
-        "searches": {base.key(args.method): results["grid"]},
         "best": {**previous, base.key(args.method): best},
+        "searches": {**searches, base.key(args.method): search},
     }
-    del record["grid"]
     write_atomically(output, json.dumps(record, indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
     return 0
+
+
+def _previous_searches(tuning_file: Path) -> dict[str, Any]:
+    """The searches a (valid) dynamic-evaluation tuning file already holds, by key; {} without."""
+    if not tuning_file.is_file():
+        return {}
+    searches = json.loads(tuning_file.read_text(encoding="utf-8")).get("searches")
+    return searches if isinstance(searches, dict) else {}
 
 
 def _check_analyze_options(args: argparse.Namespace) -> None:

@@ -37,7 +37,7 @@ from torch import Tensor, nn
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM, ZoneoutLSTM
 from baselines.models.dynamic import DynamicAdapter, DynamicSettings
-from baselines.neural_cache import cache_from_checkpoint
+from baselines.neural_cache import cache_adaptation, cache_from_checkpoint
 from baselines.plugin_bridge import (
     TorchLanguageModel,
     announce_checkpoint,
@@ -48,6 +48,7 @@ from baselines.plugin_bridge import (
 from harness.datasets import Dataset
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError, number_arg, positive_int_arg
 from wikitext_toolkit_core.files import file_sha256
+from wikitext_toolkit_core.result_schema import TEST_TIME_ADAPTATION
 
 PLUGIN = "dynamic_eval"
 #: The tuning file ``tune-dynamic`` writes beside the checkpoint.
@@ -149,6 +150,9 @@ class DynamicLanguageModel(TorchLanguageModel):
         statistics = None if root_mean_squares is None else [rms.to(self.device) for rms in root_mean_squares]
         self.adapter = DynamicAdapter(parameters, settings, statistics)
         self.metadata["dynamic_evaluation"] = dataclasses.asdict(settings)
+        if settings.lr + settings.decay > 0:
+            every = f"every {settings.segment} positions" if settings.segment else "every chunk"
+            self.metadata[TEST_TIME_ADAPTATION] = f"dynamic evaluation ({settings.method}, an update {every})"
 
     def reset(self, batch_size: int) -> None:
         """Back to the trained weights and an empty state. One stream only (``--batch-size 1``,
@@ -271,6 +275,8 @@ class DynamicFactory:
         described.update(dataclasses.asdict(self.base))
         if self.base.cache_window:  # the cache's settings in use, given or tuned
             described.update(theta=self.module.theta, interpolation=self.module.interpolation)
+            adaptations = [model.metadata.get(TEST_TIME_ADAPTATION), cache_adaptation(self.base.cache_window)]
+            model.metadata[TEST_TIME_ADAPTATION] = " and ".join(filter(None, adaptations))
         if settings.method != "rms":
             del described["rms_tokens"]
         return model

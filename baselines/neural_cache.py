@@ -24,6 +24,7 @@ from baselines.plugin_bridge import (
 from baselines.tuning import read_tuning, tuning_path
 from harness.datasets import Dataset
 from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
+from wikitext_toolkit_core.result_schema import TEST_TIME_ADAPTATION
 
 #: The cache's size when none is given (``--model-args window=``, ``analyze --window``).
 DEFAULT_WINDOW = 100
@@ -90,4 +91,11 @@ def load_model(
     path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, checkpoint, device=device, command=command)
     cache = cache_from_checkpoint(path, dataset, window, theta=theta, interpolation=interpolation)
     announce_checkpoint(ZoneoutLSTM.kind, path)
-    return TorchLanguageModel(cache, device, checkpoint=path)
+    model = TorchLanguageModel(cache, device, checkpoint=path)
+    model.metadata[TEST_TIME_ADAPTATION] = cache_adaptation(window)
+    return model
+
+
+def cache_adaptation(window: int) -> str:
+    """How a neural cache of ``window`` positions adapts, for the result's ``plugin_metadata``."""
+    return f"a neural cache of the last {window} positions' hidden states"

@@ -1,7 +1,8 @@
 """What dynamic evaluation costs against static evaluation of the same model (issue 50).
 
-Scores the first ``--tokens`` tokens of PTB valid with the packaged medium zoneout LSTM, one
-stream in chunks of 100 (the harness's default protocol), exactly as ``tune-dynamic`` scores
+Scores the first ``--tokens`` tokens of the valid split of ``--dataset`` (PTB by default) with
+its packaged zoneout LSTM (with a neural cache of ``--cache-window`` positions on it, if given),
+one stream in chunks of 100 (the harness's default protocol), exactly as ``tune-dynamic`` scores
 them: statically (``lr`` 0, no update), then with one update every ``segment`` positions for
 each segment of ``--segments`` (``sgd``, ``lr`` 0.01, no decay; with a decay too for the first
 segment: one more pass over every weight). Prints each setting's seconds, perplexity and its
@@ -11,6 +12,8 @@ Run it on quiet cores, one thread (``--threads``), as the figures in ``docs/meas
 
     python benchmarks/dynamic_eval_cost.py                 # 2,000 tokens: about 2 minutes
     python benchmarks/dynamic_eval_cost.py --tokens 200    # checks that it runs
+    python benchmarks/dynamic_eval_cost.py --dataset wikitext-2 --segments 100
+    python benchmarks/dynamic_eval_cost.py --cache-window 2000 --segments 100
 """
 
 from __future__ import annotations
@@ -25,27 +28,30 @@ from baselines.dynamic_tuning import perplexity
 from baselines.models.dynamic import DynamicSettings
 from baselines.plugin_bridge import resolve_checkpoint
 from harness.datasets import load_dataset
-from wikitext_toolkit_core.cli import positive_int
+from wikitext_toolkit_core.cli import non_negative_int, positive_int
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tokens", type=positive_int, default=2000, help="PTB valid tokens scored")
+    parser.add_argument("--dataset", default="ptb", help="a benchmark with a packaged zoneout LSTM")
+    parser.add_argument("--tokens", type=positive_int, default=2000, help="valid tokens scored")
+    parser.add_argument("--cache-window", type=non_negative_int, default=0, help="a cache of this window")
     parser.add_argument("--segments", type=positive_int, nargs="+", default=[20, 50, 100])
     parser.add_argument("--threads", type=positive_int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    dataset = load_dataset("ptb")
+    dataset = load_dataset(args.dataset)
     checkpoint = resolve_checkpoint("zoneout_lstm", dataset, None, device="cpu", command=["benchmark"])
-    factory = DynamicFactory(dataset, checkpoint, BaseModel(), "cpu")
+    factory = DynamicFactory(dataset, checkpoint, BaseModel(cache_window=args.cache_window), "cpu")
     ids = dataset.tokens("valid").ids[: args.tokens]
     settings = [DynamicSettings("sgd", 0.0, 0.0, None)]
     settings += [DynamicSettings("sgd", 0.01, 0.0, segment) for segment in args.segments]
     settings.append(DynamicSettings("sgd", 0.01, 0.01, args.segments[0]))
     static_seconds = None
-    print(f"PTB valid, first {len(ids):,} tokens, {args.threads} thread(s)")
+    cache = f", neural cache of {args.cache_window}" if args.cache_window else ""
+    print(f"{args.dataset} valid, first {len(ids):,} tokens{cache}, {args.threads} thread(s)")
     for setting in settings:
         began = time.perf_counter()
         value = perplexity(factory, setting, ids, 100)

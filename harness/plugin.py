@@ -45,6 +45,7 @@ import numpy as np
 
 from wikitext_toolkit_core.errors import ToolkitError
 from wikitext_toolkit_core.files import DatasetError
+from wikitext_toolkit_core.result_schema import adaptation_problem
 
 PLUGIN_GROUP = "harness.models"
 FACTORY_NAME = "load_model"
@@ -161,8 +162,10 @@ def plugin_num_parameters(model: Model, name: str) -> int | None:
 def plugin_metadata(model: Model, name: str) -> dict[str, Any] | None:
     """The model's own fields for the result JSON (``plugin_metadata``): what its optional
     ``result_metadata()`` returns, called once after each evaluation's pass (before the causality
-    audit's pass when that comes second); None without one. Raises
-    :class:`PluginError` when it is not a dict that JSON can represent (a numpy number, a NaN)."""
+    audit's pass when that comes second); None without one. A model that adapts to the text it
+    has scored says how under :data:`~wikitext_toolkit_core.result_schema.TEST_TIME_ADAPTATION`.
+    Raises :class:`PluginError` when it is not a dict that JSON can represent (a numpy number, a
+    NaN), or that key holds no non-empty string."""
     method = getattr(model, "result_metadata", None)
     if method is None:
         return None
@@ -173,6 +176,9 @@ def plugin_metadata(model: Model, name: str) -> dict[str, Any] | None:
         json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as error:
         raise PluginError(f"{name}: result_metadata() returned a dict that is not JSON: {error}") from None
+    problem = adaptation_problem(metadata)
+    if problem:
+        raise PluginError(f"{name}: result_metadata(): {problem}")
     return metadata
 
 

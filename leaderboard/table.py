@@ -39,7 +39,7 @@ import pandas as pd
 from leaderboard.clean_subset import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
 from wikitext_toolkit_core.files import write_atomically
-from wikitext_toolkit_core.result_schema import ResultRecord
+from wikitext_toolkit_core.result_schema import ResultRecord, adaptation_of
 
 COLUMNS = [
     "rank",
@@ -281,6 +281,8 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         notes.append(
             f"unverified: {'/'.join(unverified)} figures not recomputed (no per-token log-probabilities)"
         )
+    adaptations = dict.fromkeys(filter(None, (adaptation_of(r.record.plugin_metadata) for r in run.results)))
+    notes += [f"test-time adaptation: {how} (uses the test text seen so far)" for how in adaptations]
     if record.model_args:
         notes.append(f"args {_args_text(record.model_args)}")
     if record.checkpoint:

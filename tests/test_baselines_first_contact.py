@@ -57,6 +57,10 @@ def test_a_run_of_ones_own_never_replaces_the_packaged_model(capsys):
     cache = neural_cache.load_model(ptb, device="cpu", checkpoint=None, window=100)
     assert lstm.checkpoint == cache.checkpoint == str(packaged)
     assert lstm.result_metadata() == {"checkpoint_sha256": file_sha256(packaged), "checkpoint_packaged": True}
+    assert cache.result_metadata() == {
+        **lstm.result_metadata(),
+        "test_time_adaptation": "a neural cache of the last 100 positions' hidden states",
+    }
     assert f"zoneout_lstm: using the packaged ptb checkpoint {packaged}\n" in capsys.readouterr().err
 
 

@@ -84,6 +84,10 @@ def test_it_passes_both_audits_and_describes_itself(toy, tmp_path, kind, args):
     described = result.metadata["dynamic_evaluation"]
     assert described["lr"] == args["lr"] and described["base"] == kind
     assert len(result.metadata["checkpoint_sha256"]) == 64
+    adaptation = result.metadata["test_time_adaptation"]
+    assert adaptation.startswith(f"dynamic evaluation ({described['method']}, an update every ")
+    under_a_cache = adaptation.endswith(" and a neural cache of the last 5 positions' hidden states")
+    assert under_a_cache == ("cache_window" in args)
 
 
 @pytest.mark.parametrize("method, lr", [("sgd", 2.0), ("rms", 0.01)])
@@ -167,9 +171,9 @@ def test_tune_dynamic_refuses_test_and_the_plugin_reads_what_it_tuned(toy, tmp_p
     grid = ["--lrs", "0", "0.3", "1", "--decays", "0", "0.01", "--segments", "5", "10", "--bptt", "20"]
     assert baselines_main([*command, *grid, "--threads", "1"]) == 0
     record = json.loads((path.parent / "dynamic_eval.json").read_text(encoding="utf-8"))
-    best = record["best"]["zoneout_lstm/sgd"]
-    assert record["split"] == "valid" and len(record["searches"]["zoneout_lstm/sgd"]) == 12
-    assert best["lr"] > 0 and best["perplexity"] < record["static_perplexity"]
+    best, search = record["best"]["zoneout_lstm/sgd"], record["searches"]["zoneout_lstm/sgd"]
+    assert search["split"] == "valid" and len(search["grid"]) == 12
+    assert best["lr"] > 0 and best["perplexity"] < search["static_perplexity"]
     model = load_model(dataset, device="cpu", checkpoint=str(path))
     described = model.result_metadata()["dynamic_evaluation"]
     assert (described["lr"], described["decay"], described["segment"]) == (
@@ -183,6 +187,8 @@ def test_tune_dynamic_refuses_test_and_the_plugin_reads_what_it_tuned(toy, tmp_p
     assert baselines_main([*command, *rms, "--threads", "1"]) == 0  # rms joins sgd in the file
     chosen = load_model(dataset, device="cpu", checkpoint=str(path)).result_metadata()["dynamic_evaluation"]
     assert (chosen["method"], chosen["lr"]) == ("rms", 0.001)  # with no method given, the tuned rms
+    searches = json.loads((path.parent / "dynamic_eval.json").read_text(encoding="utf-8"))["searches"]
+    assert searches["zoneout_lstm/sgd"] == search and len(searches["zoneout_lstm/rms"]["grid"]) == 1
     given = load_model(dataset, device="cpu", checkpoint=str(path), method="sgd")
     assert given.result_metadata()["dynamic_evaluation"]["lr"] == best["lr"]
 

@@ -500,6 +500,11 @@ def test_a_numpy_integer_parameter_count_is_recorded_as_an_integer(
             "Model.result_metadata = lambda self: {'mass': float('nan')}",
             "result_metadata() returned a dict that is not JSON: Out of range float values",
         ),
+        (
+            "blank_adaptation",
+            "Model.result_metadata = lambda self: {'test_time_adaptation': ' '}",
+            "result_metadata(): test_time_adaptation must be a non-empty string saying how the model adapts",
+        ),
     ],
 )
 def test_what_a_plugin_adds_to_its_result_is_checked_before_any_file_is_written(

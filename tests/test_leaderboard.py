@@ -227,6 +227,10 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
         ({"bits_per_token": 1.0}, "bits_per_token 1.0 is not nll / ln 2"),
         ({"created": 12345}, "created must be str or null, got 12345"),
         ({"scoring": "bpe"}, "scoring 'bpe' is not one of word, subword"),
+        (
+            {"plugin_metadata": {"test_time_adaptation": ""}},
+            "plugin_metadata: test_time_adaptation must be a non-empty string",
+        ),
         ({"device": "cpu\ud800"}, "not a harness result (a string holds '\\ud800': surrogates not allowed)"),
     ],
 )
@@ -292,7 +296,7 @@ def test_reported_rows_merge_with_reproduced_ones(tmp_path: Path) -> None:
     tables, _, _ = table(tmp_path, reported=True)
     assert set(tables) == {"ptb", "wikitext-2", "wikitext-103", "my-wiki"}
     ptb = tables["ptb"]
-    assert (ptb["kind"] == "reported").sum() == 21 and (ptb["kind"] == "reproduced baseline").sum() == 1
+    assert (ptb["kind"] == "reported").sum() == 22 and (ptb["kind"] == "reproduced baseline").sum() == 1
     assert list(ptb["test_ppl"]) == sorted(ptb["test_ppl"])
     kn = ptb.set_index("model").loc["KN-5 (Mikolov & Zweig 2012)"]
     assert kn["test_ppl"] == 141.2 and "1609.07843" in kn["source"]
@@ -313,6 +317,9 @@ def test_reported_table_is_complete_and_cited() -> None:
     assert [
         grave[(d, "LSTM + neural cache (Grave et al. 2016)")] for d in ("ptb", "wikitext-2", "wikitext-103")
     ] == [72.1, 68.9, 40.8]
+    krause = reported[reported["source"] == "Krause et al. 2018"].set_index("dataset")
+    assert krause["test_ppl"].to_dict() == {"ptb": 51.1, "wikitext-2": 44.3}  # AWD-LSTM 57.3, 65.8
+    assert krause["notes"].str.contains("uses the test text seen so far").all()
     assert (reported["source"] != "").all() and reported["url"].str.startswith("https://arxiv.org/abs/").all()
     assert reported["verified_by"].str.len().gt(0).all()
 
@@ -487,6 +494,19 @@ def test_the_committed_results_are_all_read(capsys: pytest.CaptureFixture) -> No
         r.path for r in collection.results if not r.unaudited_reasons
     }
     assert len(audited.unaudited) == len(collection.results) - len(audited.results)
+
+
+def test_a_model_that_adapts_to_the_scored_text_is_noted_as_such(tmp_path: Path) -> None:
+    """What a plugin declares as its test-time adaptation is noted in its row, once for its
+    valid and test results; a static model's row says nothing of the kind."""
+    adaptive = {"test_time_adaptation": "neural cache of the last 2000 positions' hidden states"}
+    make_result(tmp_path, "cache.valid", ppl=72.0, model="my.cache", split="valid", plugin_metadata=adaptive)
+    make_result(tmp_path, "cache.test", ppl=70.0, model="my.cache", plugin_metadata=adaptive)
+    make_result(tmp_path, "lstm.test", ppl=77.0, model="my.lstm")
+    rows = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"].set_index("model")
+    note = f"test-time adaptation: {adaptive['test_time_adaptation']} (uses the test text seen so far)"
+    assert rows.loc["my.cache", "notes"].count(note) == 1
+    assert "test-time adaptation" not in rows.loc["my.lstm", "notes"]
 
 
 def test_subword_results_are_ranked_in_their_own_section(tmp_path: Path) -> None:

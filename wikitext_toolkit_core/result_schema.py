@@ -68,6 +68,11 @@ KEYS_ADDED_IN_2: dict[str, tuple[type, ...]] = {
 #: probability audit checks) or ``subword`` (a subword model's log-probabilities attributed to the
 #: word-level tokens, for which the probability audit does not apply; the causality audit does).
 SCORINGS = ("word", "subword")
+#: The key of ``plugin_metadata`` under which a model that learns from the text it has already
+#: scored (a cache of its hidden states, weights updated on it) says how, in a few words. Such a
+#: model is causal and may pass both audits, but its figures compare with other adaptive models,
+#: not with static ones: the leaderboard notes it beside the figure.
+TEST_TIME_ADAPTATION = "test_time_adaptation"
 #: Largest positive log-probability a result may hold for a token (rounding in a model's
 #: log-softmax or mixture): the harness refuses more, and the leaderboard reads what it wrote.
 MAX_LOG_PROB = 1e-6
@@ -380,7 +385,8 @@ OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
 
 def _check_optional_types(data: dict[str, Any]) -> None:
     """The keys of :data:`OPTIONAL_KEYS` that ``data`` has must have their JSON types;
-    ``unaudited_reasons`` holds strings and ``scoring`` is one of :data:`SCORINGS`."""
+    ``unaudited_reasons`` holds strings, ``scoring`` is one of :data:`SCORINGS` and
+    ``plugin_metadata``'s :data:`TEST_TIME_ADAPTATION`, if any, is a non-empty string."""
     for key, json_types in OPTIONAL_KEYS.items():
         if key in data:
             _check_type(key, data[key], json_types)
@@ -389,6 +395,26 @@ def _check_optional_types(data: dict[str, Any]) -> None:
         raise InvalidResultRecord(f"unaudited_reasons must be a list of strings, got {reasons!r}")
     if data.get("scoring", "word") not in SCORINGS:
         raise InvalidResultRecord(f"scoring {data['scoring']!r} is not one of {', '.join(SCORINGS)}")
+    problem = adaptation_problem(data.get("plugin_metadata"))
+    if problem:
+        raise InvalidResultRecord(f"plugin_metadata: {problem}")
+
+
+def adaptation_of(plugin_metadata: dict[str, Any] | None) -> str | None:
+    """How the model adapted to the text it had scored (:data:`TEST_TIME_ADAPTATION`); None for a
+    static model."""
+    return (plugin_metadata or {}).get(TEST_TIME_ADAPTATION)
+
+
+def adaptation_problem(plugin_metadata: Any) -> str | None:
+    """What is wrong with ``plugin_metadata``'s :data:`TEST_TIME_ADAPTATION` (it must be a
+    non-empty string when present); None when nothing is."""
+    if not isinstance(plugin_metadata, dict) or TEST_TIME_ADAPTATION not in plugin_metadata:
+        return None
+    value = plugin_metadata[TEST_TIME_ADAPTATION]
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"{TEST_TIME_ADAPTATION} must be a non-empty string saying how the model adapts, got {value!r}"
 
 
 def _check_types_added_in_2(data: dict[str, Any]) -> None:
