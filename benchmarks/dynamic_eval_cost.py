@@ -5,8 +5,10 @@ its packaged zoneout LSTM (with a neural cache of ``--cache-window`` positions o
 one stream in chunks of 100 (the harness's default protocol), exactly as ``tune-dynamic`` scores
 them: statically (``lr`` 0, no update), then with one update every ``segment`` positions for
 each segment of ``--segments`` (``sgd``, ``lr`` 0.01, no decay; with a decay too for the first
-segment: one more pass over every weight). Prints each setting's seconds, perplexity and its
-time against the static pass measured in the same run (the issue's bound: 4x).
+segment: one more pass over every weight; and the tuned ``rms`` setting of the package's
+``dynamic_eval.json``, what the plugin runs by default, when it has one). Prints each setting's
+seconds, perplexity and its time against the static pass measured in the same run (the issue's
+bound: 4x).
 
 Run it on quiet cores, one thread (``--threads``), as the figures in ``docs/measurements.md``:
 
@@ -23,7 +25,7 @@ import time
 
 import torch
 
-from baselines.dynamic_eval import BaseModel, DynamicFactory
+from baselines.dynamic_eval import BaseModel, DynamicFactory, read_dynamic_tuning, tuning_path
 from baselines.dynamic_tuning import perplexity
 from baselines.models.dynamic import DynamicSettings
 from baselines.plugin_bridge import resolve_checkpoint
@@ -44,11 +46,16 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     dataset = load_dataset(args.dataset)
     checkpoint = resolve_checkpoint("zoneout_lstm", dataset, None, device="cpu", command=["benchmark"])
-    factory = DynamicFactory(dataset, checkpoint, BaseModel(cache_window=args.cache_window), "cpu")
+    base = BaseModel(cache_window=args.cache_window)
+    factory = DynamicFactory(dataset, checkpoint, base, "cpu")
     ids = dataset.tokens("valid").ids[: args.tokens]
     settings = [DynamicSettings("sgd", 0.0, 0.0, None)]
     settings += [DynamicSettings("sgd", 0.01, 0.0, segment) for segment in args.segments]
     settings.append(DynamicSettings("sgd", 0.01, 0.01, args.segments[0]))
+    tuned = read_dynamic_tuning(tuning_path(checkpoint)).get(base.key("rms"))
+    if tuned is not None:  # what the plugin runs by default; its statistic is collected at load
+        settings.append(DynamicSettings("rms", tuned["lr"], tuned["decay"], tuned["segment"]))
+        factory.statistics(tuned["segment"])
     static_seconds = None
     cache = f", neural cache of {args.cache_window}" if args.cache_window else ""
     print(f"{args.dataset} valid, first {len(ids):,} tokens{cache}, {args.threads} thread(s)")
@@ -57,9 +64,13 @@ def main() -> None:
         value = perplexity(factory, setting, ids, 100)
         seconds = time.perf_counter() - began
         static_seconds = static_seconds or seconds
-        name = "static" if setting.lr == 0 else f"segment {setting.segment}, decay {setting.decay:g}"
+        name = (
+            "static"
+            if setting.lr == 0
+            else f"{setting.method}, segment {setting.segment}, decay {setting.decay:g}"
+        )
         ratio = seconds / static_seconds
-        print(f"{name:>28}: {seconds:7.1f} s  perplexity {value:8.2f}  {ratio:5.2f}x static")
+        print(f"{name:>34}: {seconds:7.1f} s  perplexity {value:8.2f}  {ratio:5.2f}x static")
 
 
 if __name__ == "__main__":
