@@ -282,7 +282,7 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
             f"unverified: {'/'.join(unverified)} figures not recomputed (no per-token log-probabilities)"
         )
     adaptations = dict.fromkeys(filter(None, (adaptation_of(r.record.plugin_metadata) for r in run.results)))
-    notes += [f"test-time adaptation: {how} (uses the test text seen so far)" for how in adaptations]
+    notes += [f"test-time adaptation (uses the test text seen so far): {how}" for how in adaptations]
     if record.model_args:
         notes.append(f"args {_args_text(record.model_args)}")
     if record.checkpoint:

@@ -504,7 +504,7 @@ def test_a_model_that_adapts_to_the_scored_text_is_noted_as_such(tmp_path: Path)
     make_result(tmp_path, "cache.test", ppl=70.0, model="my.cache", plugin_metadata=adaptive)
     make_result(tmp_path, "lstm.test", ppl=77.0, model="my.lstm")
     rows = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"].set_index("model")
-    note = f"test-time adaptation: {adaptive['test_time_adaptation']} (uses the test text seen so far)"
+    note = f"test-time adaptation (uses the test text seen so far): {adaptive['test_time_adaptation']}"
     assert rows.loc["my.cache", "notes"].count(note) == 1
     assert "test-time adaptation" not in rows.loc["my.lstm", "notes"]
 

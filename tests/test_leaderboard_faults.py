@@ -52,6 +52,6 @@ def test_rows_are_labelled_by_whose_model_they_are(tmp_path, capsys):
         ["harness.plugins.unigram", "reproduced baseline"],
     ]
     assert main(["build", str(results), "--output-dir", str(tmp_path / "tables"), "--format", "html"]) == 0
-    assert "ptb: 24 rows (2 reproduced baseline, 1 user model, 21 reported)" in capsys.readouterr().out
+    assert "ptb: 25 rows (2 reproduced baseline, 1 user model, 22 reported)" in capsys.readouterr().out
     html = (tmp_path / "tables" / "ptb.html").read_text(encoding="utf-8")
     assert '<tr class="user-model">' in html and '<tr class="reproduced-baseline">' in html
