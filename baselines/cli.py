@@ -17,7 +17,7 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze, attention_record
 from baselines.calibration import calibration_record, fit_sentinel_shift, mixture_parts
-from baselines.dynamic_eval import BASES, DEFAULT_RMS_TOKENS, BaseModel, DynamicFactory, read_dynamic_tuning
+from baselines.dynamic_eval import BASES, DEFAULT_RMS_TOKENS, BaseModel, DynamicFactory, read_tuning_record
 from baselines.dynamic_eval import tuning_path as dynamic_tuning_path
 from baselines.dynamic_tuning import DynamicGrid, tune_dynamic
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
@@ -277,8 +277,9 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         check_not_an_input(output, "--output", inputs)
     else:
         check_output_file(output, "the tuning file", inputs=inputs)
-    previous = read_dynamic_tuning(output)  # a corrupt file fails before the tuning run
-    searches = _previous_searches(output)
+    previous = read_tuning_record(output)  # a corrupt file fails before the tuning run
+    searches = previous.get("searches")
+    searches = searches if isinstance(searches, dict) else {}
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
     set_torch_threads(args.threads, torch)
     base = BaseModel(args.base, args.cache_window, args.theta, args.interpolation, args.rms_tokens)
@@ -298,20 +299,12 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
     record = {
         "checkpoint": portable_path(path),
         "dataset": dataset.name,
-        "best": {**previous, base.key(args.method): best},
+        "best": {**previous.get("best", {}), base.key(args.method): best},
         "searches": {**searches, base.key(args.method): search},
     }
     write_atomically(output, json.dumps(record, indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
     return 0
-
-
-def _previous_searches(tuning_file: Path) -> dict[str, Any]:
-    """The searches a (valid) dynamic-evaluation tuning file already holds, by key; {} without."""
-    if not tuning_file.is_file():
-        return {}
-    searches = json.loads(tuning_file.read_text(encoding="utf-8")).get("searches")
-    return searches if isinstance(searches, dict) else {}
 
 
 def _check_analyze_options(args: argparse.Namespace) -> None:

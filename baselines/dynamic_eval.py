@@ -109,11 +109,17 @@ def read_dynamic_tuning(path: Path) -> dict[str, Any]:
     Raises:
         PluginError: the file is not a dynamic-evaluation tuning file or an entry is out of range.
     """
+    return read_tuning_record(path).get("best", {})
+
+
+def read_tuning_record(path: Path) -> dict[str, Any]:
+    """The whole tuning file, its ``best`` entries checked (see :func:`read_dynamic_tuning`); {}
+    without a file."""
     if not path.is_file():
         return {}
     try:
-        best = json.loads(path.read_text(encoding="utf-8"))["best"]
-        entries = list(best.items())
+        record = json.loads(path.read_text(encoding="utf-8"))
+        entries = list(record["best"].items())
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
         raise PluginError(f"{path}: not a dynamic-evaluation tuning file ({error!r})") from None
     for key, entry in entries:
@@ -123,7 +129,7 @@ def read_dynamic_tuning(path: Path) -> dict[str, Any]:
             raise PluginError(f"{path}: entry {key}: not a tuned setting ({error!r})") from None
         except ValueError as error:
             raise PluginError(f"{path}: entry {key}: {error}") from None
-    return dict(best)
+    return dict(record)
 
 
 class DynamicLanguageModel(TorchLanguageModel):
@@ -150,7 +156,7 @@ class DynamicLanguageModel(TorchLanguageModel):
         statistics = None if root_mean_squares is None else [rms.to(self.device) for rms in root_mean_squares]
         self.adapter = DynamicAdapter(parameters, settings, statistics)
         self.metadata["dynamic_evaluation"] = dataclasses.asdict(settings)
-        if settings.lr + settings.decay > 0:
+        if settings.adapts:
             every = f"every {settings.segment} positions" if settings.segment else "every chunk"
             self.metadata[TEST_TIME_ADAPTATION] = f"dynamic evaluation ({settings.method}, an update {every})"
 
@@ -178,7 +184,7 @@ class DynamicLanguageModel(TorchLanguageModel):
         wanted = None if chunk.distribution_mask is None else torch.from_numpy(chunk.distribution_mask)
         length = inputs.shape[1]
         segment = self.settings.segment or length
-        adapting = self.settings.lr + self.settings.decay > 0
+        adapting = self.settings.adapts
         scores, rows, where = [], [], []
         for begin in range(0, length, segment):
             columns = slice(begin, begin + segment)

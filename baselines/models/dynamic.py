@@ -61,6 +61,11 @@ class DynamicSettings:
         if self.segment is not None and self.segment < 1:
             raise ValueError(f"segment must be a positive integer, got {self.segment!r}")
 
+    @property
+    def adapts(self) -> bool:
+        """Whether the weights move at all (``lr`` 0 and ``decay`` 0 score the static model)."""
+        return self.lr + self.decay > 0
+
 
 class DynamicAdapter:
     """The weights of a module and the update of :class:`DynamicSettings` on them.
