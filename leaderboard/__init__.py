@@ -17,6 +17,8 @@
 - ``python -m leaderboard plot {bars,frequency,gates,curves,zipf} ...``: the figures.
 - ``python -m leaderboard site RESULTS --output-dir SITE``: the tables, a page per result,
   significance matrices and figures as a static web site (:mod:`leaderboard.site`).
+- ``python -m leaderboard project LOG --reference DONE ...``: where a ``baselines train`` run
+  will end, projected from finished runs of the same recipe (:mod:`leaderboard.training_logs`).
 
 ``compare`` and the plots of results (``bars``, ``frequency``) refuse, by name, the results that
 ``build`` would not rank (unaudited or unverified: :func:`records.trust_gap`) unless

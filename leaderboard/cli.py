@@ -1,4 +1,5 @@
-"""``python -m leaderboard {build,regenerate,compare,site,plot}`` (console script ``lm-leaderboard``)."""
+"""``python -m leaderboard {build,regenerate,compare,site,project,plot}`` (console script
+``lm-leaderboard``)."""
 
 from __future__ import annotations
 
@@ -450,12 +451,20 @@ def _curve_spec(spec: str) -> tuple[list[tuple[str, LogCut | None]], str]:
     first log's folder name)."""
     paths, _, label = spec.partition("=")
     parts = [_log_part(part) for part in paths.split(",")]
-    return parts, label or Path(parts[0][0]).parent.name
+    return parts, label or _log_label(Path(parts[0][0]))
+
+
+def _log_label(path: Path) -> str:
+    """A log's default label: its run directory's name for a run's ``log.jsonl``, else its own
+    name without ``.log.jsonl`` (``results/ptb/training/zoneout_lstm-medium.log.jsonl``)."""
+    if path.name == "log.jsonl":
+        return path.parent.name
+    return path.name.removesuffix(".jsonl").removesuffix(".log")
 
 
 def _training_curve(parts: list[tuple[str, LogCut | None]]) -> pd.DataFrame:
     """One curve of ``plot curves``: its logs, each cut where given, joined in order."""
-    from leaderboard.plots import cut_training_log, join_training_logs, load_training_log
+    from leaderboard.training_logs import cut_training_log, join_training_logs, load_training_log
 
     frames = []
     for path, cut in parts:
@@ -478,6 +487,25 @@ def command_plot_curves(args: argparse.Namespace) -> int:
     curves = [(label, _training_curve(parts)) for parts, label in specs]
     path = plot_curves(curves, args.title or "validation perplexity during training", args.output, args.x)
     print(f"wrote {path}")
+    return 0
+
+
+def command_project(args: argparse.Namespace) -> int:
+    from leaderboard.training_logs import describe_projection, hours_by_device, project_run
+
+    parts, name = _curve_spec(args.log)
+    run = _training_curve(parts)
+    references = {}
+    for spec in args.reference:
+        reference_parts, label = _curve_spec(spec)
+        if label in references or label == name:
+            raise UsageError(f"--reference {spec}: the label {label!r} is taken; give it another (LOG=LABEL)")
+        references[label] = _training_curve(reference_parts)
+    try:
+        projection = project_run(run, name, references)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    print("\n".join(describe_projection(projection, name, hours_by_device(run))))
     return 0
 
 
@@ -809,6 +837,31 @@ def _check_site_dir(out: Path, inputs: list[Path]) -> None:
         )
 
 
+def _add_project_parser(commands: Any) -> None:
+    project = commands.add_parser(
+        "project",
+        help="project where a training run will end, from finished runs of the same recipe",
+        description="Fits the run's validation perplexity at its first learning rate with a "
+        "falling exponential (its plateau), and scales the plateau by how far each finished "
+        "reference run ended below its own plateau fitted on the same epochs; each reference is "
+        "also projected from the others (the backtest). The method: leaderboard/training_logs.py.",
+    )
+    project.add_argument(
+        "log",
+        metavar="LOG.jsonl[=LABEL]",
+        help="the run's training log (a warm-started path: LOG@EPOCH[:STEP],...,LOG, as for plot curves)",
+    )
+    project.add_argument(
+        "--reference",
+        action="append",
+        required=True,
+        metavar="LOG.jsonl[=LABEL]",
+        help="the log of a finished run of the same recipe (its learning rate halved at least once); "
+        "repeatable",
+    )
+    project.set_defaults(handler=command_project)
+
+
 def _add_site_parser(commands: Any) -> None:
     site = commands.add_parser(
         "site",
@@ -848,6 +901,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_regenerate_parser(commands)
     _add_compare_parser(commands)
     _add_site_parser(commands)
+    _add_project_parser(commands)
     plots = commands.add_parser("plot", help="figures (PNG)").add_subparsers(dest="figure", required=True)
     for add_figure_parser in (
         _add_bars_parser,

@@ -366,81 +366,8 @@ def plot_gates(gates: np.ndarray, title: str, out: str | Path, bins: int = 50) -
 # ---- learning curves ---------------------------------------------------------------------------
 
 
-def load_training_log(path: str | Path) -> pd.DataFrame:
-    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``step`` (the step of a
-    validation mid-epoch, else None), ``epochs`` (epochs trained up to the record, a fraction for
-    a validation mid-epoch), ``minutes`` (training time up to the record, validation excluded),
-    ``valid_ppl``, ``learning_rate`` and ``partial`` (a validation mid-epoch)."""
-    rows, finished_seconds = [], 0.0
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            seconds = (
-                record["total_seconds"] if not record["partial"] else finished_seconds + record["seconds"]
-            )
-            epochs = (
-                record["epoch"]
-                if not record["partial"]
-                else record["epoch"] - 1 + record["step"] / record["steps_per_epoch"]
-            )
-            valid_ppl = float(record["valid_ppl"])
-            if not math.isfinite(valid_ppl):  # JSON's Infinity or NaN: a damaged log
-                raise ValueError(f"valid_ppl {valid_ppl} is not a finite number")
-            rows.append(
-                {
-                    "epoch": record["epoch"],
-                    "step": record["step"] if record["partial"] else None,
-                    "epochs": epochs,
-                    "minutes": seconds / 60,
-                    "valid_ppl": valid_ppl,
-                    "learning_rate": record["learning_rate"],
-                    "partial": record["partial"],
-                }
-            )
-        except (
-            ValueError,
-            KeyError,
-            TypeError,
-            ZeroDivisionError,
-            RecursionError,
-        ) as error:  # RecursionError: nested too deeply
-            raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
-        if not record["partial"]:
-            finished_seconds = record["total_seconds"]
-    if not rows:
-        raise ValueError(f"{path}: no training-log records")
-    return pd.DataFrame(rows)
-
-
-def cut_training_log(frame: pd.DataFrame, epoch: int, step: int | None, name: str) -> pd.DataFrame:
-    """The records of a :func:`load_training_log` frame up to its validation at the end of
-    ``epoch`` (``step`` None) or at ``step`` of it, the point whose weights a later run started
-    from; ``name`` (the log) is for the error when the log has no such validation."""
-    same_step = frame["step"].isna() if step is None else frame["step"] == step
-    at = frame.index[(frame["epoch"] == epoch) & same_step]
-    if at.empty:
-        where = f"the end of epoch {epoch}" if step is None else f"epoch {epoch} step {step}"
-        raise ValueError(f"{name}: no validation at {where} to cut the log at")
-    return frame.loc[: at[0]]
-
-
-def join_training_logs(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """One curve from the logs of runs that each started from the last weights of the run before
-    (``--init-from``, after :func:`cut_training_log`): each log's ``epochs`` and ``minutes`` are
-    counted on from the previous log's last record, so that the x axis is the time of the whole
-    path."""
-    joined = []
-    epochs = minutes = 0.0
-    for frame in frames:
-        frame = frame.assign(epochs=frame["epochs"] + epochs, minutes=frame["minutes"] + minutes)
-        epochs, minutes = frame["epochs"].iloc[-1], frame["minutes"].iloc[-1]
-        joined.append(frame)
-    return pd.concat(joined, ignore_index=True)
-
-
-#: The x axes of :func:`plot_curves`: a :func:`load_training_log` column and its label.
+#: The x axes of :func:`plot_curves`: a column of
+#: :func:`leaderboard.training_logs.load_training_log` and its label.
 CURVE_AXES = {
     "minutes": "training time (minutes; validation excluded)",
     "epochs": "epochs trained",
@@ -450,10 +377,10 @@ CURVE_AXES = {
 def plot_curves(
     curves: Sequence[tuple[str, pd.DataFrame]], title: str, out: str | Path, x: str = "minutes"
 ) -> Path:
-    """``curves``: (label, :func:`load_training_log` frame) pairs, one line each; validation
-    perplexity (log scale) against ``x`` (a key of :data:`CURVE_AXES`: training minutes, or
-    epochs for runs whose minutes are not comparable, as when one moved between a GPU and CPUs),
-    each run's best marked."""
+    """``curves``: (label, :func:`leaderboard.training_logs.load_training_log` frame) pairs, one
+    line each; validation perplexity (log scale) against ``x`` (a key of :data:`CURVE_AXES`:
+    training minutes, or epochs for runs whose minutes are not comparable, as when one moved
+    between a GPU and CPUs), each run's best marked."""
     figure, axis = plt.subplots(figsize=(7.5, 4.8))
     for label, frame in curves:
         (line,) = axis.plot(

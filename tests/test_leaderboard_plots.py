@@ -16,13 +16,8 @@ from test_leaderboard import make_result
 from harness.cli import main as harness_main
 from leaderboard import plots
 from leaderboard.cli import main
-from leaderboard.plots import (
-    bucket_difference,
-    cut_training_log,
-    frequency_buckets,
-    join_training_logs,
-    load_training_log,
-)
+from leaderboard.plots import bucket_difference, frequency_buckets
+from leaderboard.training_logs import cut_training_log, join_training_logs, load_training_log
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -1,0 +1,359 @@
+"""The logs ``python -m baselines train`` writes: read (:func:`load_training_log`), joined along a
+warm-started path (:func:`cut_training_log`, :func:`join_training_logs`), and projected to where
+the run will end (:func:`project_run`). ``python -m leaderboard plot curves`` draws them;
+``python -m leaderboard project`` projects them.
+
+How :func:`project_run` projects a run's best validation perplexity:
+
+1. **Its plateau.** The validations at the ends of the epochs trained at the run's first learning
+   rate, from epoch :data:`FIRST_FITTED_EPOCH` on (the first epoch's warm-up, and a sampled-softmax
+   phase, lie off the curve), are fitted with ``l(e) = l_inf + b exp(-c e)``: ``l`` the
+   log-perplexity at the end of epoch ``e``; ``c`` by a grid search, ``l_inf`` and ``b`` by least
+   squares for each ``c``. ``exp(l_inf)`` is where the curve levels off at that rate.
+2. **The rest of the schedule, from finished runs.** A reference run of the same recipe that has
+   finished its schedule is fitted the same way on its epochs up to the run's last fitted one,
+   ``k``. The ratio of the reference's best validation perplexity to that plateau is what its
+   epochs after ``k`` gave it, the halvings of the learning rate included. The run's plateau times
+   that ratio is one projection per reference; their range is the answer.
+3. **The error to expect.** With two or more references, each is projected from each other in the
+   same way, from its epochs up to ``k``, and compared with its real best (:attr:`Projection.backtest`).
+
+The method assumes the run follows the references' shape: the same recipe (learning rate,
+halving rule, batch and BPTT), so that the epochs after ``k`` take it as far below its plateau
+as they took them. Epochs of a different length (another dataset) weaken the assumption; the
+backtest does not see that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+#: The first epoch whose validation the plateau fit uses.
+FIRST_FITTED_EPOCH = 2
+#: The fewest epochs a fit takes (three parameters and one degree of freedom).
+MIN_FITTED_EPOCHS = 4
+#: The grid of the fit's rate ``c`` (per epoch). A best rate at either end of it means that the
+#: curve shows no plateau yet (nearly straight) or has already reached one.
+RATES = np.geomspace(0.01, 3.0, 800)
+
+
+def load_training_log(path: str | Path) -> pd.DataFrame:
+    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``step`` (the step of a
+    validation mid-epoch, else None), ``epochs`` (epochs trained up to the record, a fraction for
+    a validation mid-epoch), ``minutes`` (training time up to the record, validation excluded),
+    ``valid_ppl``, ``learning_rate``, ``partial`` (a validation mid-epoch) and ``device`` (where
+    the record's training ran; None in logs older than that field)."""
+    rows, finished_seconds = [], 0.0
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            seconds = (
+                record["total_seconds"] if not record["partial"] else finished_seconds + record["seconds"]
+            )
+            epochs = (
+                record["epoch"]
+                if not record["partial"]
+                else record["epoch"] - 1 + record["step"] / record["steps_per_epoch"]
+            )
+            valid_ppl = float(record["valid_ppl"])
+            if not math.isfinite(valid_ppl):  # JSON's Infinity or NaN: a damaged log
+                raise ValueError(f"valid_ppl {valid_ppl} is not a finite number")
+            rows.append(
+                {
+                    "epoch": record["epoch"],
+                    "step": record["step"] if record["partial"] else None,
+                    "epochs": epochs,
+                    "minutes": seconds / 60,
+                    "valid_ppl": valid_ppl,
+                    "learning_rate": record["learning_rate"],
+                    "partial": record["partial"],
+                    "device": record.get("device"),
+                }
+            )
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            ZeroDivisionError,
+            RecursionError,
+        ) as error:  # RecursionError: nested too deeply
+            raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
+        if not record["partial"]:
+            finished_seconds = record["total_seconds"]
+    if not rows:
+        raise ValueError(f"{path}: no training-log records")
+    return pd.DataFrame(rows)
+
+
+def cut_training_log(frame: pd.DataFrame, epoch: int, step: int | None, name: str) -> pd.DataFrame:
+    """The records of a :func:`load_training_log` frame up to its validation at the end of
+    ``epoch`` (``step`` None) or at ``step`` of it, the point whose weights a later run started
+    from; ``name`` (the log) is for the error when the log has no such validation."""
+    same_step = frame["step"].isna() if step is None else frame["step"] == step
+    at = frame.index[(frame["epoch"] == epoch) & same_step]
+    if at.empty:
+        where = f"the end of epoch {epoch}" if step is None else f"epoch {epoch} step {step}"
+        raise ValueError(f"{name}: no validation at {where} to cut the log at")
+    return frame.loc[: at[0]]
+
+
+def join_training_logs(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """One curve from the logs of runs that each started from the last weights of the run before
+    (``--init-from``, after :func:`cut_training_log`): each log's ``epochs`` and ``minutes`` are
+    counted on from the previous log's last record, so that the x axis is the time of the whole
+    path."""
+    joined = []
+    epochs = minutes = 0.0
+    for frame in frames:
+        frame = frame.assign(epochs=frame["epochs"] + epochs, minutes=frame["minutes"] + minutes)
+        epochs, minutes = frame["epochs"].iloc[-1], frame["minutes"].iloc[-1]
+        joined.append(frame)
+    return pd.concat(joined, ignore_index=True)
+
+
+# ---- projection ----------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PlateauFit:
+    """``l(e) = l_inf + b exp(-c e)`` fitted to a run's log-perplexities at the ends of ``epochs``.
+
+    Attributes:
+        epochs: the epochs fitted (at the run's first learning rate, from :data:`FIRST_FITTED_EPOCH`).
+        learning_rate: that first learning rate.
+        plateau: ``exp(l_inf)``, the perplexity the curve levels off at.
+        rate: ``c``, per epoch.
+        rms_error: the root mean square of the fit's residuals (log-perplexity; 0.01 is 1%).
+    """
+
+    epochs: tuple[int, ...]
+    learning_rate: float
+    plateau: float
+    rate: float
+    rms_error: float
+
+
+def epoch_ends(frame: pd.DataFrame) -> pd.DataFrame:
+    """The validations at the ends of epochs (the last one of each epoch, should a resumed run
+    have logged one twice), in epoch order."""
+    ends = frame[~frame["partial"].astype(bool)]
+    return ends.drop_duplicates("epoch", keep="last").sort_values("epoch")
+
+
+def fit_plateau(frame: pd.DataFrame, name: str, last_epoch: int | None = None) -> PlateauFit:
+    """The plateau fit of a :func:`load_training_log` frame (see the module docstring), on its
+    epochs at the first learning rate from :data:`FIRST_FITTED_EPOCH` up to ``last_epoch`` (None:
+    all of them).
+
+    Raises:
+        ValueError: fewer than :data:`MIN_FITTED_EPOCHS` such epochs, or a curve with no plateau
+            the fit can place (its best rate at an end of :data:`RATES`); ``name`` names the log.
+    """
+    ends = epoch_ends(frame)
+    first_rate = float(frame["learning_rate"].iloc[0])
+    fitted = ends[(ends["learning_rate"] == first_rate) & (ends["epoch"] >= FIRST_FITTED_EPOCH)]
+    if last_epoch is not None:
+        fitted = fitted[fitted["epoch"] <= last_epoch]
+    epochs = fitted["epoch"].to_numpy(dtype=float)
+    if len(epochs) < MIN_FITTED_EPOCHS:
+        upto = "" if last_epoch is None else f" up to epoch {last_epoch}"
+        raise ValueError(
+            f"{name}: {len(epochs)} epoch(s) at its first learning rate {first_rate:g} from epoch "
+            f"{FIRST_FITTED_EPOCH}{upto}; the plateau fit needs at least {MIN_FITTED_EPOCHS}"
+        )
+    losses = np.log(fitted["valid_ppl"].to_numpy(dtype=float))
+    errors, _, scales = _least_squares(RATES, epochs, losses)
+    errors = np.where(scales > 0, errors, np.inf)
+    index = int(np.argmin(errors))
+    if not np.isfinite(errors[index]) or index in (0, len(RATES) - 1):
+        raise ValueError(
+            f"{name}: its curve over epochs {int(epochs[0])}-{int(epochs[-1])} shows no plateau the "
+            "fit can place (no falling exponential fits it, or its rate sits at the grid's edge)"
+        )
+    rate = _refine(float(RATES[index - 1]), float(RATES[index + 1]), epochs, losses)
+    (error,), (level,), _ = _least_squares(np.array([rate]), epochs, losses)
+    return PlateauFit(
+        epochs=tuple(int(epoch) for epoch in epochs),
+        learning_rate=first_rate,
+        plateau=math.exp(float(level)),
+        rate=rate,
+        rms_error=math.sqrt(float(error) / len(epochs)),
+    )
+
+
+def _least_squares(rates: np.ndarray, epochs: np.ndarray, losses: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(squared error, l_inf, b)``, each ``[R]``, of the least-squares fits of
+    ``l_inf + b exp(-rate e)`` to ``losses`` ``[N]`` at ``epochs`` ``[N]``, one per rate of
+    ``rates`` ``[R]`` (a straight-line fit in ``exp(-rate e)``)."""
+    features = np.exp(-np.outer(rates, epochs))  # [R, N]
+    centred = features - features.mean(axis=1, keepdims=True)
+    scale = centred @ (losses - losses.mean()) / np.maximum((centred**2).sum(axis=1), 1e-300)
+    level = losses.mean() - scale * features.mean(axis=1)
+    residuals = losses - level[:, None] - scale[:, None] * features
+    return (residuals**2).sum(axis=1), level, scale
+
+
+def _refine(low: float, high: float, epochs: np.ndarray, losses: np.ndarray, steps: int = 60) -> float:
+    """The rate in ``[low, high]`` (around the grid's best) of least squared error, by a
+    golden-section search."""
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(steps):
+        left, right = high - ratio * (high - low), low + ratio * (high - low)
+        left_error, right_error = _least_squares(np.array([left, right]), epochs, losses)[0]
+        if left_error <= right_error:
+            high = right
+        else:
+            low = left
+    return (low + high) / 2
+
+
+@dataclasses.dataclass(frozen=True)
+class ReferenceProjection:
+    """What one finished reference run says about the run.
+
+    Attributes:
+        name: the reference.
+        best: its best validation perplexity (any record, mid-epoch ones included).
+        fit: its plateau fit on its epochs up to the run's last fitted epoch.
+        projection: the run's plateau times ``best / fit.plateau``.
+    """
+
+    name: str
+    best: float
+    fit: PlateauFit
+    projection: float
+
+    @property
+    def ratio(self) -> float:
+        """``best / fit.plateau``: how far the rest of its schedule took it below the plateau."""
+        return self.best / self.fit.plateau
+
+
+@dataclasses.dataclass(frozen=True)
+class Backtest:
+    """Reference ``target`` projected from reference ``source``: ``projection`` against ``best``."""
+
+    target: str
+    source: str
+    projection: float
+    best: float
+
+    @property
+    def error(self) -> float:
+        """``projection / best - 1``."""
+        return self.projection / self.best - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Projection:
+    """:func:`project_run`'s answer: the run's fit, one projection per reference, the backtests."""
+
+    fit: PlateauFit
+    best: float
+    references: tuple[ReferenceProjection, ...]
+    backtest: tuple[Backtest, ...]
+
+    @property
+    def low(self) -> float:
+        return min(reference.projection for reference in self.references)
+
+    @property
+    def high(self) -> float:
+        return max(reference.projection for reference in self.references)
+
+
+def finished_reference(frame: pd.DataFrame, name: str, last_epoch: int) -> PlateauFit:
+    """The plateau fit of a reference up to ``last_epoch``, after checking that the reference has
+    finished its schedule (its learning rate was halved: it left its first rate) and trained at
+    its first rate at least up to ``last_epoch``.
+
+    Raises:
+        ValueError: a reference that does not qualify (the message says why).
+    """
+    first_rate = frame["learning_rate"].iloc[0]
+    ends = epoch_ends(frame)
+    later = ends[ends["learning_rate"] != first_rate]
+    if later.empty:
+        raise ValueError(f"{name}: never left its first learning rate: no finished run to project from")
+    left_at = int(later["epoch"].iloc[0])
+    if left_at <= last_epoch:
+        raise ValueError(
+            f"{name}: left its first learning rate in epoch {left_at}, before the run's epoch "
+            f"{last_epoch}: it cannot say what the epochs after that give"
+        )
+    return fit_plateau(frame, name, last_epoch)
+
+
+def project_run(run: pd.DataFrame, name: str, references: Mapping[str, pd.DataFrame]) -> Projection:
+    """Project the best validation perplexity of ``run`` (a :func:`load_training_log` frame) from
+    finished ``references`` of the same recipe, {name: frame} (the module docstring has the
+    method).
+
+    Raises:
+        ValueError: no reference, a run or a reference the method cannot use (one line, named).
+    """
+    if not references:
+        raise ValueError("the projection needs at least one finished reference run")
+    fit = fit_plateau(run, name)
+    last = fit.epochs[-1]
+    fits = {label: finished_reference(frame, label, last) for label, frame in references.items()}
+    bests = {label: float(frame["valid_ppl"].min()) for label, frame in references.items()}
+    projections = tuple(
+        ReferenceProjection(
+            label, bests[label], fits[label], fit.plateau * bests[label] / fits[label].plateau
+        )
+        for label in references
+    )
+    backtest = tuple(
+        Backtest(target, source, fits[target].plateau * bests[source] / fits[source].plateau, bests[target])
+        for target, source in itertools.permutations(references, 2)
+    )
+    return Projection(fit, float(run["valid_ppl"].min()), projections, backtest)
+
+
+def hours_by_device(frame: pd.DataFrame) -> dict[str, float]:
+    """Training hours (validation excluded) of a :func:`load_training_log` frame by the device
+    each record's training ran on ("unknown" for logs without the field), each record counting the
+    time since the record before."""
+    hours: dict[str, float] = {}
+    previous = 0.0
+    for minutes, device in zip(frame["minutes"], frame["device"], strict=True):
+        key = device if isinstance(device, str) else "unknown"  # None, or NaN in a mixed column
+        hours[key] = hours.get(key, 0.0) + max(minutes - previous, 0.0) / 60
+        previous = max(previous, minutes)
+    return hours
+
+
+def describe_projection(projection: Projection, name: str, hours: Mapping[str, float]) -> list[str]:
+    """The lines ``leaderboard project`` prints."""
+    fit = projection.fit
+    span = f"epochs {fit.epochs[0]}-{fit.epochs[-1]}"
+    lines = [
+        f"{name}: best validation perplexity so far {projection.best:.2f}; plateau at learning rate "
+        f"{fit.learning_rate:g} {fit.plateau:.1f} (fitted on {span}: rate {fit.rate:.3f} per epoch, "
+        f"rms error {fit.rms_error:.1%})",
+    ]
+    for reference in projection.references:
+        lines.append(
+            f"  from {reference.name}: best {reference.best:.2f}, its plateau on {span} "
+            f"{reference.fit.plateau:.1f}, best / plateau {reference.ratio:.3f} -> {reference.projection:.1f}"
+        )
+    lines.append(f"projected best validation perplexity: {projection.low:.1f} - {projection.high:.1f}")
+    for test in projection.backtest:
+        lines.append(
+            f"  backtest: {test.target} from {test.source}: {test.projection:.1f} against its "
+            f"{test.best:.2f} ({test.error:+.1%})"
+        )
+    spent = ", ".join(f"{device} {value:.1f} h" for device, value in sorted(hours.items()))
+    lines.append(f"training time so far (validation excluded): {spent}")
+    return lines

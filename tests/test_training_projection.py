@@ -1,0 +1,213 @@
+"""``python -m leaderboard project``: the plateau fit, the projection from finished runs, the
+backtest, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import assert_one_line_error
+
+from leaderboard.cli import main
+from leaderboard.training_logs import fit_plateau, hours_by_device, load_training_log, project_run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def curve(plateau: float, scale: float, rate: float, epoch: int) -> float:
+    """The perplexity of ``l(e) = log(plateau) + scale * exp(-rate * e)`` at ``epoch``."""
+    return math.exp(math.log(plateau) + scale * math.exp(-rate * epoch))
+
+
+def write_log(
+    path: Path,
+    plateau: float,
+    epochs: int,
+    *,
+    rate: float = 0.3,
+    halvings: list[float] = (),  # type: ignore[assignment]
+    device: str | None = "cpu",
+) -> Path:
+    """A training log whose first ``epochs`` epochs (learning rate 20) follow the curve exactly,
+    then one epoch at each halved rate with the perplexity ``halvings`` gives."""
+    records = []
+    for epoch in range(1, epochs + 1):
+        records.append((epoch, curve(plateau, 1.5, rate, epoch), 20.0))
+    for number, value in enumerate(halvings, start=epochs + 1):
+        records.append((number, value, 20.0 / 2 ** (number - epochs)))
+    lines = []
+    for epoch, value, learning_rate in records:
+        record = {
+            "epoch": epoch,
+            "partial": False,
+            "valid_ppl": value,
+            "learning_rate": learning_rate,
+            "seconds": 600,
+            "total_seconds": 600 * epoch,
+        }
+        if device is not None:
+            record["device"] = device
+        lines.append(json.dumps(record) + "\n")
+    path.write_text("".join(lines))
+    return path
+
+
+def test_the_fit_recovers_a_curve_it_was_drawn_from(tmp_path: Path) -> None:
+    fit = fit_plateau(load_training_log(write_log(tmp_path / "a.jsonl", 90.0, 12, rate=0.25)), "a")
+    assert fit.epochs == tuple(range(2, 13))
+    assert fit.learning_rate == 20
+    assert fit.plateau == pytest.approx(90.0, rel=1e-3)
+    assert fit.rate == pytest.approx(0.25, rel=0.01)
+    assert fit.rms_error < 1e-3
+
+
+def test_the_fit_stops_at_the_first_learning_rate_and_skips_the_first_epoch(tmp_path: Path) -> None:
+    log = write_log(tmp_path / "a.jsonl", 90.0, 8, halvings=[60.0, 55.0])
+    frame = load_training_log(log)
+    frame.loc[0, "valid_ppl"] = 5000.0  # a first epoch off the curve changes nothing
+    fit = fit_plateau(frame, "a")
+    assert fit.epochs == tuple(range(2, 9))
+    assert fit.plateau == pytest.approx(90.0, rel=1e-3)
+    assert fit_plateau(frame, "a", last_epoch=6).epochs == (2, 3, 4, 5, 6)
+
+
+def test_the_projection_scales_the_plateau_by_each_reference_and_backtests_them(tmp_path: Path) -> None:
+    run = load_training_log(write_log(tmp_path / "run.jsonl", 100.0, 10))
+    first = load_training_log(write_log(tmp_path / "a.jsonl", 80.0, 14, halvings=[70.0, 64.0]))
+    second = load_training_log(write_log(tmp_path / "b.jsonl", 90.0, 12, rate=0.2, halvings=[81.0]))
+    projection = project_run(run, "run", {"a": first, "b": second})
+    assert projection.fit.plateau == pytest.approx(100.0, rel=1e-3)
+    by_name = {reference.name: reference for reference in projection.references}
+    assert by_name["a"].best == 64.0 and by_name["b"].best == 81.0
+    assert by_name["a"].fit.epochs == tuple(range(2, 11))  # the reference up to the run's epoch 10
+    assert by_name["a"].projection == pytest.approx(100.0 * 64.0 / 80.0, rel=1e-3)
+    assert by_name["b"].projection == pytest.approx(100.0 * 81.0 / 90.0, rel=1e-3)
+    assert (projection.low, projection.high) == (by_name["a"].projection, by_name["b"].projection)
+    (a_from_b, b_from_a) = projection.backtest
+    assert (a_from_b.target, a_from_b.source) == ("a", "b")
+    assert a_from_b.projection == pytest.approx(80.0 * 81.0 / 90.0, rel=1e-3)
+    assert a_from_b.error == pytest.approx(80.0 * 0.9 / 64.0 - 1, rel=1e-3)
+    assert b_from_a.projection == pytest.approx(90.0 * 0.8, rel=1e-3)
+
+
+def test_training_hours_by_device_count_each_record_from_the_one_before(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    records = [
+        {
+            "epoch": 1,
+            "partial": False,
+            "valid_ppl": 300,
+            "learning_rate": 20,
+            "seconds": 60,
+            "total_seconds": 60,
+            "device": "cuda",
+        },
+        {
+            "epoch": 2,
+            "partial": True,
+            "step": 5,
+            "steps_per_epoch": 10,
+            "valid_ppl": 250,
+            "learning_rate": 20,
+            "seconds": 60,
+            "device": "cuda",
+        },
+        {
+            "epoch": 2,
+            "partial": False,
+            "valid_ppl": 200,
+            "learning_rate": 20,
+            "seconds": 3660,
+            "total_seconds": 3720,
+            "device": "cpu",
+        },
+        {
+            "epoch": 3,
+            "partial": False,
+            "valid_ppl": 190,
+            "learning_rate": 20,
+            "seconds": 3600,
+            "total_seconds": 7320,
+        },
+    ]
+    log.write_text("".join(json.dumps(record) + "\n" for record in records))
+    hours = hours_by_device(load_training_log(log))
+    assert hours == pytest.approx({"cuda": 2 / 60, "cpu": 3600 / 3600, "unknown": 1.0})
+
+
+def test_project_prints_the_projection_and_the_backtest(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run = write_log(tmp_path / "run" / "log.jsonl", 100.0, 10) if (tmp_path / "run").mkdir() is None else None
+    first = write_log(tmp_path / "a.log.jsonl", 80.0, 14, halvings=[70.0, 64.0])
+    second = write_log(tmp_path / "b.jsonl", 90.0, 12, rate=0.2, halvings=[81.0])
+    assert main(["project", str(run), "--reference", str(first), "--reference", f"{second}=second"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("run: best validation perplexity so far ")
+    assert "plateau at learning rate 20 100.0 (fitted on epochs 2-10" in out[0]
+    assert out[1].startswith(
+        "  from a: best 64.00, its plateau on epochs 2-10 80.0, best / plateau 0.800 -> 80.0"
+    )
+    assert out[2].endswith("best / plateau 0.900 -> 90.0")
+    assert out[3] == "projected best validation perplexity: 80.0 - 90.0"
+    assert out[4].startswith("  backtest: a from second: 72.0 against its 64.00 (+12.5%)")
+    assert out[-1] == "training time so far (validation excluded): cpu 1.7 h"
+
+
+def test_project_refuses_what_the_method_cannot_use(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run = write_log(tmp_path / "run.jsonl", 100.0, 10)
+    unfinished = write_log(tmp_path / "unfinished.jsonl", 80.0, 14)
+    early = write_log(tmp_path / "early.jsonl", 80.0, 7, halvings=[70.0])
+    short = write_log(tmp_path / "short.jsonl", 100.0, 4)
+    straight = tmp_path / "straight.jsonl"
+    straight.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "epoch": e,
+                    "partial": False,
+                    "valid_ppl": 300 - 10 * e,
+                    "learning_rate": 20,
+                    "seconds": 1,
+                    "total_seconds": e,
+                }
+            )
+            + "\n"
+            for e in range(1, 10)
+        )
+    )
+    finished = write_log(tmp_path / "finished.jsonl", 80.0, 14, halvings=[70.0])
+    cases = [
+        ([str(run), "--reference", str(unfinished)], "unfinished: never left its first learning rate"),
+        (
+            [str(run), "--reference", str(early)],
+            "early: left its first learning rate in epoch 8, before the run's epoch 10",
+        ),
+        (
+            [str(short), "--reference", str(finished)],
+            "short: 3 epoch(s) at its first learning rate 20 from epoch 2; the plateau fit needs at least 4",
+        ),
+        (
+            [str(straight), "--reference", str(finished)],
+            "straight: its curve over epochs 2-9 shows no plateau the fit can place",
+        ),
+        ([str(run), "--reference", f"{finished}=run"], "the label 'run' is taken"),
+        ([str(tmp_path / "missing.jsonl"), "--reference", str(finished)], "missing.jsonl: cannot read"),
+    ]
+    for arguments, message in cases:
+        assert main(["project", *arguments]) == 2
+        assert_one_line_error(capsys, message)
+
+
+def test_the_committed_ptb_runs_backtest_each_other_within_ten_percent(capsys: pytest.CaptureFixture) -> None:
+    """The method on the project's own finished medium runs (results/ptb/training): each projected
+    from the other, from their first 10 epochs (where the WikiText-2 runs stood when it was written)."""
+    training = REPO / "results" / "ptb" / "training"
+    zoneout = load_training_log(training / "zoneout_lstm-medium.log.jsonl")
+    pointer = load_training_log(training / "pointer_sentinel-medium-scratch.log.jsonl")
+    run = zoneout[zoneout["epoch"] <= 10]
+    projection = project_run(run, "first 10 epochs", {"zoneout": zoneout, "pointer": pointer})
+    assert {test.target for test in projection.backtest} == {"zoneout", "pointer"}
+    assert all(abs(test.error) < 0.10 for test in projection.backtest)
