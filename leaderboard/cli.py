@@ -491,7 +491,7 @@ def command_plot_curves(args: argparse.Namespace) -> int:
 
 
 def command_project(args: argparse.Namespace) -> int:
-    from leaderboard.training_logs import describe_projection, hours_by_device, project_run
+    from leaderboard.training_logs import describe_projection, hours_by_device, last_epoch_pace, project_run
 
     parts, name = _curve_spec(args.log)
     run = _training_curve(parts)
@@ -505,7 +505,8 @@ def command_project(args: argparse.Namespace) -> int:
         projection = project_run(run, name, references)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    print("\n".join(describe_projection(projection, name, hours_by_device(run))))
+    lines = describe_projection(projection, name, hours_by_device(run), last_epoch_pace(run))
+    print("\n".join(lines))
     return 0
 
 

@@ -226,12 +226,14 @@ class ReferenceProjection:
         best: its best validation perplexity (any record, mid-epoch ones included).
         fit: its plateau fit on its epochs up to the run's last fitted epoch.
         projection: the run's plateau times ``best / fit.plateau``.
+        epochs_after: the epochs it trained after the run's last fitted epoch to reach its best.
     """
 
     name: str
     best: float
     fit: PlateauFit
     projection: float
+    epochs_after: float
 
     @property
     def ratio(self) -> float:
@@ -310,9 +312,13 @@ def project_run(run: pd.DataFrame, name: str, references: Mapping[str, pd.DataFr
     bests = {label: float(frame["valid_ppl"].min()) for label, frame in references.items()}
     projections = tuple(
         ReferenceProjection(
-            label, bests[label], fits[label], fit.plateau * bests[label] / fits[label].plateau
+            label,
+            bests[label],
+            fits[label],
+            fit.plateau * bests[label] / fits[label].plateau,
+            float(frame["epochs"].iloc[int(frame["valid_ppl"].to_numpy().argmin())]) - last,
         )
-        for label in references
+        for label, frame in references.items()
     )
     backtest = tuple(
         Backtest(target, source, fits[target].plateau * bests[source] / fits[source].plateau, bests[target])
@@ -334,7 +340,26 @@ def hours_by_device(frame: pd.DataFrame) -> dict[str, float]:
     return hours
 
 
-def describe_projection(projection: Projection, name: str, hours: Mapping[str, float]) -> list[str]:
+def last_epoch_pace(frame: pd.DataFrame) -> tuple[float, str] | None:
+    """``(hours, device)`` of the last whole epoch of a :func:`load_training_log` frame trained on
+    one device (validation excluded); None when it has none."""
+    ends = epoch_ends(frame)
+    for previous, current in zip(ends.index[::-1][1:], ends.index[::-1], strict=False):
+        if ends.loc[current, "epoch"] != ends.loc[previous, "epoch"] + 1:
+            continue
+        devices = set(frame.loc[previous:current, "device"].iloc[1:])
+        device = devices.pop() if len(devices) == 1 else None
+        if isinstance(device, str):
+            return (frame.loc[current, "minutes"] - frame.loc[previous, "minutes"]) / 60, device
+    return None
+
+
+def describe_projection(
+    projection: Projection,
+    name: str,
+    hours: Mapping[str, float],
+    pace: tuple[float, str] | None,
+) -> list[str]:
     """The lines ``leaderboard project`` prints."""
     fit = projection.fit
     span = f"epochs {fit.epochs[0]}-{fit.epochs[-1]}"
@@ -356,4 +381,14 @@ def describe_projection(projection: Projection, name: str, hours: Mapping[str, f
         )
     spent = ", ".join(f"{device} {value:.1f} h" for device, value in sorted(hours.items()))
     lines.append(f"training time so far (validation excluded): {spent}")
+    after = sorted(reference.epochs_after for reference in projection.references)
+    span = f"{after[0]:.1f}" if after[0] == after[-1] else f"{after[0]:.1f}-{after[-1]:.1f}"
+    remaining = f"the references reached their best {span} epochs after epoch {fit.epochs[-1]}"
+    if pace is not None:
+        each, device = pace
+        remaining += (
+            f"; at the run's last whole epoch's pace ({each:.2f} h an epoch on {device}), "
+            f"{after[0] * each:.0f}-{after[-1] * each:.0f} h more"
+        )
+    lines.append(remaining)
     return lines

@@ -11,7 +11,13 @@ import pytest
 from conftest import assert_one_line_error
 
 from leaderboard.cli import main
-from leaderboard.training_logs import fit_plateau, hours_by_device, load_training_log, project_run
+from leaderboard.training_logs import (
+    fit_plateau,
+    hours_by_device,
+    last_epoch_pace,
+    load_training_log,
+    project_run,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,8 +50,8 @@ def write_log(
             "partial": False,
             "valid_ppl": value,
             "learning_rate": learning_rate,
-            "seconds": 600,
-            "total_seconds": 600 * epoch,
+            "seconds": 3600,
+            "total_seconds": 3600 * epoch,
         }
         if device is not None:
             record["device"] = device
@@ -84,6 +90,7 @@ def test_the_projection_scales_the_plateau_by_each_reference_and_backtests_them(
     assert by_name["a"].fit.epochs == tuple(range(2, 11))  # the reference up to the run's epoch 10
     assert by_name["a"].projection == pytest.approx(100.0 * 64.0 / 80.0, rel=1e-3)
     assert by_name["b"].projection == pytest.approx(100.0 * 81.0 / 90.0, rel=1e-3)
+    assert (by_name["a"].epochs_after, by_name["b"].epochs_after) == (6, 3)  # best at 16 and 13
     assert (projection.low, projection.high) == (by_name["a"].projection, by_name["b"].projection)
     (a_from_b, b_from_a) = projection.backtest
     assert (a_from_b.target, a_from_b.source) == ("a", "b")
@@ -133,8 +140,11 @@ def test_training_hours_by_device_count_each_record_from_the_one_before(tmp_path
         },
     ]
     log.write_text("".join(json.dumps(record) + "\n" for record in records))
-    hours = hours_by_device(load_training_log(log))
-    assert hours == pytest.approx({"cuda": 2 / 60, "cpu": 3600 / 3600, "unknown": 1.0})
+    frame = load_training_log(log)
+    assert hours_by_device(frame) == pytest.approx({"cuda": 2 / 60, "cpu": 3600 / 3600, "unknown": 1.0})
+    assert last_epoch_pace(frame) is None  # epoch 2 ran on two devices, epoch 3 on an unknown one
+    frame.loc[3, "device"] = "cpu"
+    assert last_epoch_pace(frame) == (1.0, "cpu")
 
 
 def test_project_prints_the_projection_and_the_backtest(
@@ -153,7 +163,11 @@ def test_project_prints_the_projection_and_the_backtest(
     assert out[2].endswith("best / plateau 0.900 -> 90.0")
     assert out[3] == "projected best validation perplexity: 80.0 - 90.0"
     assert out[4].startswith("  backtest: a from second: 72.0 against its 64.00 (+12.5%)")
-    assert out[-1] == "training time so far (validation excluded): cpu 1.7 h"
+    assert out[-2] == "training time so far (validation excluded): cpu 10.0 h"
+    assert out[-1] == (
+        "the references reached their best 3.0-6.0 epochs after epoch 10; at the run's last whole "
+        "epoch's pace (1.00 h an epoch on cpu), 3-6 h more"
+    )
 
 
 def test_project_refuses_what_the_method_cannot_use(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
