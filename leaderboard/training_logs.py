@@ -129,14 +129,15 @@ class PlateauFit:
     """``l(e) = l_inf + b exp(-c e)`` fitted to a run's log-perplexities at the ends of ``epochs``.
 
     Attributes:
-        epochs: the epochs fitted (at the run's first learning rate, from :data:`FIRST_FITTED_EPOCH`).
+        epochs: the epochs fitted (at the run's first learning rate, from :data:`FIRST_FITTED_EPOCH`),
+            counted as the frame's ``epochs`` (on from the first log along a warm-started path).
         learning_rate: that first learning rate.
         plateau: ``exp(l_inf)``, the perplexity the curve levels off at.
         rate: ``c``, per epoch.
         rms_error: the root mean square of the fit's residuals (log-perplexity; 0.01 is 1%).
     """
 
-    epochs: tuple[int, ...]
+    epochs: tuple[float, ...]
     learning_rate: float
     plateau: float
     rate: float
@@ -147,10 +148,10 @@ def epoch_ends(frame: pd.DataFrame) -> pd.DataFrame:
     """The validations at the ends of epochs (the last one of each epoch, should a resumed run
     have logged one twice), in epoch order."""
     ends = frame[~frame["partial"].astype(bool)]
-    return ends.drop_duplicates("epoch", keep="last").sort_values("epoch")
+    return ends.drop_duplicates("epochs", keep="last").sort_values("epochs")
 
 
-def fit_plateau(frame: pd.DataFrame, name: str, last_epoch: int | None = None) -> PlateauFit:
+def fit_plateau(frame: pd.DataFrame, name: str, last_epoch: float | None = None) -> PlateauFit:
     """The plateau fit of a :func:`load_training_log` frame (see the module docstring), on its
     epochs at the first learning rate from :data:`FIRST_FITTED_EPOCH` up to ``last_epoch`` (None:
     all of them).
@@ -161,12 +162,12 @@ def fit_plateau(frame: pd.DataFrame, name: str, last_epoch: int | None = None) -
     """
     ends = epoch_ends(frame)
     first_rate = float(frame["learning_rate"].iloc[0])
-    fitted = ends[(ends["learning_rate"] == first_rate) & (ends["epoch"] >= FIRST_FITTED_EPOCH)]
+    fitted = ends[(ends["learning_rate"] == first_rate) & (ends["epochs"] >= FIRST_FITTED_EPOCH)]
     if last_epoch is not None:
-        fitted = fitted[fitted["epoch"] <= last_epoch]
-    epochs = fitted["epoch"].to_numpy(dtype=float)
+        fitted = fitted[fitted["epochs"] <= last_epoch]
+    epochs = fitted["epochs"].to_numpy(dtype=float)
     if len(epochs) < MIN_FITTED_EPOCHS:
-        upto = "" if last_epoch is None else f" up to epoch {last_epoch}"
+        upto = "" if last_epoch is None else f" up to epoch {last_epoch:g}"
         raise ValueError(
             f"{name}: {len(epochs)} epoch(s) at its first learning rate {first_rate:g} from epoch "
             f"{FIRST_FITTED_EPOCH}{upto}; the plateau fit needs at least {MIN_FITTED_EPOCHS}"
@@ -177,13 +178,13 @@ def fit_plateau(frame: pd.DataFrame, name: str, last_epoch: int | None = None) -
     index = int(np.argmin(errors))
     if not np.isfinite(errors[index]) or index in (0, len(RATES) - 1):
         raise ValueError(
-            f"{name}: its curve over epochs {int(epochs[0])}-{int(epochs[-1])} shows no plateau the "
+            f"{name}: its curve over epochs {epochs[0]:g}-{epochs[-1]:g} shows no plateau the "
             "fit can place (no falling exponential fits it, or its rate sits at the grid's edge)"
         )
     rate = _refine(float(RATES[index - 1]), float(RATES[index + 1]), epochs, losses)
     (error,), (level,), _ = _least_squares(np.array([rate]), epochs, losses)
     return PlateauFit(
-        epochs=tuple(int(epoch) for epoch in epochs),
+        epochs=tuple(float(epoch) for epoch in epochs),
         learning_rate=first_rate,
         plateau=math.exp(float(level)),
         rate=rate,
@@ -274,7 +275,7 @@ class Projection:
         return max(reference.projection for reference in self.references)
 
 
-def finished_reference(frame: pd.DataFrame, name: str, last_epoch: int) -> PlateauFit:
+def finished_reference(frame: pd.DataFrame, name: str, last_epoch: float) -> PlateauFit:
     """The plateau fit of a reference up to ``last_epoch``, after checking that the reference has
     finished its schedule (its learning rate was halved: it left its first rate) and trained at
     its first rate at least up to ``last_epoch``.
@@ -287,11 +288,11 @@ def finished_reference(frame: pd.DataFrame, name: str, last_epoch: int) -> Plate
     later = ends[ends["learning_rate"] != first_rate]
     if later.empty:
         raise ValueError(f"{name}: never left its first learning rate: no finished run to project from")
-    left_at = int(later["epoch"].iloc[0])
+    left_at = later["epochs"].iloc[0]
     if left_at <= last_epoch:
         raise ValueError(
-            f"{name}: left its first learning rate in epoch {left_at}, before the run's epoch "
-            f"{last_epoch}: it cannot say what the epochs after that give"
+            f"{name}: left its first learning rate in epoch {left_at:g}, before the run's epoch "
+            f"{last_epoch:g}: it cannot say what the epochs after that give"
         )
     return fit_plateau(frame, name, last_epoch)
 
@@ -345,7 +346,7 @@ def last_epoch_pace(frame: pd.DataFrame) -> tuple[float, str] | None:
     one device (validation excluded); None when it has none."""
     ends = epoch_ends(frame)
     for previous, current in zip(ends.index[::-1][1:], ends.index[::-1], strict=False):
-        if ends.loc[current, "epoch"] != ends.loc[previous, "epoch"] + 1:
+        if not math.isclose(ends.loc[current, "epochs"] - ends.loc[previous, "epochs"], 1.0):
             continue
         devices = set(frame.loc[previous:current, "device"].iloc[1:])
         device = devices.pop() if len(devices) == 1 else None
@@ -362,7 +363,7 @@ def describe_projection(
 ) -> list[str]:
     """The lines ``leaderboard project`` prints."""
     fit = projection.fit
-    span = f"epochs {fit.epochs[0]}-{fit.epochs[-1]}"
+    span = f"epochs {fit.epochs[0]:g}-{fit.epochs[-1]:g}"
     lines = [
         f"{name}: best validation perplexity so far {projection.best:.2f}; plateau at learning rate "
         f"{fit.learning_rate:g} {fit.plateau:.1f} (fitted on {span}: rate {fit.rate:.3f} per epoch, "
@@ -383,7 +384,7 @@ def describe_projection(
     lines.append(f"training time so far (validation excluded): {spent}")
     after = sorted(reference.epochs_after for reference in projection.references)
     span = f"{after[0]:.1f}" if after[0] == after[-1] else f"{after[0]:.1f}-{after[-1]:.1f}"
-    remaining = f"the references reached their best {span} epochs after epoch {fit.epochs[-1]}"
+    remaining = f"the references reached their best {span} epochs after epoch {fit.epochs[-1]:g}"
     if pace is not None:
         each, device = pace
         remaining += (

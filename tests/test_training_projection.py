@@ -14,6 +14,7 @@ from leaderboard.cli import main
 from leaderboard.training_logs import (
     fit_plateau,
     hours_by_device,
+    join_training_logs,
     last_epoch_pace,
     load_training_log,
     project_run,
@@ -62,7 +63,7 @@ def write_log(
 
 def test_the_fit_recovers_a_curve_it_was_drawn_from(tmp_path: Path) -> None:
     fit = fit_plateau(load_training_log(write_log(tmp_path / "a.jsonl", 90.0, 12, rate=0.25)), "a")
-    assert fit.epochs == tuple(range(2, 13))
+    assert fit.epochs == tuple(range(2, 13))  # floats equal to these
     assert fit.learning_rate == 20
     assert fit.plateau == pytest.approx(90.0, rel=1e-3)
     assert fit.rate == pytest.approx(0.25, rel=0.01)
@@ -77,6 +78,14 @@ def test_the_fit_stops_at_the_first_learning_rate_and_skips_the_first_epoch(tmp_
     assert fit.epochs == tuple(range(2, 9))
     assert fit.plateau == pytest.approx(90.0, rel=1e-3)
     assert fit_plateau(frame, "a", last_epoch=6).epochs == (2, 3, 4, 5, 6)
+
+
+def test_a_warm_started_path_is_fitted_on_its_epochs_counted_on(tmp_path: Path) -> None:
+    whole = load_training_log(write_log(tmp_path / "whole.jsonl", 90.0, 12))
+    first, second = whole[whole["epoch"] <= 5], whole[whole["epoch"] > 5]
+    second = second.assign(epoch=second["epoch"] - 5, epochs=second["epochs"] - 5)  # its own count
+    joined = join_training_logs([first, second])
+    assert fit_plateau(joined, "path") == fit_plateau(whole, "whole")
 
 
 def test_the_projection_scales_the_plateau_by_each_reference_and_backtests_them(tmp_path: Path) -> None:
