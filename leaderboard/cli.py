@@ -448,7 +448,7 @@ def _log_part(part: str) -> tuple[str, LogCut | None]:
 
 def _curve_spec(spec: str) -> tuple[list[tuple[str, LogCut | None]], str]:
     """``LOG[@CUT][,LOG[@CUT]...][=LABEL]`` -> (each log with its cut, the label; default: the
-    first log's folder name)."""
+    first log's :func:`_log_label`)."""
     paths, _, label = spec.partition("=")
     parts = [_log_part(part) for part in paths.split(",")]
     return parts, label or _log_label(Path(parts[0][0]))
@@ -791,8 +791,9 @@ def _add_curves_parser(plots: Any) -> None:
         "logs",
         nargs="+",
         metavar="LOG.jsonl[=LABEL]",
-        help="training logs (log.jsonl of a run directory), each with a label (default: its "
-        "folder's name). A warm-started path is one curve of several logs, "
+        help="training logs (log.jsonl of a run directory), each with a label (default: the run "
+        "directory's name, or the file's name without .log.jsonl). A warm-started path is one "
+        "curve of several logs, "
         "LOG@EPOCH[:STEP],...,LOG[=LABEL]: each log cut at its validation at the end of EPOCH (or "
         "at STEP of it), whose weights the next run started from (--init-from), and the next "
         "counted on from there",
