@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,7 @@ def write_log(
     epochs: int,
     *,
     rate: float = 0.3,
-    halvings: list[float] = (),  # type: ignore[assignment]
+    halvings: Sequence[float] = (),
     device: str | None = "cpu",
 ) -> Path:
     """A training log whose first ``epochs`` epochs (learning rate 20) follow the curve exactly,
