@@ -47,7 +47,7 @@ def write_log(
         records.append((number, value, 20.0 / 2 ** (number - epochs)))
     lines = []
     for epoch, value, learning_rate in records:
-        record = {
+        record: dict[str, object] = {
             "epoch": epoch,
             "partial": False,
             "valid_ppl": value,
@@ -160,7 +160,8 @@ def test_training_hours_by_device_count_each_record_from_the_one_before(tmp_path
 def test_project_prints_the_projection_and_the_backtest(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    run = write_log(tmp_path / "run" / "log.jsonl", 100.0, 10) if (tmp_path / "run").mkdir() is None else None
+    (tmp_path / "run").mkdir()
+    run = write_log(tmp_path / "run" / "log.jsonl", 100.0, 10)
     first = write_log(tmp_path / "a.log.jsonl", 80.0, 14, halvings=[70.0, 64.0])
     second = write_log(tmp_path / "b.jsonl", 90.0, 12, rate=0.2, halvings=[81.0])
     assert main(["project", str(run), "--reference", str(first), "--reference", f"{second}=second"]) == 0
