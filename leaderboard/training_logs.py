@@ -311,18 +311,19 @@ def project_run(run: pd.DataFrame, name: str, references: Mapping[str, pd.DataFr
     last = fit.epochs[-1]
     fits = {label: finished_reference(frame, label, last) for label, frame in references.items()}
     bests = {label: float(frame["valid_ppl"].min()) for label, frame in references.items()}
+    ratios = {label: bests[label] / fits[label].plateau for label in references}
     projections = tuple(
         ReferenceProjection(
             label,
             bests[label],
             fits[label],
-            fit.plateau * bests[label] / fits[label].plateau,
+            fit.plateau * ratios[label],
             float(frame["epochs"].iloc[int(frame["valid_ppl"].to_numpy().argmin())]) - last,
         )
         for label, frame in references.items()
     )
     backtest = tuple(
-        Backtest(target, source, fits[target].plateau * bests[source] / fits[source].plateau, bests[target])
+        Backtest(target, source, fits[target].plateau * ratios[source], bests[target])
         for target, source in itertools.permutations(references, 2)
     )
     return Projection(fit, float(run["valid_ppl"].min()), projections, backtest)
@@ -383,8 +384,8 @@ def describe_projection(
     spent = ", ".join(f"{device} {value:.1f} h" for device, value in sorted(hours.items()))
     lines.append(f"training time so far (validation excluded): {spent}")
     after = sorted(reference.epochs_after for reference in projection.references)
-    span = f"{after[0]:.1f}" if after[0] == after[-1] else f"{after[0]:.1f}-{after[-1]:.1f}"
-    remaining = f"the references reached their best {span} epochs after epoch {fit.epochs[-1]:g}"
+    later = f"{after[0]:.1f}" if after[0] == after[-1] else f"{after[0]:.1f}-{after[-1]:.1f}"
+    remaining = f"the references reached their best {later} epochs after epoch {fit.epochs[-1]:g}"
     if pace is not None:
         each, device = pace
         remaining += (
