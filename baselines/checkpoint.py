@@ -123,6 +123,12 @@ def verify_packaged(path: Path) -> None:
         )
 
 
+def tuned_on(record: Mapping[str, Any], checkpoint: Path) -> bool:
+    """Whether a tuning file's content ``record`` was tuned on ``checkpoint``: the
+    ``checkpoint_sha256`` it records is that file's (a file that records none was not)."""
+    return record.get("checkpoint_sha256") == file_sha256(checkpoint)
+
+
 #: How ``package`` may store a model's floating-point weights: all in float16, or the matrices in
 #: int8 with one float32 scale per row (:func:`quantize_rows`) and the vectors in float16.
 PRECISIONS = ("float16", "int8")

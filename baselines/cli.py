@@ -54,9 +54,7 @@ from wikitext_toolkit_core.cli import (
     run,
 )
 from wikitext_toolkit_core.devices import resolve_device
-from wikitext_toolkit_core.files import (
-    write_atomically,
-)
+from wikitext_toolkit_core.files import file_sha256, write_atomically
 from wikitext_toolkit_core.format import SPLITS
 from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
 
@@ -205,6 +203,17 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
         )
 
 
+def _tuned_on_this_checkpoint(
+    record: dict[str, Any] | None, output: Path, checkpoint: Path
+) -> dict[str, Any]:
+    """The tuning file ``output``'s content ``record`` where it was tuned on ``checkpoint``, so
+    that a new tuning keeps its other entries; else (saying so where there is a file) nothing."""
+    if record and not checkpoints.tuned_on(record, checkpoint):
+        print(f"note: {output} was tuned on another checkpoint: its entries are replaced", file=sys.stderr)
+        return {}
+    return record or {}
+
+
 def command_tune(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output, "--output")
@@ -219,7 +228,7 @@ def command_tune(args: argparse.Namespace) -> int:
         check_not_an_input(output, "--output", inputs)
     else:  # read them now: a corrupt file fails before the tuning run, not after it
         output = check_output_file(tuning_path(path), "the tuning file", inputs=inputs)
-        previous = read_tuning_file(output) or {}
+        previous = _tuned_on_this_checkpoint(read_tuning_file(output), output, path).get("best", {})
     ids = dataset.tokens(args.split).ids
     set_torch_threads(args.threads, torch)
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
@@ -277,7 +286,8 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         check_not_an_input(output, "--output", inputs)
     else:
         check_output_file(output, "the tuning file", inputs=inputs)
-    previous = read_tuning_record(output)  # a corrupt file fails before the tuning run
+    # a corrupt file fails here, before the tuning run
+    previous = _tuned_on_this_checkpoint(read_tuning_record(output), output, path)
     searches = previous.get("searches")
     searches = searches if isinstance(searches, dict) else {}
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
@@ -298,6 +308,7 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
     del search["best"]
     record = {
         "checkpoint": portable_path(path),
+        "checkpoint_sha256": file_sha256(path),
         "dataset": dataset.name,
         "best": {**previous.get("best", {}), base.key(args.method): best},
         "searches": {**searches, base.key(args.method): search},

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,13 +104,23 @@ def tuning_path(checkpoint: Path) -> Path:
     return checkpoint.parent / TUNING_FILE
 
 
-def read_dynamic_tuning(path: Path) -> dict[str, Any]:
-    """The tuning file's ``best`` entries ({key: {"lr", "decay", "segment", ...}}); {} without a file.
+def read_dynamic_tuning(checkpoint: Path, retune: Sequence[str]) -> dict[str, Any]:
+    """The ``best`` entries ({key: {"lr", "decay", "segment", ...}}) of the tuning file beside
+    ``checkpoint``; {} without a file.
 
     Raises:
         PluginError: the file is not a dynamic-evaluation tuning file or an entry is out of range.
+        ModelUnavailable: the file was tuned on another checkpoint (the message says to run
+            ``retune``, the command that tunes this one).
     """
-    return read_tuning_record(path).get("best", {})
+    path = tuning_path(checkpoint)
+    record = read_tuning_record(path)
+    if record and not checkpoints.tuned_on(record, checkpoint):
+        raise ModelUnavailable(
+            f"{path} was tuned on another checkpoint than {checkpoint} (its checkpoint_sha256 "
+            f"differs): run `{shlex.join(retune)}` to tune this one"
+        )
+    return record.get("best", {})
 
 
 def read_tuning_record(path: Path) -> dict[str, Any]:
@@ -324,15 +335,16 @@ def _settings(update: dict[str, Any], base: BaseModel, path: Path, dataset: Data
     """The update's settings: those given, the others as tuned beside ``path``; no ``method``
     given, the tuned one (``rms`` before ``sgd``), else ``sgd``."""
     if update["lr"] is None or update["decay"] is None:
-        tuning = read_dynamic_tuning(tuning_path(path))
+        command = ["python", "-m", "baselines", "tune-dynamic", "--dataset", dataset_argument(dataset)]
+        command += ["--checkpoint", str(path), "--base", base.base]
+        if base.cache_window:
+            command += ["--cache-window", str(base.cache_window)]
+        tuning = read_dynamic_tuning(path, retune=command)
         tuned_methods = [method for method in ("rms", "sgd") if base.key(method) in tuning]
         update["method"] = update["method"] or next(iter(tuned_methods), "sgd")
         tuned = tuning.get(base.key(update["method"]))
         if tuned is None:
-            command = ["python", "-m", "baselines", "tune-dynamic", "--dataset", dataset_argument(dataset)]
-            command += ["--checkpoint", str(path), "--method", update["method"], "--base", base.base]
-            if base.cache_window:
-                command += ["--cache-window", str(base.cache_window)]
+            command += ["--method", update["method"]]
             raise ModelUnavailable(
                 f"no tuned dynamic evaluation ({base.key(update['method'])}) beside {path}: run "
                 f"`{shlex.join(command)}` or give lr and decay"

@@ -21,7 +21,7 @@ from baselines.plugin_bridge import (
     dataset_argument,
     resolve_checkpoint,
 )
-from baselines.tuning import read_tuning, tuning_path
+from baselines.tuning import read_tuning
 from harness.datasets import Dataset
 from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
 from wikitext_toolkit_core.result_schema import TEST_TIME_ADAPTATION
@@ -43,16 +43,17 @@ def cache_from_checkpoint(
     the tuning file beside the checkpoint.
 
     Raises:
-        ModelUnavailable: one is not given and the window was never tuned (says how to tune it).
+        ModelUnavailable: one is not given and the window was never tuned for this checkpoint
+            (says how to tune it).
         PluginError: the settings are out of range.
     """
     lstm, _ = checkpoints.load_model(checkpoint, dataset.vocab, kind=ZoneoutLSTM.kind)
     assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
     if theta is None or interpolation is None:
-        tuned = read_tuning(tuning_path(checkpoint), window)
+        command = ["python", "-m", "baselines", "tune", "--dataset", dataset_argument(dataset)]
+        command += ["--checkpoint", str(checkpoint), "--windows", str(window)]
+        tuned = read_tuning(checkpoint, window, retune=command)
         if tuned is None:
-            command = ["python", "-m", "baselines", "tune", "--dataset", dataset_argument(dataset)]
-            command += ["--checkpoint", str(checkpoint), "--windows", str(window)]
             raise ModelUnavailable(
                 f"no tuned neural cache for window {window} beside {checkpoint}: run "
                 f"`{shlex.join(command)}` or give theta and interpolation"

@@ -11,18 +11,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from baselines import checkpoint as checkpoints
 from baselines.models import NeuralCache, ZoneoutLSTM
 from baselines.models.common import masked_log_sum
 from baselines.models.continuous_cache import cache_log_weights, mix
-from harness.plugin import PluginError
+from harness.plugin import ModelUnavailable, PluginError
 from harness.results import portable_path
 from harness.streams import stream_grid
+from wikitext_toolkit_core.files import file_sha256
 from wikitext_toolkit_core.progress import progress_bar
 
 TUNING_FILE = "neural_cache.json"
@@ -34,8 +38,8 @@ def tuning_path(checkpoint: Path) -> Path:
 
 
 def read_tuning_file(path: Path) -> dict[str, Any] | None:
-    """The tuning file's ``best`` settings (window -> ``theta``, ``interpolation``, ...), or None
-    when there is no file.
+    """The tuning file's content, its ``best`` settings (window -> ``theta``, ``interpolation``,
+    ...) checked, or None when there is no file.
 
     Raises:
         PluginError: the file is not a tuning file (not JSON, or without a ``best`` mapping), or
@@ -44,14 +48,15 @@ def read_tuning_file(path: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        best = json.loads(path.read_text(encoding="utf-8"))["best"]
+        record = json.loads(path.read_text(encoding="utf-8"))
+        best = record["best"]
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as error:
         raise PluginError(f"{path}: not a neural-cache tuning file ({error})") from None
     if not isinstance(best, dict):
         raise PluginError(f"{path}: not a neural-cache tuning file (best is not a mapping)")
     for window, settings in best.items():
         _check_settings(path, window, settings)
-    return best
+    return dict(record)
 
 
 def _check_settings(path: Path, window: str, settings: Any) -> None:
@@ -71,9 +76,25 @@ def _check_settings(path: Path, window: str, settings: Any) -> None:
             raise PluginError(f"{where}: {name} must be {must}, got {value!r}")
 
 
-def read_tuning(path: Path, window: int) -> dict[str, float] | None:
-    """The tuned ``theta`` and ``interpolation`` for ``window`` from a tuning file, if any."""
-    return (read_tuning_file(path) or {}).get(str(window))
+def read_tuning(checkpoint: Path, window: int, retune: Sequence[str]) -> dict[str, float] | None:
+    """The tuned ``theta`` and ``interpolation`` for ``window`` from the tuning file beside
+    ``checkpoint``, if any.
+
+    Raises:
+        PluginError: the file is not a tuning file, or its settings are out of range.
+        ModelUnavailable: the file was tuned on another checkpoint (the message says to run
+            ``retune``, the command that tunes this one).
+    """
+    path = tuning_path(checkpoint)
+    record = read_tuning_file(path)
+    if record is None:
+        return None
+    if not checkpoints.tuned_on(record, checkpoint):
+        raise ModelUnavailable(
+            f"{path} was tuned on another checkpoint than {checkpoint} (its checkpoint_sha256 "
+            f"differs): run `{shlex.join(retune)}` to tune this one"
+        )
+    return record["best"].get(str(window))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +200,7 @@ def tuning_record(
     return {
         **results,
         "checkpoint": portable_path(checkpoint),
+        "checkpoint_sha256": file_sha256(checkpoint),
         "dataset": dataset,
         "split": split,
         "seconds": seconds,

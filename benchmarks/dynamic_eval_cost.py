@@ -25,7 +25,7 @@ import time
 
 import torch
 
-from baselines.dynamic_eval import BaseModel, DynamicFactory, read_dynamic_tuning, tuning_path
+from baselines.dynamic_eval import BaseModel, DynamicFactory, read_dynamic_tuning
 from baselines.dynamic_tuning import perplexity
 from baselines.models.dynamic import DynamicSettings
 from baselines.plugin_bridge import resolve_checkpoint
@@ -52,7 +52,8 @@ def main() -> None:
     settings = [DynamicSettings("sgd", 0.0, 0.0, None)]
     settings += [DynamicSettings("sgd", 0.01, 0.0, segment) for segment in args.segments]
     settings.append(DynamicSettings("sgd", 0.01, 0.01, args.segments[0]))
-    tuned = read_dynamic_tuning(tuning_path(checkpoint)).get(base.key("rms"))
+    retune = ["python", "-m", "baselines", "tune-dynamic", "--dataset", args.dataset]
+    tuned = read_dynamic_tuning(checkpoint, retune).get(base.key("rms"))
     if tuned is not None:  # what the plugin runs by default; its statistic is collected at load
         settings.append(DynamicSettings("rms", tuned["lr"], tuned["decay"], tuned["segment"]))
         factory.statistics(tuned["segment"])

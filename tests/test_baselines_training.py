@@ -694,6 +694,32 @@ def test_the_tuning_file_records_its_checkpoint_relative_to_the_repository():
     record = tuning_record({"best": {}}, {}, checkpoint=packaged, dataset="ptb", split="valid", seconds=1.0)
 
     assert record["checkpoint"] == "<repo>/baselines/trained/ptb/zoneout_lstm.pt"
+    assert record["checkpoint_sha256"] == file_sha256(packaged)
+
+
+def test_a_cache_tuned_on_another_checkpoint_is_refused_until_tuned_again(toy, tmp_path, capsys):
+    """A checkpoint retrained in place of the tuned one does not inherit the tuned theta and lambda."""
+    assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
+    best, tuning = tmp_path / "run" / "best.pt", tmp_path / "run" / "neural_cache.json"
+    grid = ["--thetas", "0.5", "--interpolations", "0.2", "--device", "cpu"]
+    tune = ["tune", "--dataset", str(toy), "--checkpoint", str(best), *grid]
+    assert baselines_main([*tune, "--windows", "3", "5"]) == 0
+    payload = checkpoints.load(best)
+    name = next(name for name, tensor in payload["model"].items() if tensor.is_floating_point())
+    payload["model"][name] = payload["model"][name] + 0.01
+    checkpoints.save(best, payload)  # retrained, in place
+    scoring = ["eval", "baselines.neural_cache", "--dataset", str(toy), "--checkpoint", str(best)]
+    capsys.readouterr()
+    assert harness_main([*scoring, "--model-args", "window=3"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {tuning} was tuned on another checkpoint than {best} ("), error
+    assert f"run `{shlex.join(['python', '-m', 'baselines', 'tune', '--dataset', str(toy)])}" in error
+    assert baselines_main([*tune, "--windows", "3"]) == 0
+    replaced = f"note: {tuning} was tuned on another checkpoint: its entries are replaced"
+    assert replaced in capsys.readouterr().err
+    record = json.loads(tuning.read_text(encoding="utf-8"))
+    assert list(record["best"]) == ["3"] and record["checkpoint_sha256"] == file_sha256(best)
+    assert harness_main([*scoring, "--split", "valid", "--model-args", "window=3"]) == 0
 
 
 def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
@@ -781,8 +807,9 @@ def test_the_cache_plugin_and_analyze_resolve_theta_and_lambda_alike(toy, tmp_pa
     others, out-of-range values are one-line errors."""
     assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
     best = tmp_path / "run" / "best.pt"
+    settings = {"theta": 0.5, "interpolation": 0.2, "perplexity": 10.0}
     (tmp_path / "run" / "neural_cache.json").write_text(
-        json.dumps({"best": {"5": {"theta": 0.5, "interpolation": 0.2, "perplexity": 10.0}}})
+        json.dumps({"checkpoint_sha256": file_sha256(best), "best": {"5": settings}})
     )
     dataset = load_dataset(str(toy))
     cache = cache_from_checkpoint(best, dataset, 5)

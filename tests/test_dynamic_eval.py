@@ -24,6 +24,7 @@ from baselines.plugin_bridge import detach_state
 from harness.datasets import Dataset, load_dataset
 from harness.evaluate import Evaluation, evaluate
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError
+from wikitext_toolkit_core.files import file_sha256
 
 PHRASE = " the cat sat on the mat . \n the dog sat on the log . \n a cat and a dog met on a mat . \n"
 #: A passage in an order the training text never has, repeated: what adaptation learns.
@@ -40,9 +41,9 @@ def toy(tmp_path: Path) -> Path:
     return directory
 
 
-def save_model(dataset: Dataset, path: Path, kind: str = ZoneoutLSTM.kind) -> Path:
-    """A randomly initialised tiny model of ``kind``, saved as a checkpoint."""
-    torch.manual_seed(0)
+def save_model(dataset: Dataset, path: Path, kind: str = ZoneoutLSTM.kind, seed: int = 0) -> Path:
+    """A randomly initialised (from ``seed``) tiny model of ``kind``, saved as a checkpoint."""
+    torch.manual_seed(seed)
     model: ZoneoutLSTM | PointerSentinelLSTM
     if kind == ZoneoutLSTM.kind:
         model = ZoneoutLSTM(CoreConfig(vocab_size=len(dataset.vocab), **SIZES))
@@ -191,6 +192,32 @@ def test_tune_dynamic_refuses_test_and_the_plugin_reads_what_it_tuned(toy, tmp_p
     assert searches["zoneout_lstm/sgd"] == search and len(searches["zoneout_lstm/rms"]["grid"]) == 1
     given = load_model(dataset, device="cpu", checkpoint=str(path), method="sgd")
     assert given.result_metadata()["dynamic_evaluation"]["lr"] == best["lr"]
+
+
+def test_a_tuning_of_another_checkpoint_is_refused_then_replaced(toy, tmp_path, capsys):
+    """A checkpoint retrained in place of the tuned one does not inherit the tuned settings."""
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    command = ["tune-dynamic", "--dataset", str(toy), "--checkpoint", str(path), "--threads", "1"]
+    assert baselines_main([*command, "--lrs", "0.3", "--decays", "0", "--segments", "5", "--bptt", "20"]) == 0
+    save_model(dataset, path, seed=1)  # retrained, in place
+    stale = r"dynamic_eval.json was tuned on another checkpoint than .*: run `python -m baselines tune-dyn"
+    with pytest.raises(ModelUnavailable, match=stale):
+        load_model(dataset, device="cpu", checkpoint=str(path))
+    assert load_model(dataset, device="cpu", checkpoint=str(path), lr=0.3, decay=0.0)  # given, not tuned
+    capsys.readouterr()
+    rms = ["--method", "rms", "--lrs", "0.001", "--decays", "0", "--segments", "5", "--bptt", "20"]
+    assert baselines_main([*command, *rms]) == 0
+    assert "was tuned on another checkpoint: its entries are replaced" in capsys.readouterr().err
+    record = json.loads((path.parent / "dynamic_eval.json").read_text(encoding="utf-8"))
+    assert list(record["best"]) == list(record["searches"]) == ["zoneout_lstm/rms"]
+    assert record["checkpoint_sha256"] == file_sha256(path)
+    assert (
+        load_model(dataset, device="cpu", checkpoint=str(path)).result_metadata()["dynamic_evaluation"][
+            "method"
+        ]
+        == "rms"
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from baselines import checkpoint as checkpoints
-from baselines.tuning import read_tuning, tuning_path
+from baselines.tuning import read_tuning
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.results import SOURCE_ROOT, resolve_recorded_path
@@ -114,7 +114,7 @@ def test_every_shipped_model_has_both_kinds_and_the_cache_tuned_for_both_windows
     lstm = checkpoints.packaged_checkpoint("zoneout_lstm", dataset)
     assert lstm is not None and checkpoints.packaged_checkpoint("pointer_sentinel", dataset) is not None
     for window in TUNED_WINDOWS:
-        tuned = read_tuning(tuning_path(lstm), window)
+        tuned = read_tuning(lstm, window, retune=["tune"])
         assert tuned is not None, f"{dataset}: the cache is not tuned for window {window}"
         assert tuned["theta"] > 0 and 0 < tuned["interpolation"] < 1
 
