@@ -115,11 +115,8 @@ def read_dynamic_tuning(checkpoint: Path, retune: Sequence[str]) -> dict[str, An
     """
     path = tuning_path(checkpoint)
     record = read_tuning_record(path)
-    if record and not checkpoints.tuned_on(record, checkpoint):
-        raise ModelUnavailable(
-            f"{path} was tuned on another checkpoint than {checkpoint} (its checkpoint_sha256 "
-            f"differs): run `{shlex.join(retune)}` to tune this one"
-        )
+    if record:
+        checkpoints.require_tuned_on(record, path, checkpoint, retune)
     return record.get("best", {})
 
 

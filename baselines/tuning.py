@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from baselines import checkpoint as checkpoints
 from baselines.models import NeuralCache, ZoneoutLSTM
 from baselines.models.common import masked_log_sum
 from baselines.models.continuous_cache import cache_log_weights, mix
-from harness.plugin import ModelUnavailable, PluginError
+from harness.plugin import PluginError
 from harness.results import portable_path
 from harness.streams import stream_grid
 from wikitext_toolkit_core.files import file_sha256
@@ -89,11 +88,7 @@ def read_tuning(checkpoint: Path, window: int, retune: Sequence[str]) -> dict[st
     record = read_tuning_file(path)
     if record is None:
         return None
-    if not checkpoints.tuned_on(record, checkpoint):
-        raise ModelUnavailable(
-            f"{path} was tuned on another checkpoint than {checkpoint} (its checkpoint_sha256 "
-            f"differs): run `{shlex.join(retune)}` to tune this one"
-        )
+    checkpoints.require_tuned_on(record, path, checkpoint, retune)
     return record["best"].get(str(window))
 
 
