@@ -700,6 +700,7 @@ class Trainer:
             "tokens_per_second": progress.epoch_tokens * self.processes.world / progress.epoch_seconds,
             "device": self.session.device,
             "threads": torch.get_num_threads(),
+            "amp": self.session.amp,
             "seconds": progress.epoch_seconds,
         }
 

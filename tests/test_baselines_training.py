@@ -144,6 +144,7 @@ def test_training_follows_the_recipe_and_logs_each_epoch(toy, tmp_path, capsys):
     for record in records:
         assert {"train_ppl", "valid_ppl", "learning_rate", "tokens_per_second", "seconds"} <= record.keys()
         assert record["device"] == "cpu" and record["threads"] == torch.get_num_threads()
+        assert record["amp"] is False
     for previous, record in zip(records, records[1:]):  # halved exactly when not a new best
         expected = previous["learning_rate"] * (1 if previous["best"] else 0.5)
         assert record["learning_rate"] == pytest.approx(expected)
