@@ -2,7 +2,8 @@
 
 1. Training step (batch 32, BPTT 100 by default): ``torch.nn.LSTM`` LM (oneDNN on CPU, cuDNN on
    GPU) vs the zoneout LSTM (also with its plain recurrent matmul, the path taken where torch
-   lacks the private oneDNN operators) vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
+   lacks the private oneDNN operators, and with the plain ``log_softmax`` and ``gather`` instead of
+   the fused target log-softmax) vs the Pointer Sentinel-LSTM of the same size, with tokens/s and
    minutes per epoch of the dataset's train split. The models take turns step by step and each
    reports its median step, so a machine whose speed drifts during the run (other processes,
    the clock) slows them alike. ``--sampled-softmax K`` adds the zoneout LSTM and the pointer
@@ -50,7 +51,7 @@ from baselines.models import (
     UnigramSampler,
     ZoneoutLSTM,
 )
-from baselines.models.recurrent import RepeatedMatmul, onednn_prepacking
+from baselines.models.recurrent import LSTMCore, RepeatedMatmul, onednn_prepacking
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from baselines.training import PRESETS, bfloat16_is_emulated
 from harness.datasets import load_dataset
@@ -215,17 +216,20 @@ def make_models(config: CoreConfig) -> dict[str, Callable[[], BenchmarkedModel]]
 #: The zoneout LSTM with the plain recurrent matmul (``torch.addmm``), as where torch lacks the
 #: private oneDNN operators of the fast path (:func:`baselines.models.recurrent.onednn_prepacking`).
 PLAIN_MATMUL = "zoneout LSTM, plain matmul"
+#: The zoneout LSTM trained with ``log_softmax`` and ``gather`` instead of the fused target
+#: log-softmax (:func:`baselines.models.recurrent.target_log_softmax`).
+PLAIN_SOFTMAX = "zoneout LSTM, plain softmax"
 
 
-def with_plain_matmul(step: Callable[[int], None]) -> Callable[[int], None]:
-    """``step`` with the recurrent matmul's fast path turned off while it runs."""
+def with_fast_path_off(step: Callable[[int], None], owner: type, switch: str) -> Callable[[int], None]:
+    """``step`` with the class attribute ``owner.switch`` (a fast path's switch) False while it runs."""
 
     def plain_step(index: int) -> None:
-        RepeatedMatmul.use_onednn = False
+        setattr(owner, switch, False)
         try:
             step(index)
         finally:
-            RepeatedMatmul.use_onednn = True
+            setattr(owner, switch, True)
 
     return plain_step
 
@@ -261,7 +265,12 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
             amp = args.amp and not (emulated and name == "torch.nn.LSTM")
             label = f"{name}, sampled softmax of {args.sampled_softmax}" if sampled else name
             steps[label] = training_steps(args, model, train_ids, amp, sampler if sampled else None)
-    steps[PLAIN_MATMUL] = with_plain_matmul(training_steps(args, ZoneoutLSTM(config), train_ids, args.amp))
+    for label, owner, switch in (
+        (PLAIN_MATMUL, RepeatedMatmul, "use_onednn"),
+        (PLAIN_SOFTMAX, LSTMCore, "fuse_training_softmax"),
+    ):
+        step = training_steps(args, ZoneoutLSTM(config), train_ids, args.amp)
+        steps[label] = with_fast_path_off(step, owner, switch)
     times = time_interleaved(steps, args.steps, args.device)
     seconds = {name: float(np.median(values)) for name, values in times.items()}
     reference = seconds["torch.nn.LSTM"]
@@ -284,6 +293,10 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
     print(
         f"  zoneout LSTM / {PLAIN_MATMUL}: x{seconds['zoneout LSTM'] / seconds[PLAIN_MATMUL]:.3f} "
         f"(the private oneDNN operators {'in use' if onednn_prepacking() else 'unusable here: both plain'})"
+    )
+    print(
+        f"  zoneout LSTM / {PLAIN_SOFTMAX}: x{seconds['zoneout LSTM'] / seconds[PLAIN_SOFTMAX]:.3f} "
+        "(the fused target log-softmax against log_softmax and gather)"
     )
     pointer_ratio = seconds["Pointer Sentinel-LSTM"] / seconds["zoneout LSTM"]
     print(
@@ -322,7 +335,10 @@ def evaluation_section(args: argparse.Namespace, config: CoreConfig, dataset) ->
 #: How ``--profile`` groups the profiler's operators.
 OPERATOR_GROUPS = {
     "matmuls (recurrent, input, decoder)": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
-    "softmax (forward and backward)": ("aten::_log_softmax", "aten::_log_softmax_backward_data"),
+    "softmax (forward and backward)": (
+        *("aten::_log_softmax", "aten::_log_softmax_backward_data"),
+        *("aten::exp", "aten::exp_", "aten::scatter_add_"),  # the fused target log-softmax
+    ),
 }
 
 

@@ -12,7 +12,14 @@ import reference_models
 import torch
 
 from baselines.calibration import shifted_log_probs
-from baselines.models import CoreConfig, NeuralCache, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
+from baselines.models import (
+    CoreConfig,
+    NeuralCache,
+    PointerConfig,
+    PointerSentinelLSTM,
+    ZoneoutLSTM,
+    recurrent,
+)
 from baselines.models.recurrent import (
     RepeatedMatmul,
     ZoneoutLSTMLayer,
@@ -21,6 +28,7 @@ from baselines.models.recurrent import (
     lstm_step,
     lstm_step_backward,
     onednn_prepacking,
+    target_log_softmax,
 )
 from baselines.plugin_bridge import TorchLanguageModel
 from harness.evaluate import evaluate
@@ -431,6 +439,77 @@ def test_linear_under_autocast_computes_in_bfloat16_and_returns_float32_gradient
     for ours, torchs in zip(*gradients):
         assert ours.dtype == torch.float32
         torch.testing.assert_close(ours, torchs, atol=0.05, rtol=0.02)
+
+
+@pytest.mark.parametrize("rows", [5, 6])
+def test_the_fused_target_log_softmax_equals_log_softmax_and_gather(monkeypatch, rows):
+    """In float64, values and gradients, with blocks of two rows (the last one short for 5 rows)."""
+    monkeypatch.setattr(recurrent, "_SOFTMAX_BLOCK_ELEMENTS", 2 * VOCAB)
+    torch.manual_seed(0)
+    double = {"dtype": torch.float64, "requires_grad": True}
+    x, weight, bias = (
+        torch.randn(rows, 2, 5, **double),
+        torch.randn(VOCAB, 5, **double),
+        torch.randn(VOCAB, **double),
+    )
+    targets, upstream = torch.randint(VOCAB, (rows, 2)), torch.randn(rows, 2, dtype=torch.float64)
+    logits = torch.nn.functional.linear(x, weight, bias)
+    reference = torch.log_softmax(logits, dim=-1).gather(2, targets.unsqueeze(2)).squeeze(2)
+    fused = target_log_softmax(x, weight, bias, targets)
+    torch.testing.assert_close(fused, reference)
+    for ours, torchs in zip(
+        torch.autograd.grad(fused.mul(upstream).sum(), (x, weight, bias)),
+        torch.autograd.grad(reference.mul(upstream).sum(), (x, weight, bias)),
+    ):
+        torch.testing.assert_close(ours, torchs)
+
+
+def test_the_fused_target_log_softmax_refuses_a_second_backward_pass():
+    weight = torch.randn(VOCAB, 5, requires_grad=True)
+    scores = target_log_softmax(torch.randn(3, 5), weight, torch.zeros(VOCAB), torch.tensor([0, 4, 12]))
+    scores.sum().backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="cannot be run backward twice"):
+        scores.sum().backward()
+
+
+def _training_run(kind: str, amp: bool) -> list[torch.Tensor]:
+    """One training-mode chunk of a fresh ``kind`` model (fixed masks): the target scores and the
+    gradients of all parameters."""
+    model = make(kind, seed=3).train()
+    ids = torch.from_numpy(_ids(3 * 9, seed=5)).view(3, 9)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        output = model(
+            ids[:, :-1], ids[:, 1:], model.initial_state(3, "cpu"), torch.Generator().manual_seed(6)
+        )
+    parameters = [p for p in model.parameters() if p.requires_grad]
+    return [output.target_log_probs, *torch.autograd.grad(output.target_log_probs.sum(), parameters)]
+
+
+@pytest.mark.parametrize("kind", ["lstm", "pointer"])
+@pytest.mark.parametrize("amp", [False, True])
+def test_training_scores_alike_with_the_fused_and_the_plain_softmax(monkeypatch, kind, amp):
+    runs = []
+    for fused in (True, False):
+        monkeypatch.setattr(recurrent.LSTMCore, "fuse_training_softmax", fused)
+        runs.append(_training_run(kind, amp))
+    # Under autocast the two round the logits' gradient to bfloat16 from float32 values that
+    # differ in their last bits, so a few elements differ by one bfloat16 step.
+    tolerance = {"atol": 0.01, "rtol": 0.02} if amp else {}
+    for fast, plain in zip(*runs):
+        torch.testing.assert_close(fast, plain, **tolerance)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "pointer"])
+def test_evaluation_scores_equal_those_returned_with_full_distributions(kind):
+    """Bit for bit: the harness's causality audit compares the two passes exactly on a CPU."""
+    model = make(kind).eval()
+    ids = torch.from_numpy(_ids(2 * 9)).view(2, 9)
+    inputs, targets = ids[:, :-1], ids[:, 1:]
+    with torch.no_grad():
+        alone = model(inputs, targets, model.initial_state(2, "cpu")).target_log_probs
+        rows = torch.ones(2, 8, dtype=torch.bool)
+        with_distributions = model(inputs, targets, model.initial_state(2, "cpu"), distribution_rows=rows)
+    assert torch.equal(alone, with_distributions.target_log_probs)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

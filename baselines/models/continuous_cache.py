@@ -85,7 +85,7 @@ class NeuralCache(nn.Module):
         visible = band_mask(memory_length, length, self.window, include_self=False, device=inputs.device)
         similarities = full_precision(torch.bmm(features, keys.transpose(1, 2)))
         hits = (key_targets.unsqueeze(1) == targets.unsqueeze(2)) & visible
-        log_vocab = torch.log_softmax(full_precision(self.lstm.core.logits(features)), dim=-1)
+        log_vocab = self.lstm.core.log_vocab(features)
         keep = min(self.window, memory_length + length)
         new_state = CacheState(core_state, keys[:, -keep:], key_targets[:, -keep:])
         return log_vocab, similarities, visible, hits, new_state

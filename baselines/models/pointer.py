@@ -134,13 +134,15 @@ class PointerSentinelLSTM(nn.Module):
         log_gate = log_attention[..., -1]  # [B, T]
         log_attention = log_attention[..., :-1]  # [B, T, M+T]
 
-        if vocab_sample is None:
-            log_vocab = torch.log_softmax(full_precision(self.core.logits(features)), dim=-1)  # [B, T, V]
-            target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
-        elif distribution_rows is not None:
-            raise ValueError("a sampled softmax has no full distributions to return")
-        else:
+        if vocab_sample is not None:
+            if distribution_rows is not None:
+                raise ValueError("a sampled softmax has no full distributions to return")
             target_log_vocab = self.core.sampled_target_log_vocab(features, targets, vocab_sample)
+        elif distribution_rows is None:
+            target_log_vocab = self.core.target_log_vocab(features, targets)  # [B, T]
+        else:
+            log_vocab = self.core.log_vocab(features)  # [B, T, V]
+            target_log_vocab = log_vocab.gather(2, targets.unsqueeze(2)).squeeze(2)
         hits = key_ids.unsqueeze(1) == targets.unsqueeze(2)  # [B, T, M+T]
         log_pointer = masked_log_sum(log_attention, hits & visible)  # [B, T]
         target_log_probs = torch.logaddexp(log_gate + target_log_vocab, log_pointer)

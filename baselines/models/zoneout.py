@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from baselines.models.common import LMOutput, select_rows
-from baselines.models.recurrent import CoreConfig, LayerState, LSTMCore, full_precision
+from baselines.models.recurrent import CoreConfig, LayerState, LSTMCore
 from baselines.models.sampled_softmax import VocabularySample
 
 
@@ -57,7 +57,9 @@ class ZoneoutLSTM(nn.Module):
             if distribution_rows is not None:
                 raise ValueError("a sampled softmax has no full distributions to return")
             return LMOutput(self.core.sampled_target_log_vocab(features, targets, vocab_sample), new_state)
-        log_probs = torch.log_softmax(full_precision(self.core.logits(features)), dim=-1)  # [B, T, V]
+        if distribution_rows is None:
+            return LMOutput(self.core.target_log_vocab(features, targets), new_state)
+        log_probs = self.core.log_vocab(features)  # [B, T, V]
         return LMOutput(
             target_log_probs=log_probs.gather(2, targets.unsqueeze(2)).squeeze(2),
             state=new_state,
