@@ -353,10 +353,12 @@ class _TargetLogSoftmax(torch.autograd.Function):
         grad_bias = torch.zeros(logits.shape[1], dtype=normalizers.dtype, device=logits.device)
         for rows in _row_blocks(*logits.shape):
             scale = grad[rows].to(normalizers.dtype).unsqueeze(1)  # [n, 1]
-            block = (full_precision(logits[rows]) - normalizers[rows].unsqueeze(1)).exp_().mul_(-scale)
+            block = full_precision(logits[rows])  # a float32 copy under autocast, else a view
+            block.sub_(normalizers[rows].unsqueeze(1)).exp_().mul_(-scale)
             block.scatter_add_(1, targets[rows].unsqueeze(1), scale)
             grad_bias += block.sum(0)
-            logits[rows] = block  # the logits' gradient, in their dtype
+            if block.dtype != logits.dtype:
+                logits[rows] = block  # the logits' gradient, in their dtype
         grad_x, grad_weight = _transposed_products(x, weight, logits)
         x_dtype, weight_dtype, bias_dtype = ctx.dtypes
         return grad_x.to(x_dtype), grad_weight.to(weight_dtype), grad_bias.to(bias_dtype), None
