@@ -255,10 +255,10 @@ class RepeatedMatmul:
 
 
 class _Linear(torch.autograd.Function):
-    """``x @ weight^T + bias`` for ``x`` ``[N, I]``, whose backward pass computes both products
-    with transposed operands and output, ``(weight^T @ g^T)^T`` and ``(x^T @ g)^T``: the same
-    products, laid out so that a CPU's GEMM runs them 10-30% faster than autograd's ``g @ weight``
-    and ``g^T @ x`` for the baselines' shapes (docs/measurements.md).
+    """``x @ weight^T + bias`` for ``x`` ``[N, I]``, whose backward pass lays the products out for
+    a CPU's GEMM (:func:`_linear_gradients`): in float32 both with transposed operands and output,
+    ``(weight^T @ g^T)^T`` and ``(x^T @ g)^T``, 10-30% faster than autograd's ``g @ weight`` and
+    ``g^T @ x`` for the baselines' shapes with MKL (docs/measurements.md).
 
     Under autocast the operands are cast as ``torch.nn.functional.linear`` casts them, and the
     gradients come back in the dtypes of the inputs.
@@ -280,15 +280,22 @@ class _Linear(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         x, weight = ctx.saved_tensors
         grad = grad.to(x.dtype)
-        grad_x, grad_weight = _transposed_products(x, weight, grad)
+        grad_x, grad_weight = _linear_gradients(x, weight, grad)
         x_dtype, weight_dtype, bias_dtype = ctx.dtypes
         return grad_x.to(x_dtype), grad_weight.to(weight_dtype), grad.sum(0).to(bias_dtype)
 
 
-def _transposed_products(x: Tensor, weight: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
+def _linear_gradients(x: Tensor, weight: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients of ``x @ weight^T`` with respect to ``x`` ``[N, I]`` and ``weight`` ``[O, I]``
-    from ``grad`` ``[N, O]``, as the products :class:`_Linear` lays out for the CPU's GEMM."""
-    return (weight.t() @ grad.t()).t().contiguous(), (x.t() @ grad).t()
+    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM: the weight's as ``(x^T @ grad)^T``; the
+    input's as ``(weight^T @ grad^T)^T`` in float32 (MKL) but as ``grad @ weight`` in bfloat16
+    or float16, where oneDNN would copy the transposed ``grad`` first and take twice as long
+    (docs/measurements.md)."""
+    if grad.dtype in (torch.float16, torch.bfloat16):
+        grad_x = grad @ weight
+    else:
+        grad_x = (weight.t() @ grad.t()).t().contiguous()
+    return grad_x, (x.t() @ grad).t()
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
@@ -317,11 +324,11 @@ class _TargetLogSoftmax(torch.autograd.Function):
 
     The forward pass normalises the logits a block of rows at a time while the block is in cache;
     the backward pass overwrites the saved logits, block by block, with their gradient
-    ``grad * (onehot(target) - softmax)`` and takes the two products of :class:`_Linear`. Beside
-    ``linear``, ``log_softmax`` and ``gather`` this saves the float32 copies of the logits in both
-    directions and the dense ``[N, V]`` gradient of ``gather``: the step of a model with
-    WikiText-2's 33,278 words is about a fifth faster on one CPU core
-    (``benchmarks/baselines_speed.py``).
+    ``grad * (onehot(target) - softmax)``, then takes the products of :func:`_linear_gradients`.
+    Beside ``linear``, ``log_softmax`` and ``gather`` this saves the float32 copies of the logits
+    in both directions and the dense ``[N, V]`` gradient of ``gather``: a training step of the
+    WikiText-2 medium zoneout LSTM (33,278 words) under bfloat16 autocast takes 0.69 of the time
+    on one CPU core (``benchmarks/baselines_speed.py``, docs/measurements.md).
 
     Dtypes as :class:`_Linear`: under autocast the logits are in its dtype, normalised in float32.
     Returns ``[N]`` in float32 (float64 for float64 inputs). The graph cannot be run backward
@@ -359,7 +366,7 @@ class _TargetLogSoftmax(torch.autograd.Function):
             grad_bias += block.sum(0)
             if block.dtype != logits.dtype:
                 logits[rows] = block  # the logits' gradient, in their dtype
-        grad_x, grad_weight = _transposed_products(x, weight, logits)
+        grad_x, grad_weight = _linear_gradients(x, weight, logits)
         x_dtype, weight_dtype, bias_dtype = ctx.dtypes
         return grad_x.to(x_dtype), grad_weight.to(weight_dtype), grad_bias.to(bias_dtype), None
 
