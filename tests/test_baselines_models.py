@@ -500,6 +500,23 @@ def test_training_scores_alike_with_the_fused_and_the_plain_softmax(monkeypatch,
 
 
 @pytest.mark.parametrize("kind", ["lstm", "pointer"])
+def test_only_training_takes_the_fused_softmax(monkeypatch, kind):
+    calls = []
+
+    def spy(*args):
+        calls.append(args)
+        return target_log_softmax(*args)
+
+    monkeypatch.setattr(recurrent, "target_log_softmax", spy)
+    model = make(kind)
+    ids = torch.from_numpy(_ids(2 * 9)).view(2, 9)
+    for training, expected_calls in ((False, 0), (True, 1)):
+        model.train(training)
+        model(ids[:, :-1], ids[:, 1:], model.initial_state(2, "cpu"))
+        assert len(calls) == expected_calls
+
+
+@pytest.mark.parametrize("kind", ["lstm", "pointer"])
 def test_evaluation_scores_equal_those_returned_with_full_distributions(kind):
     """Bit for bit: the harness's causality audit compares the two passes exactly on a CPU."""
     model = make(kind).eval()
