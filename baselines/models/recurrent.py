@@ -327,8 +327,9 @@ class _TargetLogSoftmax(torch.autograd.Function):
     ``grad * (onehot(target) - softmax)``, then takes the products of :func:`_linear_gradients`.
     Beside ``linear``, ``log_softmax`` and ``gather`` this saves the float32 copies of the logits
     in both directions and the dense ``[N, V]`` gradient of ``gather``: a training step of the
-    WikiText-2 medium zoneout LSTM (33,278 words) under bfloat16 autocast takes 0.69 of the time
-    on one CPU core (``benchmarks/baselines_speed.py``, docs/measurements.md).
+    WikiText-2 medium zoneout LSTM (33,278 words) takes 0.69-0.77 of the time under bfloat16
+    autocast and 0.71 in float32 on one CPU core (``benchmarks/baselines_speed.py``,
+    docs/measurements.md).
 
     Dtypes as :class:`_Linear`: under autocast the logits are in its dtype, normalised in float32.
     Returns ``[N]`` in float32 (float64 for float64 inputs). The graph cannot be run backward
