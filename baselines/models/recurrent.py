@@ -254,6 +254,16 @@ class RepeatedMatmul:
         return torch.ops.mkldnn._linear_pointwise.binary(x, add, self.packed, None, "add")
 
 
+def _autocast_operands(x: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The operands of ``x @ weight^T + bias`` cast as autocast casts ``torch.nn.functional.linear``
+    (unchanged where autocast is off)."""
+    device = x.device.type
+    if not torch.is_autocast_enabled(device):
+        return x, weight, bias
+    dtype = torch.get_autocast_dtype(device)
+    return x.to(dtype), weight.to(dtype), bias.to(dtype)
+
+
 class _Linear(torch.autograd.Function):
     """``x @ weight^T + bias`` for ``x`` ``[N, I]``, whose backward pass lays the products out for
     a CPU's GEMM (:func:`_linear_gradients`): in float32 both with transposed operands and output,
@@ -267,12 +277,9 @@ class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         ctx.dtypes = x.dtype, weight.dtype, bias.dtype
-        device = x.device.type
-        if torch.is_autocast_enabled(device):
-            dtype = torch.get_autocast_dtype(device)
-            x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
+        x, weight, bias = _autocast_operands(x, weight, bias)
         ctx.save_for_backward(x, weight)
-        with torch.autocast(device, enabled=False):
+        with torch.autocast(x.device.type, enabled=False):
             return torch.addmm(bias, x, weight.t())
 
     @staticmethod
@@ -339,11 +346,8 @@ class _TargetLogSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> Tensor:
         ctx.dtypes = x.dtype, weight.dtype, bias.dtype
-        device = x.device.type
-        if torch.is_autocast_enabled(device):
-            dtype = torch.get_autocast_dtype(device)
-            x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
-        with torch.autocast(device, enabled=False):
+        x, weight, bias = _autocast_operands(x, weight, bias)
+        with torch.autocast(x.device.type, enabled=False):
             logits = torch.addmm(bias, x, weight.t())  # [N, V]
         blocks = _row_blocks(*logits.shape)
         normalizers = torch.cat([torch.logsumexp(full_precision(logits[rows]), dim=1) for rows in blocks])
