@@ -38,6 +38,7 @@ from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tu
 from harness.datasets import load_dataset
 from harness.plugin import parse_model_args
 from harness.results import portable_path
+from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.cli import (
     ArgumentParser,
     UsageError,
@@ -145,6 +146,8 @@ def command_train(args: argparse.Namespace) -> int:
         )
         with holding_run_dir(run_dir, option):
             set_torch_threads(args.threads, torch)
+            if device == "cpu":
+                retain_freed_memory()
             trainer = Trainer(options, _session(args, device), dataset, run_dir)
             resumed = trainer.resume()
             if args.init_from is not None and not resumed:

@@ -17,12 +17,16 @@
 matmuls, softmax, element-wise work). ``--layout`` instead compares the ways to train two models
 on two CPU cores: one process with 2 threads (the models one after the other) against two
 processes with 1 thread each at the same time, for each ``--layout-batch-sizes``; it reports the
-total tokens/s of both models.
+total tokens/s of both models. ``--allocator`` instead times zoneout-LSTM steps in processes run
+one after another, alternately with glibc's default ``malloc`` and with freed memory retained
+(:func:`wikitext_toolkit_core.allocator.retain_freed_memory`, as ``baselines train`` has it on a
+CPU; every other section has it too), in CPU seconds a step.
 
     python benchmarks/baselines_speed.py [--preset medium] [--steps 3] [--device cuda]
     python benchmarks/baselines_speed.py --preset medium --profile
     python benchmarks/baselines_speed.py --dataset wikitext-2 --preset medium --sampled-softmax 4096
     python benchmarks/baselines_speed.py --preset medium --layout --layout-batch-sizes 16 32 64
+    python benchmarks/baselines_speed.py --dataset wikitext-2 --preset medium --amp --allocator
 
 Models have random weights (speed does not depend on them); text is the start of the dataset's
 splits (PTB by default, packaged).
@@ -57,6 +61,7 @@ from baselines.training import PRESETS, bfloat16_is_emulated
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.protocol import EvaluationProtocol
+from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.cli import positive_int
 
 
@@ -124,9 +129,13 @@ def synchronize(device: str) -> None:
 
 
 def time_interleaved(
-    steps: dict[str, Callable[[int], None]], count: int, device: str
+    steps: dict[str, Callable[[int], None]],
+    count: int,
+    device: str,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
-    """Seconds of each of ``count`` steps of every model, after two warm-up steps each.
+    """Seconds of each of ``count`` steps of every model by ``clock`` (``time.process_time``: the
+    CPU time), after two warm-up steps each.
 
     The models take turns step by step, so a change in the machine's speed while it runs (another
     process, the clock) falls on all of them alike."""
@@ -137,10 +146,10 @@ def time_interleaved(
     for index in range(2, count + 2):
         for name, step in steps.items():
             synchronize(device)
-            began = time.perf_counter()
+            began = clock()
             step(index)
             synchronize(device)
-            seconds[name].append(time.perf_counter() - began)
+            seconds[name].append(clock() - began)
     return seconds
 
 
@@ -384,8 +393,11 @@ def profile_section(args: argparse.Namespace, config: CoreConfig, train_ids: tor
     report([(name, value * 1000, f"ms   {value / total:5.1%}") for name, value in grouped.items()])
 
 
-def run_workers(args: argparse.Namespace, threads: int, batch_size: int, count: int) -> list[float]:
-    """Start ``count`` worker processes of ``threads`` threads at once; their seconds per step."""
+def run_workers(
+    args: argparse.Namespace, threads: int, batch_size: int, count: int, options: tuple[str, ...] = ()
+) -> list[float]:
+    """Start ``count`` worker processes of ``threads`` threads at once, with the worker
+    ``options``; their median seconds per step."""
     command = [
         sys.executable,
         __file__,
@@ -394,6 +406,7 @@ def run_workers(args: argparse.Namespace, threads: int, batch_size: int, count: 
         *("--batch-size", str(batch_size), "--steps", str(args.steps), "--threads", str(threads)),
         *(["--data-dir", args.data_dir] if args.data_dir else []),
         *(["--amp"] if args.amp else []),
+        *options,
     ]
     workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
     return [json.loads(worker.communicate()[0])["seconds"] for worker in workers]
@@ -419,6 +432,30 @@ def layout_section(args: argparse.Namespace) -> None:
             )
         )
     report(rows)
+
+
+#: How many processes ``--allocator`` runs with each allocator, alternately.
+ALLOCATOR_ROUNDS = 3
+
+
+def allocator_section(args: argparse.Namespace) -> None:
+    """CPU seconds per zoneout-LSTM step with glibc's default ``malloc`` and with freed memory
+    retained: one process at a time, alternately, ``ALLOCATOR_ROUNDS`` of each."""
+    threads = args.threads or torch.get_num_threads()
+    print(f"\nAllocators, zoneout LSTM, {threads} thread(s) (median CPU seconds a step, over processes):")
+    options = {"glibc's default malloc": ("--worker-glibc-default",), "freed memory retained": ()}
+    seconds: dict[str, list[float]] = {name: [] for name in options}
+    for _ in range(ALLOCATOR_ROUNDS):
+        for name, extra in options.items():
+            (step,) = run_workers(args, threads, args.batch_size, 1, ("--worker-cpu-clock", *extra))
+            seconds[name].append(step)
+    reference = float(np.median(seconds["glibc's default malloc"]))
+    report(
+        [
+            (name, float(np.median(values)) * 1000, f"ms   x{float(np.median(values)) / reference:.2f}")
+            for name, values in seconds.items()
+        ]
+    )
 
 
 def main() -> None:
@@ -451,8 +488,17 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="break one training step down instead")
     parser.add_argument("--layout", action="store_true", help="compare process/thread layouts instead")
     parser.add_argument("--layout-batch-sizes", type=positive_int, nargs="+", default=[32])
+    parser.add_argument(
+        "--allocator",
+        action="store_true",
+        help="compare glibc's default malloc with freed memory retained instead",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-glibc-default", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker-cpu-clock", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.worker_glibc_default:
+        retain_freed_memory()
     if args.threads:
         torch.set_num_threads(args.threads)
 
@@ -465,6 +511,7 @@ def main() -> None:
             {"zoneout LSTM": training_steps(args, ZoneoutLSTM(config), train_ids, args.amp)},
             args.steps,
             args.device,
+            time.process_time if args.worker_cpu_clock else time.perf_counter,
         )
         print(json.dumps({"seconds": float(np.median(times["zoneout LSTM"]))}))
         return
@@ -476,6 +523,8 @@ def main() -> None:
         profile_section(args, config, train_ids)
     elif args.layout:
         layout_section(args)
+    elif args.allocator:
+        allocator_section(args)
     else:
         training_section(args, config, train_ids)
         if not args.no_evaluation:

@@ -441,6 +441,24 @@ def test_linear_under_autocast_computes_in_bfloat16_and_returns_float32_gradient
         torch.testing.assert_close(ours, torchs, atol=0.05, rtol=0.02)
 
 
+@pytest.mark.parametrize("amp", [False, True])
+@pytest.mark.parametrize("fused", [False, True])
+def test_the_weight_gradient_reaches_autograd_in_the_weights_layout(amp, fused):
+    """A transposed gradient would cost a copy into the weight's layout, and for tied weights a
+    strided sum with the embedding's gradient first (docs/measurements.md)."""
+    weight = torch.randn(VOCAB, 5, requires_grad=True)
+    arrived = []
+    weight.register_hook(lambda grad: arrived.append(grad.stride()))
+    x, bias = torch.randn(6, 5), torch.zeros(VOCAB)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        if fused:
+            scores = target_log_softmax(x, weight, bias, torch.randint(VOCAB, (6,)))
+        else:
+            scores = linear(x, weight, bias)
+    scores.float().sum().backward()
+    assert arrived == [weight.stride()]
+
+
 @pytest.mark.parametrize("rows", [5, 6])
 def test_the_fused_target_log_softmax_equals_log_softmax_and_gather(monkeypatch, rows):
     """In float64, values and gradients, with blocks of two rows (the last one short for 5 rows)."""

@@ -266,9 +266,9 @@ def _autocast_operands(x: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor,
 
 class _Linear(torch.autograd.Function):
     """``x @ weight^T + bias`` for ``x`` ``[N, I]``, whose backward pass lays the products out for
-    a CPU's GEMM (:func:`_linear_gradients`): in float32 both with transposed operands and output,
-    ``(weight^T @ g^T)^T`` and ``(x^T @ g)^T``, 10-30% faster than autograd's ``g @ weight`` and
-    ``g^T @ x`` for the baselines' shapes with MKL (docs/measurements.md).
+    a CPU's GEMM (:func:`_linear_gradients`): in float32 the input's gradient as
+    ``(weight^T @ g^T)^T``, 10-30% faster than autograd's ``g @ weight`` for the baselines'
+    shapes with MKL (docs/measurements.md).
 
     Under autocast the operands are cast as ``torch.nn.functional.linear`` casts them, and the
     gradients come back in the dtypes of the inputs.
@@ -294,15 +294,16 @@ class _Linear(torch.autograd.Function):
 
 def _linear_gradients(x: Tensor, weight: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients of ``x @ weight^T`` with respect to ``x`` ``[N, I]`` and ``weight`` ``[O, I]``
-    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM: the weight's as ``(x^T @ grad)^T``; the
-    input's as ``(weight^T @ grad^T)^T`` in float32 (MKL) but as ``grad @ weight`` in bfloat16
-    or float16, where oneDNN would copy the transposed ``grad`` first and take twice as long
-    (docs/measurements.md)."""
+    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM: the input's as ``(weight^T @ grad^T)^T``
+    in float32 (MKL) but as ``grad @ weight`` in bfloat16 or float16, where oneDNN would copy the
+    transposed ``grad`` first and take twice as long; the weight's as ``grad^T @ x``, contiguous
+    like the weight, which autograd then neither copies into the weight's layout nor adds to a
+    tied weight's other gradient with strided reads (docs/measurements.md)."""
     if grad.dtype in (torch.float16, torch.bfloat16):
         grad_x = grad @ weight
     else:
         grad_x = (weight.t() @ grad.t()).t().contiguous()
-    return grad_x, (x.t() @ grad).t()
+    return grad_x, grad.t() @ x
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
