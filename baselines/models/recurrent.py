@@ -294,16 +294,18 @@ class _Linear(torch.autograd.Function):
 
 def _linear_gradients(x: Tensor, weight: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients of ``x @ weight^T`` with respect to ``x`` ``[N, I]`` and ``weight`` ``[O, I]``
-    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM: the input's as ``(weight^T @ grad^T)^T``
-    in float32 (MKL) but as ``grad @ weight`` in bfloat16 or float16, where oneDNN would copy the
-    transposed ``grad`` first and take twice as long; the weight's as ``grad^T @ x``, contiguous
-    like the weight, which autograd then neither copies into the weight's layout nor adds to a
-    tied weight's other gradient with strided reads (docs/measurements.md)."""
+    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM, the weight's always contiguous like the
+    weight (so that autograd neither copies it into the weight's layout nor adds a tied weight's
+    other gradient to it with strided reads).
+
+    In float32 (MKL, which reads transposed operands as fast): the input's as
+    ``(weight^T @ grad^T)^T``, the weight's as ``grad^T @ x``. In bfloat16 or float16 (oneDNN,
+    which takes up to twice as long from a transposed operand): ``grad @ weight``, and
+    ``(x^T @ grad)^T`` from a contiguous copy of ``x^T``, its result transposed by a copy in half
+    precision (docs/measurements.md)."""
     if grad.dtype in (torch.float16, torch.bfloat16):
-        grad_x = grad @ weight
-    else:
-        grad_x = (weight.t() @ grad.t()).t().contiguous()
-    return grad_x, grad.t() @ x
+        return grad @ weight, (x.t().contiguous() @ grad).t().contiguous()
+    return (weight.t() @ grad.t()).t().contiguous(), grad.t() @ x
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
