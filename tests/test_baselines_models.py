@@ -459,6 +459,17 @@ def test_the_weight_gradient_reaches_autograd_in_the_weights_layout(amp, fused):
     assert arrived == [weight.stride()]
 
 
+@pytest.mark.parametrize("amp", [False, True])
+def test_the_recurrent_weight_gradient_reaches_autograd_in_the_weights_layout(amp):
+    layer = ZoneoutLSTMLayer(8, 16)
+    arrived = []
+    layer.weight_hh.register_hook(lambda grad: arrived.append(grad.stride()))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        outputs, _ = layer(torch.randn(4, 10, 8), (torch.zeros(4, 16), torch.zeros(4, 16)), 0.1, 0.1)
+    outputs.float().sum().backward()
+    assert arrived == [layer.weight_hh.stride()]
+
+
 @pytest.mark.parametrize("rows", [5, 6])
 def test_the_fused_target_log_softmax_equals_log_softmax_and_gather(monkeypatch, rows):
     """In float64, values and gradients, with blocks of two rows (the last one short for 5 rows)."""

@@ -294,18 +294,27 @@ class _Linear(torch.autograd.Function):
 
 def _linear_gradients(x: Tensor, weight: Tensor, grad: Tensor) -> tuple[Tensor, Tensor]:
     """The gradients of ``x @ weight^T`` with respect to ``x`` ``[N, I]`` and ``weight`` ``[O, I]``
-    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM, the weight's always contiguous like the
-    weight (so that autograd neither copies it into the weight's layout nor adds a tied weight's
-    other gradient to it with strided reads).
-
-    In float32 (MKL, which reads transposed operands as fast): the input's as
-    ``(weight^T @ grad^T)^T``, the weight's as ``grad^T @ x``. In bfloat16 or float16 (oneDNN,
-    which takes up to twice as long from a transposed operand): ``grad @ weight``, and
-    ``(x^T @ grad)^T`` from a contiguous copy of ``x^T``, its result transposed by a copy in half
-    precision (docs/measurements.md)."""
+    from ``grad`` ``[N, O]``, laid out for a CPU's GEMM: the input's as ``(weight^T @ grad^T)^T``
+    in float32 (MKL) but as ``grad @ weight`` in bfloat16 or float16, where oneDNN would copy the
+    transposed ``grad`` first and take twice as long; the weight's by :func:`_weight_gradient`
+    (docs/measurements.md)."""
     if grad.dtype in (torch.float16, torch.bfloat16):
-        return grad @ weight, (x.t().contiguous() @ grad).t().contiguous()
-    return (weight.t() @ grad.t()).t().contiguous(), grad.t() @ x
+        grad_x = grad @ weight
+    else:
+        grad_x = (weight.t() @ grad.t()).t().contiguous()
+    return grad_x, _weight_gradient(x, grad)
+
+
+def _weight_gradient(x: Tensor, grad: Tensor) -> Tensor:
+    """``grad^T @ x``, the gradient of the weight ``[O, I]`` of ``x @ weight^T``, for ``x``
+    ``[N, I]`` and ``grad`` ``[N, O]``: contiguous like the weight, so that autograd neither
+    copies it into the weight's layout nor adds a tied weight's other gradient to it with strided
+    reads. In bfloat16 or float16, where oneDNN takes up to twice as long from a transposed
+    operand, as ``(x^T @ grad)^T`` from a contiguous copy of ``x^T``, transposed by a copy in half
+    precision (docs/measurements.md); in float32 as it is (MKL reads ``grad^T`` as fast)."""
+    if grad.dtype in (torch.float16, torch.bfloat16):
+        return (x.t().contiguous() @ grad).t().contiguous()
+    return grad.t() @ x
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
@@ -468,8 +477,9 @@ class ZoneoutRecurrence(torch.autograd.Function):
             if t:
                 grad_h = grad_h + grad_outputs[t - 1]
         flat_gates = grad_gates.view(length * batch, -1).to(weight_hh.dtype)
-        # (h^T @ g)^T rather than g^T @ h: the layout a CPU's GEMM runs faster (see _Linear)
-        grad_weight = (hs[:-1].reshape(length * batch, hidden).to(weight_hh.dtype).t() @ flat_gates).t()
+        grad_weight = _weight_gradient(
+            hs[:-1].reshape(length * batch, hidden).to(weight_hh.dtype), flat_gates
+        )
         return grad_gates.to(ctx.input_dtype), grad_h, grad_c, grad_weight, None, None, None
 
 
