@@ -88,9 +88,13 @@ class CoreConfig:
         return self.embedding_size if self.tie_weights else self.hidden_size
 
 
+#: The half-precision dtypes autocast computes in (on a CPU, oneDNN's GEMMs; MKL's are float32's).
+HALF_PRECISION = (torch.float16, torch.bfloat16)
+
+
 def full_precision(x: Tensor) -> Tensor:
     """``x`` in float32 when autocast left it in half precision; otherwise unchanged."""
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return x.float() if x.dtype in HALF_PRECISION else x
 
 
 def locked_dropout(x: Tensor, p: float, training: bool, generator: torch.Generator | None = None) -> Tensor:
@@ -298,7 +302,7 @@ def _linear_gradients(x: Tensor, weight: Tensor, grad: Tensor) -> tuple[Tensor, 
     in float32 (MKL) but as ``grad @ weight`` in bfloat16 or float16, where oneDNN would copy the
     transposed ``grad`` first and take twice as long; the weight's by :func:`_weight_gradient`
     (docs/measurements.md)."""
-    if grad.dtype in (torch.float16, torch.bfloat16):
+    if grad.dtype in HALF_PRECISION:
         grad_x = grad @ weight
     else:
         grad_x = (weight.t() @ grad.t()).t().contiguous()
@@ -312,7 +316,7 @@ def _weight_gradient(x: Tensor, grad: Tensor) -> Tensor:
     reads. In bfloat16 or float16, where oneDNN takes up to twice as long from a transposed
     operand, as ``(x^T @ grad)^T`` from a contiguous copy of ``x^T``, transposed by a copy in half
     precision (docs/measurements.md); in float32 as it is (MKL reads ``grad^T`` as fast)."""
-    if grad.dtype in (torch.float16, torch.bfloat16):
+    if grad.dtype in HALF_PRECISION:
         return (x.t().contiguous() @ grad).t().contiguous()
     return grad.t() @ x
 
@@ -328,9 +332,9 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
 def _gemm_layout(weight_t: Tensor) -> Tensor:
     """A transposed weight ``[I, O]`` as the right operand of a CPU GEMM: as it is in float32
     (MKL reads it transposed), but a contiguous copy in bfloat16 or float16, where oneDNN takes
-    1.2-1.4 times as long for the decoder's product from the transposed view as from the copy and
-    the copy together (docs/measurements.md)."""
-    if weight_t.dtype in (torch.float16, torch.bfloat16):
+    1.2-1.4 times as long for the decoder's product from the transposed view as it takes to make
+    the copy and multiply from it (docs/measurements.md)."""
+    if weight_t.dtype in HALF_PRECISION:
         return weight_t.contiguous()
     return weight_t
 
