@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from leaderboard.bootstrap import Comparison
+    from leaderboard.training_logs import ValidToTest
 
 #: The project's committed results and the tables generated from them (``regenerate``).
 DEFAULT_RESULTS = Path("results")
@@ -490,6 +491,26 @@ def command_plot_curves(args: argparse.Namespace) -> int:
     return 0
 
 
+def _valid_to_test(paths: list[str]) -> ValidToTest:
+    """``--test-ratio VALID.json TEST.json``: one model's two results on one dataset."""
+    from leaderboard.training_logs import ValidToTest
+
+    valid, test = (load_result(path) for path in paths)
+    if (valid.split, test.split) != ("valid", "test"):
+        raise UsageError(
+            f"--test-ratio: give a valid result, then a test result ({paths[0]} is {valid.split}, "
+            f"{paths[1]} is {test.split})"
+        )
+    fields = ("model", "model_args", "checkpoint", "dataset", "vocab_sha256")
+    differing = [field for field in fields if getattr(valid.record, field) != getattr(test.record, field)]
+    if differing:
+        raise UsageError(
+            f"--test-ratio: {paths[0]} and {paths[1]} are not one model on one dataset "
+            f"(their {', '.join(differing)} differ)"
+        )
+    return ValidToTest(valid.record.model, valid.record.dataset, valid.perplexity, test.perplexity)
+
+
 def command_project(args: argparse.Namespace) -> int:
     from leaderboard.training_logs import describe_projection, hours_by_device, last_epoch_pace, project_run
 
@@ -505,7 +526,8 @@ def command_project(args: argparse.Namespace) -> int:
         projection = project_run(run, name, references)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    lines = describe_projection(projection, name, hours_by_device(run), last_epoch_pace(run))
+    valid_to_test = _valid_to_test(args.test_ratio) if args.test_ratio else None
+    lines = describe_projection(projection, name, hours_by_device(run), last_epoch_pace(run), valid_to_test)
     print("\n".join(lines))
     return 0
 
@@ -860,6 +882,13 @@ def _add_project_parser(commands: Any) -> None:
         metavar="LOG.jsonl[=LABEL]",
         help="the log of a finished run of the same recipe (its learning rate halved at least once); "
         "repeatable",
+    )
+    project.add_argument(
+        "--test-ratio",
+        nargs=2,
+        metavar=("VALID.json", "TEST.json"),
+        help="one model's harness results on the run's dataset, valid then test: also carry the "
+        "projection over to test by their perplexity ratio",
     )
     project.set_defaults(handler=command_project)
 

@@ -275,6 +275,22 @@ class Projection:
         return max(reference.projection for reference in self.references)
 
 
+@dataclasses.dataclass(frozen=True)
+class ValidToTest:
+    """One model's validation and test perplexity on one dataset, from two harness results: their
+    ratio carries a projected best validation perplexity over to the test split."""
+
+    model: str
+    dataset: str
+    valid: float
+    test: float
+
+    @property
+    def ratio(self) -> float:
+        """``test / valid``."""
+        return self.test / self.valid
+
+
 def finished_reference(frame: pd.DataFrame, name: str, last_epoch: float) -> PlateauFit:
     """The plateau fit of a reference up to ``last_epoch``, after checking that the reference has
     finished its schedule (its learning rate was halved: it left its first rate) and trained at
@@ -361,8 +377,10 @@ def describe_projection(
     name: str,
     hours: Mapping[str, float],
     pace: tuple[float, str] | None,
+    valid_to_test: ValidToTest | None = None,
 ) -> list[str]:
-    """The lines ``leaderboard project`` prints."""
+    """The lines ``leaderboard project`` prints; with ``valid_to_test``, the projected best
+    validation perplexity carried over to the test split by its ratio as well."""
     fit = projection.fit
     span = f"epochs {fit.epochs[0]:g}-{fit.epochs[-1]:g}"
     lines = [
@@ -376,6 +394,13 @@ def describe_projection(
             f"{reference.fit.plateau:.1f}, best / plateau {reference.ratio:.3f} -> {reference.projection:.1f}"
         )
     lines.append(f"projected best validation perplexity: {projection.low:.1f} - {projection.high:.1f}")
+    if valid_to_test is not None:
+        ratio = valid_to_test.ratio
+        lines.append(
+            f"projected test perplexity: {projection.low * ratio:.1f} - {projection.high * ratio:.1f} "
+            f"(x {ratio:.3f}, the test / valid perplexity of {valid_to_test.model} on "
+            f"{valid_to_test.dataset}: {valid_to_test.test:.2f} / {valid_to_test.valid:.2f})"
+        )
     for test in projection.backtest:
         lines.append(
             f"  backtest: {test.target} from {test.source}: {test.projection:.1f} against its "

@@ -22,6 +22,7 @@ from leaderboard.training_logs import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+SPLITS = ("valid", "test")
 
 
 def curve(plateau: float, scale: float, rate: float, epoch: int) -> float:
@@ -179,6 +180,43 @@ def test_project_prints_the_projection_and_the_backtest(
         "the references reached their best 3.0-6.0 epochs after epoch 10; at the run's last whole "
         "epoch's pace (1.00 h an epoch on cpu), 3-6 h more"
     )
+
+
+def test_project_carries_the_projection_over_to_test_by_a_models_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run = write_log(tmp_path / "run.jsonl", 100.0, 10)
+    reference = write_log(tmp_path / "a.jsonl", 80.0, 14, halvings=[70.0, 64.0])
+    results = REPO / "results" / "wikitext-2"
+    valid, test = (results / f"baselines.zoneout_lstm.wikitext-2.{split}.json" for split in SPLITS)
+    valid_ppl, test_ppl = (json.loads(path.read_text())["perplexity"] for path in (valid, test))
+    arguments = ["project", str(run), "--reference", str(reference), "--test-ratio", str(valid), str(test)]
+    assert main(arguments) == 0
+    out = capsys.readouterr().out.splitlines()
+    ratio = test_ppl / valid_ppl
+    assert out[2] == "projected best validation perplexity: 80.0 - 80.0"
+    assert out[3] == (
+        f"projected test perplexity: {80.0 * ratio:.1f} - {80.0 * ratio:.1f} (x {ratio:.3f}, the test "
+        f"/ valid perplexity of baselines.zoneout_lstm on wikitext-2: {test_ppl:.2f} / {valid_ppl:.2f})"
+    )
+
+
+def test_project_refuses_a_test_ratio_from_anything_but_one_models_valid_and_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run = write_log(tmp_path / "run.jsonl", 100.0, 10)
+    reference = write_log(tmp_path / "a.jsonl", 80.0, 14, halvings=[70.0, 64.0])
+    results = REPO / "results" / "wikitext-2"
+    zoneout = {split: str(results / f"baselines.zoneout_lstm.wikitext-2.{split}.json") for split in SPLITS}
+    pointer_test = str(results / "baselines.pointer_sentinel.wikitext-2.test.json")
+    cases = [
+        ([zoneout["test"], zoneout["valid"]], "give a valid result, then a test result"),
+        ([zoneout["valid"], pointer_test], "not one model on one dataset (their model, checkpoint differ)"),
+        ([zoneout["valid"], str(tmp_path / "missing.json")], "missing.json: no such file"),
+    ]
+    for paths, message in cases:
+        assert main(["project", str(run), "--reference", str(reference), "--test-ratio", *paths]) == 2
+        assert_one_line_error(capsys, message)
 
 
 def test_project_refuses_what_the_method_cannot_use(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
