@@ -372,6 +372,12 @@ def last_epoch_pace(frame: pd.DataFrame) -> tuple[float, str] | None:
     return None
 
 
+def _span(values: Sequence[float], spec: str, dash: str = "-") -> str:
+    """``low-high`` of ``values`` formatted by ``spec``, or one figure where the two read the same."""
+    low, high = format(min(values), spec), format(max(values), spec)
+    return low if low == high else f"{low}{dash}{high}"
+
+
 def describe_projection(
     projection: Projection,
     name: str,
@@ -393,11 +399,12 @@ def describe_projection(
             f"  from {reference.name}: best {reference.best:.2f}, its plateau on {span} "
             f"{reference.fit.plateau:.1f}, best / plateau {reference.ratio:.3f} -> {reference.projection:.1f}"
         )
-    lines.append(f"projected best validation perplexity: {projection.low:.1f} - {projection.high:.1f}")
+    projected = [projection.low, projection.high]
+    lines.append(f"projected best validation perplexity: {_span(projected, '.1f', ' - ')}")
     if valid_to_test is not None:
         ratio = valid_to_test.ratio
         lines.append(
-            f"projected test perplexity: {projection.low * ratio:.1f} - {projection.high * ratio:.1f} "
+            f"projected test perplexity: {_span([value * ratio for value in projected], '.1f', ' - ')} "
             f"(x {ratio:.3f}, the test / valid perplexity of {valid_to_test.model} on "
             f"{valid_to_test.dataset}: {valid_to_test.test:.2f} / {valid_to_test.valid:.2f})"
         )
@@ -408,14 +415,15 @@ def describe_projection(
         )
     spent = ", ".join(f"{device} {value:.1f} h" for device, value in sorted(hours.items()))
     lines.append(f"training time so far (validation excluded): {spent}")
-    after = sorted(reference.epochs_after for reference in projection.references)
-    later = f"{after[0]:.1f}" if after[0] == after[-1] else f"{after[0]:.1f}-{after[-1]:.1f}"
-    remaining = f"the references reached their best {later} epochs after epoch {fit.epochs[-1]:g}"
+    after = [reference.epochs_after for reference in projection.references]
+    remaining = (
+        f"the references reached their best {_span(after, '.1f')} epochs after epoch {fit.epochs[-1]:g}"
+    )
     if pace is not None:
         each, device = pace
+        hours_left = _span([epochs * each for epochs in after], ".0f")
         remaining += (
-            f"; at the run's last whole epoch's pace ({each:.2f} h an epoch on {device}), "
-            f"{after[0] * each:.0f}-{after[-1] * each:.0f} h more"
+            f"; at the run's last whole epoch's pace ({each:.2f} h an epoch on {device}), {hours_left} h more"
         )
     lines.append(remaining)
     return lines

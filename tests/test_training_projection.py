@@ -194,10 +194,14 @@ def test_project_carries_the_projection_over_to_test_by_a_models_ratio(
     assert main(arguments) == 0
     out = capsys.readouterr().out.splitlines()
     ratio = test_ppl / valid_ppl
-    assert out[2] == "projected best validation perplexity: 80.0 - 80.0"
+    assert out[2] == "projected best validation perplexity: 80.0"
     assert out[3] == (
-        f"projected test perplexity: {80.0 * ratio:.1f} - {80.0 * ratio:.1f} (x {ratio:.3f}, the test "
-        f"/ valid perplexity of baselines.zoneout_lstm on wikitext-2: {test_ppl:.2f} / {valid_ppl:.2f})"
+        f"projected test perplexity: {80.0 * ratio:.1f} (x {ratio:.3f}, the test / valid perplexity "
+        f"of baselines.zoneout_lstm on wikitext-2: {test_ppl:.2f} / {valid_ppl:.2f})"
+    )
+    assert out[-1] == (
+        "the references reached their best 6.0 epochs after epoch 10; at the run's last whole "
+        "epoch's pace (1.00 h an epoch on cpu), 6 h more"
     )
 
 
