@@ -501,12 +501,12 @@ def _valid_to_test(paths: list[str]) -> ValidToTest:
             f"--test-ratio: give a valid result, then a test result ({paths[0]} is {valid.split}, "
             f"{paths[1]} is {test.split})"
         )
-    fields = ("model", "model_args", "checkpoint", "dataset", "vocab_sha256")
+    fields = ("model", "model_args", "checkpoint", "dataset", "vocab_sha256", "protocol", "scoring")
     differing = [field for field in fields if getattr(valid.record, field) != getattr(test.record, field)]
     if differing:
         raise UsageError(
-            f"--test-ratio: {paths[0]} and {paths[1]} are not one model on one dataset "
-            f"(their {', '.join(differing)} differ)"
+            f"--test-ratio: {paths[0]} and {paths[1]} are not one model scored alike on one dataset "
+            f"(they differ in {', '.join(differing)})"
         )
     return ValidToTest(valid.record.model, valid.record.dataset, valid.perplexity, test.perplexity)
 

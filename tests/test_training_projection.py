@@ -213,9 +213,14 @@ def test_project_refuses_a_test_ratio_from_anything_but_one_models_valid_and_tes
     results = REPO / "results" / "wikitext-2"
     zoneout = {split: str(results / f"baselines.zoneout_lstm.wikitext-2.{split}.json") for split in SPLITS}
     pointer_test = str(results / "baselines.pointer_sentinel.wikitext-2.test.json")
+    rescored_test = tmp_path / "rescored.test.json"
+    record = json.loads(Path(zoneout["test"]).read_text())
+    record["protocol"]["batch_size"] = 10
+    rescored_test.write_text(json.dumps(record))
     cases = [
         ([zoneout["test"], zoneout["valid"]], "give a valid result, then a test result"),
-        ([zoneout["valid"], pointer_test], "not one model on one dataset (their model, checkpoint differ)"),
+        ([zoneout["valid"], pointer_test], "(they differ in model, checkpoint)"),
+        ([zoneout["valid"], str(rescored_test)], "(they differ in protocol)"),
         ([zoneout["valid"], str(tmp_path / "missing.json")], "missing.json: no such file"),
     ]
     for paths, message in cases:
