@@ -888,7 +888,7 @@ def _add_project_parser(commands: Any) -> None:
         nargs=2,
         metavar=("VALID.json", "TEST.json"),
         help="one model's harness results on the run's dataset, valid then test: also carry the "
-        "projection over to test by their perplexity ratio",
+        "projection over to test by their perplexity ratio (default: validation only)",
     )
     project.set_defaults(handler=command_project)
 
