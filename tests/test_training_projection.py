@@ -182,16 +182,27 @@ def test_project_prints_the_projection_and_the_backtest(
     )
 
 
+def project_one_reference(tmp_path: Path) -> list[str]:
+    """``leaderboard project`` arguments for a run (plateau 100) and one finished reference (80)."""
+    run = write_log(tmp_path / "run.jsonl", 100.0, 10)
+    reference = write_log(tmp_path / "a.jsonl", 80.0, 14, halvings=[70.0, 64.0])
+    return ["project", str(run), "--reference", str(reference)]
+
+
+def committed_results(model: str) -> dict[str, Path]:
+    """The committed WikiText-2 result files of ``model``, by split."""
+    return {
+        split: REPO / "results" / "wikitext-2" / f"baselines.{model}.wikitext-2.{split}.json"
+        for split in SPLITS
+    }
+
+
 def test_project_carries_the_projection_over_to_test_by_a_models_ratio(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    run = write_log(tmp_path / "run.jsonl", 100.0, 10)
-    reference = write_log(tmp_path / "a.jsonl", 80.0, 14, halvings=[70.0, 64.0])
-    results = REPO / "results" / "wikitext-2"
-    valid, test = (results / f"baselines.zoneout_lstm.wikitext-2.{split}.json" for split in SPLITS)
+    valid, test = committed_results("zoneout_lstm").values()
     valid_ppl, test_ppl = (json.loads(path.read_text())["perplexity"] for path in (valid, test))
-    arguments = ["project", str(run), "--reference", str(reference), "--test-ratio", str(valid), str(test)]
-    assert main(arguments) == 0
+    assert main([*project_one_reference(tmp_path), "--test-ratio", str(valid), str(test)]) == 0
     out = capsys.readouterr().out.splitlines()
     ratio = test_ppl / valid_ppl
     assert out[2] == "projected best validation perplexity: 80.0"
@@ -208,11 +219,8 @@ def test_project_carries_the_projection_over_to_test_by_a_models_ratio(
 def test_project_refuses_a_test_ratio_from_anything_but_one_models_valid_and_test(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    run = write_log(tmp_path / "run.jsonl", 100.0, 10)
-    reference = write_log(tmp_path / "a.jsonl", 80.0, 14, halvings=[70.0, 64.0])
-    results = REPO / "results" / "wikitext-2"
-    zoneout = {split: str(results / f"baselines.zoneout_lstm.wikitext-2.{split}.json") for split in SPLITS}
-    pointer_test = str(results / "baselines.pointer_sentinel.wikitext-2.test.json")
+    zoneout = {split: str(path) for split, path in committed_results("zoneout_lstm").items()}
+    pointer_test = str(committed_results("pointer_sentinel")["test"])
     rescored_test = tmp_path / "rescored.test.json"
     record = json.loads(Path(zoneout["test"]).read_text())
     record["protocol"]["batch_size"] = 10
@@ -224,7 +232,7 @@ def test_project_refuses_a_test_ratio_from_anything_but_one_models_valid_and_tes
         ([zoneout["valid"], str(tmp_path / "missing.json")], "missing.json: no such file"),
     ]
     for paths, message in cases:
-        assert main(["project", str(run), "--reference", str(reference), "--test-ratio", *paths]) == 2
+        assert main([*project_one_reference(tmp_path), "--test-ratio", *paths]) == 2
         assert_one_line_error(capsys, message)
 
 
