@@ -867,7 +867,7 @@ def _add_project_parser(commands: Any) -> None:
         help="project where a training run will end, from finished runs of the same recipe",
         description="Fits the run's validation perplexity at its first learning rate with a "
         "falling exponential (its plateau), and scales the plateau by how far each finished "
-        "reference run ended below its own plateau fitted on the same epochs; each reference is "
+        "reference run ended below its own plateau, both fitted on the epochs they share; each reference is "
         "also projected from the others (the backtest). The method: leaderboard/training_logs.py.",
     )
     project.add_argument(

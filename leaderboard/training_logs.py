@@ -11,12 +11,14 @@ How :func:`project_run` projects a run's best validation perplexity:
    log-perplexity at the end of epoch ``e``; ``c`` by a grid search, ``l_inf`` and ``b`` by least
    squares for each ``c``. ``exp(l_inf)`` is where the curve levels off at that rate.
 2. **The rest of the schedule, from finished runs.** A reference run of the same recipe that has
-   finished its schedule is fitted the same way on its epochs up to the run's last fitted one,
-   ``k``. The ratio of the reference's best validation perplexity to that plateau is what its
-   epochs after ``k`` gave it, the halvings of the learning rate included. The run's plateau times
-   that ratio is one projection per reference; their range is the answer.
+   finished its schedule is fitted the same way on the epochs it shares with the run: those at
+   the first learning rate in both, up to ``k``, the run's last fitted epoch, or the reference's
+   last epoch at its first rate if that comes earlier (the run's plateau is then fitted on those
+   epochs too). The ratio of the reference's best validation perplexity to that plateau is what
+   its later epochs gave it, the halvings of the learning rate included. The run's plateau on the
+   same epochs times that ratio is one projection per reference; their range is the answer.
 3. **The error to expect.** With two or more references, each is projected from each other in the
-   same way, from its epochs up to ``k``, and compared with its real best (:attr:`Projection.backtest`).
+   same way, on the epochs the two share, and compared with its real best (:attr:`Projection.backtest`).
 
 The method assumes the run follows the references' shape: the same recipe (learning rate,
 halving rule, batch and BPTT), so that the epochs after ``k`` take it as far below its plateau
@@ -27,6 +29,7 @@ backtest does not see that.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -225,16 +228,18 @@ class ReferenceProjection:
     Attributes:
         name: the reference.
         best: its best validation perplexity (any record, mid-epoch ones included).
-        fit: its plateau fit on its epochs up to the run's last fitted epoch.
-        projection: the run's plateau times ``best / fit.plateau``.
-        epochs_after: the epochs it trained after the run's last fitted epoch to reach its best.
+        best_epoch: the epochs it had trained at that record.
+        fit: its plateau fit on the epochs it shares with the run (see the module docstring).
+        run_fit: the run's plateau fit on the same epochs.
+        projection: ``run_fit.plateau`` times ``best / fit.plateau``.
     """
 
     name: str
     best: float
+    best_epoch: float
     fit: PlateauFit
+    run_fit: PlateauFit
     projection: float
-    epochs_after: float
 
     @property
     def ratio(self) -> float:
@@ -259,10 +264,12 @@ class Backtest:
 
 @dataclasses.dataclass(frozen=True)
 class Projection:
-    """:func:`project_run`'s answer: the run's fit, one projection per reference, the backtests."""
+    """:func:`project_run`'s answer: the run's fit, one projection per reference, the backtests;
+    ``epochs_trained`` is how far the run has trained (at its last record)."""
 
     fit: PlateauFit
     best: float
+    epochs_trained: float
     references: tuple[ReferenceProjection, ...]
     backtest: tuple[Backtest, ...]
 
@@ -291,26 +298,18 @@ class ValidToTest:
         return self.test / self.valid
 
 
-def finished_reference(frame: pd.DataFrame, name: str, last_epoch: float) -> PlateauFit:
-    """The plateau fit of a reference up to ``last_epoch``, after checking that the reference has
-    finished its schedule (its learning rate was halved: it left its first rate) and trained at
-    its first rate at least up to ``last_epoch``.
+def last_epoch_at_first_rate(frame: pd.DataFrame, name: str) -> float:
+    """The last epoch a finished reference run ended at its first learning rate.
 
     Raises:
-        ValueError: a reference that does not qualify (the message says why).
+        ValueError: a run that never left its first learning rate (not finished).
     """
     first_rate = frame["learning_rate"].iloc[0]
     ends = epoch_ends(frame)
-    later = ends[ends["learning_rate"] != first_rate]
-    if later.empty:
+    if (ends["learning_rate"] == first_rate).all():
         raise ValueError(f"{name}: never left its first learning rate: no finished run to project from")
-    left_at = later["epochs"].iloc[0]
-    if left_at <= last_epoch:
-        raise ValueError(
-            f"{name}: left its first learning rate in epoch {left_at:g}, before the run's epoch "
-            f"{last_epoch:g}: it cannot say what the epochs after that give"
-        )
-    return fit_plateau(frame, name, last_epoch)
+    later = ends[ends["learning_rate"] != first_rate]
+    return float(ends[ends["epochs"] < later["epochs"].iloc[0]]["epochs"].max())
 
 
 def project_run(run: pd.DataFrame, name: str, references: Mapping[str, pd.DataFrame]) -> Projection:
@@ -324,25 +323,39 @@ def project_run(run: pd.DataFrame, name: str, references: Mapping[str, pd.DataFr
     if not references:
         raise ValueError("the projection needs at least one finished reference run")
     fit = fit_plateau(run, name)
-    last = fit.epochs[-1]
-    fits = {label: finished_reference(frame, label, last) for label, frame in references.items()}
-    bests = {label: float(frame["valid_ppl"].min()) for label, frame in references.items()}
-    ratios = {label: bests[label] / fits[label].plateau for label in references}
+    frames = {name: run, **references}
+    last_epochs = {label: last_epoch_at_first_rate(frame, label) for label, frame in references.items()}
+    last_epochs[name] = fit.epochs[-1]
+    best_rows = {label: int(frame["valid_ppl"].to_numpy().argmin()) for label, frame in references.items()}
+    bests = {label: float(frame["valid_ppl"].iloc[best_rows[label]]) for label, frame in references.items()}
+
+    @functools.cache
+    def fit_shared(label: str, other: str) -> PlateauFit:
+        """``label``'s plateau on the epochs it shares with ``other`` and the run (those at the
+        first learning rate in all three)."""
+        return fit_plateau(frames[label], label, min(last_epochs[label], last_epochs[other], fit.epochs[-1]))
+
+    def scaled(target: str, source: str) -> float:
+        """``target``'s plateau times ``source``'s best / plateau, both on the epochs they share."""
+        return fit_shared(target, source).plateau * bests[source] / fit_shared(source, target).plateau
+
     projections = tuple(
         ReferenceProjection(
             label,
             bests[label],
-            fits[label],
-            fit.plateau * ratios[label],
-            float(frame["epochs"].iloc[int(frame["valid_ppl"].to_numpy().argmin())]) - last,
+            float(frame["epochs"].iloc[best_rows[label]]),
+            fit_shared(label, name),
+            fit_shared(name, label),
+            scaled(name, label),
         )
         for label, frame in references.items()
     )
     backtest = tuple(
-        Backtest(target, source, fits[target].plateau * ratios[source], bests[target])
+        Backtest(target, source, scaled(target, source), bests[target])
         for target, source in itertools.permutations(references, 2)
     )
-    return Projection(fit, float(run["valid_ppl"].min()), projections, backtest)
+    best, trained = float(run["valid_ppl"].min()), float(run["epochs"].max())
+    return Projection(fit, best, trained, projections, backtest)
 
 
 def hours_by_device(frame: pd.DataFrame) -> dict[str, float]:
@@ -378,6 +391,11 @@ def _span(values: Sequence[float], spec: str, dash: str = "-") -> str:
     return low if low == high else f"{low}{dash}{high}"
 
 
+def _epochs(fit: PlateauFit) -> str:
+    """``epochs FIRST-LAST``: the epochs a fit took."""
+    return f"epochs {fit.epochs[0]:g}-{fit.epochs[-1]:g}"
+
+
 def describe_projection(
     projection: Projection,
     name: str,
@@ -388,17 +406,19 @@ def describe_projection(
     """The lines ``leaderboard project`` prints; with ``valid_to_test``, the projected best
     validation perplexity carried over to the test split by its ratio as well."""
     fit = projection.fit
-    span = f"epochs {fit.epochs[0]:g}-{fit.epochs[-1]:g}"
     lines = [
         f"{name}: best validation perplexity so far {projection.best:.2f}; plateau at learning rate "
-        f"{fit.learning_rate:g} {fit.plateau:.1f} (fitted on {span}: rate {fit.rate:.3f} per epoch, "
-        f"rms error {fit.rms_error:.1%})",
+        f"{fit.learning_rate:g} {fit.plateau:.1f} (fitted on {_epochs(fit)}: rate {fit.rate:.3f} per "
+        f"epoch, rms error {fit.rms_error:.1%})",
     ]
     for reference in projection.references:
-        lines.append(
-            f"  from {reference.name}: best {reference.best:.2f}, its plateau on {span} "
-            f"{reference.fit.plateau:.1f}, best / plateau {reference.ratio:.3f} -> {reference.projection:.1f}"
+        line = (
+            f"  from {reference.name}: best {reference.best:.2f}, its plateau on {_epochs(reference.fit)} "
+            f"{reference.fit.plateau:.1f}, best / plateau {reference.ratio:.3f}"
         )
+        if reference.run_fit != fit:  # it left its first learning rate before the run's last fitted epoch
+            line += f"; the run's plateau on those epochs {reference.run_fit.plateau:.1f}"
+        lines.append(f"{line} -> {reference.projection:.1f}")
     projected = [projection.low, projection.high]
     lines.append(f"projected best validation perplexity: {_span(projected, '.1f', ' - ')}")
     if valid_to_test is not None:
@@ -415,13 +435,16 @@ def describe_projection(
         )
     spent = ", ".join(f"{device} {value:.1f} h" for device, value in sorted(hours.items()))
     lines.append(f"training time so far (validation excluded): {spent}")
-    after = [reference.epochs_after for reference in projection.references]
+    trained = projection.epochs_trained
+    left = [max(reference.best_epoch - trained, 0.0) for reference in projection.references]
     remaining = (
-        f"the references reached their best {_span(after, '.1f')} epochs after epoch {fit.epochs[-1]:g}"
+        f"the references reached their best at epochs "
+        f"{_span([reference.best_epoch for reference in projection.references], '.1f')}; the run has "
+        f"trained {trained:.1f}: {_span(left, '.1f')} epochs more"
     )
     if pace is not None:
         each, device = pace
-        hours_left = _span([epochs * each for epochs in after], ".0f")
+        hours_left = _span([epochs * each for epochs in left], ".0f")
         remaining += (
             f"; at the run's last whole epoch's pace ({each:.2f} h an epoch on {device}), {hours_left} h more"
         )

@@ -99,9 +99,11 @@ def test_the_projection_scales_the_plateau_by_each_reference_and_backtests_them(
     by_name = {reference.name: reference for reference in projection.references}
     assert by_name["a"].best == 64.0 and by_name["b"].best == 81.0
     assert by_name["a"].fit.epochs == tuple(range(2, 11))  # the reference up to the run's epoch 10
+    assert by_name["a"].run_fit == by_name["b"].run_fit == projection.fit  # both share all its epochs
     assert by_name["a"].projection == pytest.approx(100.0 * 64.0 / 80.0, rel=1e-3)
     assert by_name["b"].projection == pytest.approx(100.0 * 81.0 / 90.0, rel=1e-3)
-    assert (by_name["a"].epochs_after, by_name["b"].epochs_after) == (6, 3)  # best at 16 and 13
+    assert (by_name["a"].best_epoch, by_name["b"].best_epoch) == (16, 13)
+    assert projection.epochs_trained == 10
     assert (projection.low, projection.high) == (by_name["a"].projection, by_name["b"].projection)
     (a_from_b, b_from_a) = projection.backtest
     assert (a_from_b.target, a_from_b.source) == ("a", "b")
@@ -177,8 +179,37 @@ def test_project_prints_the_projection_and_the_backtest(
     assert out[4].startswith("  backtest: a from second: 72.0 against its 64.00 (+12.5%)")
     assert out[-2] == "training time so far (validation excluded): cpu 10.0 h"
     assert out[-1] == (
-        "the references reached their best 3.0-6.0 epochs after epoch 10; at the run's last whole "
-        "epoch's pace (1.00 h an epoch on cpu), 3-6 h more"
+        "the references reached their best at epochs 13.0-16.0; the run has trained 10.0: 3.0-6.0 "
+        "epochs more; at the run's last whole epoch's pace (1.00 h an epoch on cpu), 3-6 h more"
+    )
+
+
+def test_a_reference_that_left_its_first_rate_sooner_is_compared_on_the_epochs_they_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A reference halved after epoch 7, a run at its first rate to epoch 10: both plateaus come
+    from epochs 2-7, where the run's later epochs (here off its curve) play no part; so does the
+    backtest between that reference and one that shares all the run's epochs."""
+    run_log = write_log(tmp_path / "run.jsonl", 100.0, 10)
+    run = load_training_log(run_log)
+    run.loc[run["epoch"] >= 8, "valid_ppl"] *= 0.9
+    reference = load_training_log(write_log(tmp_path / "a.jsonl", 80.0, 7, halvings=[70.0, 64.0]))
+    later = load_training_log(write_log(tmp_path / "b.jsonl", 90.0, 12, rate=0.2, halvings=[81.0]))
+    later.loc[later["epoch"].between(8, 12), "valid_ppl"] *= 0.9  # off its curve after a's epoch 7
+    projection = project_run(run, "run", {"a": reference, "b": later})
+    shared, unshared = projection.references
+    assert unshared.fit.epochs == tuple(range(2, 11)) and unshared.run_fit == projection.fit
+    a_from_b, b_from_a = projection.backtest  # each on epochs 2-7, the ones a shares
+    assert a_from_b.projection == pytest.approx(80.0 * 81.0 / 90.0, rel=1e-3)
+    assert b_from_a.projection == pytest.approx(90.0 * 64.0 / 80.0, rel=1e-3)
+    assert shared.fit.epochs == shared.run_fit.epochs == tuple(range(2, 8))
+    assert projection.fit.epochs == tuple(range(2, 11)) and projection.fit.plateau < 99.0
+    assert shared.run_fit.plateau == pytest.approx(100.0, rel=1e-3)
+    assert shared.projection == pytest.approx(100.0 * 64.0 / 80.0, rel=1e-3)
+    assert main(["project", str(run_log), "--reference", str(tmp_path / "a.jsonl")]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "  from a: best 64.00, its plateau on epochs 2-7 80.0, best / plateau 0.800; the run's plateau "
+        "on those epochs 100.0 -> 80.0"
     )
 
 
@@ -211,8 +242,8 @@ def test_project_carries_the_projection_over_to_test_by_a_models_ratio(
         f"of baselines.zoneout_lstm on wikitext-2: {test_ppl:.2f} / {valid_ppl:.2f})"
     )
     assert out[-1] == (
-        "the references reached their best 6.0 epochs after epoch 10; at the run's last whole "
-        "epoch's pace (1.00 h an epoch on cpu), 6 h more"
+        "the references reached their best at epochs 16.0; the run has trained 10.0: 6.0 epochs "
+        "more; at the run's last whole epoch's pace (1.00 h an epoch on cpu), 6 h more"
     )
 
 
@@ -239,7 +270,7 @@ def test_project_refuses_a_test_ratio_from_anything_but_one_models_valid_and_tes
 def test_project_refuses_what_the_method_cannot_use(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     run = write_log(tmp_path / "run.jsonl", 100.0, 10)
     unfinished = write_log(tmp_path / "unfinished.jsonl", 80.0, 14)
-    early = write_log(tmp_path / "early.jsonl", 80.0, 7, halvings=[70.0])
+    early = write_log(tmp_path / "early.jsonl", 80.0, 4, halvings=[70.0])
     short = write_log(tmp_path / "short.jsonl", 100.0, 4)
     straight = tmp_path / "straight.jsonl"
     straight.write_text(
@@ -263,7 +294,8 @@ def test_project_refuses_what_the_method_cannot_use(tmp_path: Path, capsys: pyte
         ([str(run), "--reference", str(unfinished)], "unfinished: never left its first learning rate"),
         (
             [str(run), "--reference", str(early)],
-            "early: left its first learning rate in epoch 8, before the run's epoch 10",
+            "early: 3 epoch(s) at its first learning rate 20 from epoch 2 up to epoch 4; the plateau "
+            "fit needs at least 4",
         ),
         (
             [str(short), "--reference", str(finished)],
