@@ -102,9 +102,20 @@ def read_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     if os.geteuid() == 0:
         real_access = os.access
 
-        def access(path: str | os.PathLike, mode: int, **kwargs: object) -> bool:
+        def access(
+            path: str | os.PathLike,
+            mode: int,
+            *,
+            dir_fd: int | None = None,
+            effective_ids: bool = False,
+            follow_symlinks: bool = True,
+        ) -> bool:
             inside = Path(os.path.abspath(path)).is_relative_to(directory)
-            return False if inside and mode & os.W_OK else real_access(path, mode, **kwargs)
+            if inside and mode & os.W_OK:
+                return False
+            return real_access(
+                path, mode, dir_fd=dir_fd, effective_ids=effective_ids, follow_symlinks=follow_symlinks
+            )
 
         monkeypatch.setattr(os, "access", access)
     yield directory
