@@ -306,9 +306,9 @@ def last_epoch_at_first_rate(frame: pd.DataFrame, name: str) -> float:
     """
     first_rate = frame["learning_rate"].iloc[0]
     ends = epoch_ends(frame)
-    if (ends["learning_rate"] == first_rate).all():
-        raise ValueError(f"{name}: never left its first learning rate: no finished run to project from")
     later = ends[ends["learning_rate"] != first_rate]
+    if later.empty:
+        raise ValueError(f"{name}: never left its first learning rate: no finished run to project from")
     return float(ends[ends["epochs"] < later["epochs"].iloc[0]]["epochs"].max())
 
 
@@ -333,7 +333,7 @@ def project_run(run: pd.DataFrame, name: str, references: Mapping[str, pd.DataFr
     def fit_shared(label: str, other: str) -> PlateauFit:
         """``label``'s plateau on the epochs it shares with ``other`` and the run (those at the
         first learning rate in all three)."""
-        return fit_plateau(frames[label], label, min(last_epochs[label], last_epochs[other], fit.epochs[-1]))
+        return fit_plateau(frames[label], label, min(last_epochs[key] for key in (label, other, name)))
 
     def scaled(target: str, source: str) -> float:
         """``target``'s plateau times ``source``'s best / plateau, both on the epochs they share."""
