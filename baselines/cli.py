@@ -57,7 +57,7 @@ from wikitext_toolkit_core.cli import (
 from wikitext_toolkit_core.devices import resolve_device
 from wikitext_toolkit_core.files import file_sha256, write_atomically
 from wikitext_toolkit_core.format import SPLITS
-from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, set_torch_threads, thread_request
+from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
 
 #: PTB's validation tokens and vocabulary size, for the time of the CPU recipe on PTB.
 PTB_VALIDATION_SIZE = (73_760, 10_000)
@@ -78,6 +78,15 @@ def _span(text: str) -> tuple[int, int]:
     if not sep or span[0] < 0 or span[1] <= span[0]:
         raise argparse.ArgumentTypeError(f"{text!r} is not START:END with 0 <= START < END")
     return span
+
+
+def _prepare_process(threads: ThreadRequest, device: str) -> None:
+    """Give torch the threads ``--threads`` asks for and, on a CPU, have this process keep the
+    memory it frees (:func:`wikitext_toolkit_core.allocator.retain_freed_memory`): the models
+    allocate and free the same large tensors at every step and chunk."""
+    set_torch_threads(threads, torch)
+    if device == "cpu":
+        retain_freed_memory()
 
 
 def _model_config(kind: str, preset: str, overrides: dict[str, Any], vocab_size: int) -> dict[str, Any]:
@@ -145,9 +154,7 @@ def command_train(args: argparse.Namespace) -> int:
             else check_output_dir(checkpoints.default_run_dir(args.kind, dataset.name), option)
         )
         with holding_run_dir(run_dir, option):
-            set_torch_threads(args.threads, torch)
-            if device == "cpu":
-                retain_freed_memory()
+            _prepare_process(args.threads, device)
             trainer = Trainer(options, _session(args, device), dataset, run_dir)
             resumed = trainer.resume()
             if args.init_from is not None and not resumed:
@@ -233,7 +240,7 @@ def command_tune(args: argparse.Namespace) -> int:
         output = check_output_file(tuning_path(path), "the tuning file", inputs=inputs)
         previous = _tuned_on_this_checkpoint(read_tuning_file(output), output, path).get("best", {})
     ids = dataset.tokens(args.split).ids
-    set_torch_threads(args.threads, torch)
+    _prepare_process(args.threads, device)
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
     assert isinstance(lstm, ZoneoutLSTM)  # load_model checked the kind
     announce_checkpoint(ZoneoutLSTM.kind, path)
@@ -294,7 +301,7 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
     searches = previous.get("searches")
     searches = searches if isinstance(searches, dict) else {}
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
-    set_torch_threads(args.threads, torch)
+    _prepare_process(args.threads, device)
     base = BaseModel(args.base, args.cache_window, args.theta, args.interpolation, args.rms_tokens)
     factory = DynamicFactory(dataset, path, base, device)
     announce_checkpoint(args.base, path)
@@ -364,7 +371,7 @@ def command_analyze(args: argparse.Namespace) -> int:
     command = ["python", "-m", "baselines", "analyze", args.kind, "--dataset", dataset_argument(dataset)]
     trained = ZoneoutLSTM.kind if args.kind == "neural_cache" else args.kind
     path = resolve_checkpoint(trained, dataset, args.checkpoint, device=device, command=command)
-    set_torch_threads(args.threads, torch)
+    _prepare_process(args.threads, device)
     if args.kind == "neural_cache":
         window = DEFAULT_WINDOW if args.window is None else args.window
         module = cache_from_checkpoint(
@@ -408,7 +415,7 @@ def command_calibrate(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     check_not_an_input(output, "--output", [args.checkpoint, *dataset.files()])
-    set_torch_threads(args.threads, torch)
+    _prepare_process(args.threads, device)
     pointer, payload = checkpoints.load_model(args.checkpoint, dataset.vocab, kind=PointerSentinelLSTM.kind)
     assert isinstance(pointer, PointerSentinelLSTM)  # load_model checked the kind
     ids = dataset.tokens(args.split).ids[: args.max_tokens]

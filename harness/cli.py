@@ -23,6 +23,7 @@ from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtoco
 from harness.results import token_log_probs_name
 from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
 from wikitext_toolkit_core import ngrams
+from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.benchmarks import locate_benchmark
 from wikitext_toolkit_core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from wikitext_toolkit_core.cli import (
@@ -247,6 +248,8 @@ def command_eval(args: argparse.Namespace) -> int:
     splits = list(dict.fromkeys(args.split))
     _check_single_outputs(args, names, splits)
     device = resolve_device(args.device)
+    if device == "cpu":  # plugins allocate and free the same large tensors at every chunk
+        retain_freed_memory()
     datasets = [load_dataset(name, args.data_dir) for name in names]
     _check_distinct_outputs(args, plugin, model_args, names, datasets, splits)
     if not args.overwrite:

@@ -8,7 +8,12 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
+import baselines.cli
+import harness.cli
+from baselines.cli import main as baselines_main
+from harness.cli import main as harness_main
+
+glibc_only = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
 
 #: Allocates and frees a 64 MB block, then prints where it was (``mmap`` or the heap) and whether
 #: the heap kept it; ``retain`` as the argument calls ``retain_freed_memory`` first.
@@ -43,9 +48,35 @@ def probe(mode: str) -> str:
     return result.stdout.strip()
 
 
+@glibc_only
 def test_glibc_maps_a_large_block_by_default():
     assert probe("default") == "mapped returned"
 
 
+@glibc_only
 def test_retained_memory_serves_large_blocks_from_the_heap_and_keeps_them():
     assert probe("retain") == "heap kept"
+
+
+@pytest.fixture
+def retained(monkeypatch) -> list[str]:
+    """The commands' calls of ``retain_freed_memory`` (recorded, not made: the test process's
+    allocator is left as it is)."""
+    calls: list[str] = []
+    for module in (harness.cli, baselines.cli):
+        monkeypatch.setattr(module, "retain_freed_memory", lambda name=module.__name__: calls.append(name))
+    return calls
+
+
+def test_harness_eval_keeps_freed_memory_for_a_model_on_a_cpu(corpus, retained):
+    command = ["eval", "harness.plugins.unigram", "--dataset", str(corpus), "--device", "cpu"]
+    assert harness_main(command) == 0
+    assert retained == ["harness.cli"]
+
+
+def test_baselines_commands_keep_freed_memory_on_a_cpu(corpus, tmp_path, retained):
+    pytest.importorskip("torch")
+    toy = ["--preset", "tiny", "--model-args", "embedding_size=8,hidden_size=8", "--batch-size", "2"]
+    command = ["train", "zoneout_lstm", "--dataset", str(corpus), *toy, "--bptt", "3", "--device", "cpu"]
+    assert baselines_main([*command, "--output-dir", str(tmp_path / "run"), "--max-steps", "1"]) == 0
+    assert retained == ["baselines.cli"]

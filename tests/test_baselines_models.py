@@ -563,9 +563,9 @@ def test_the_prepacked_recurrent_matmul_equals_the_plain_one(monkeypatch, dtype)
     torch.manual_seed(0)
     weight, x, add = torch.randn(12, 5), torch.randn(3, 5), torch.randn(3, 12)
     weight, x, add = weight.to(dtype), x.to(dtype), add.to(dtype)
-    fast = RepeatedMatmul(weight)
+    fast = RepeatedMatmul(weight, 3)
     monkeypatch.setattr(RepeatedMatmul, "use_onednn", False)
-    plain = RepeatedMatmul(weight)
+    plain = RepeatedMatmul(weight, 3)
     assert plain.packed is None
     tolerance = {"atol": 0.05, "rtol": 0.02} if dtype == torch.bfloat16 else {}
     torch.testing.assert_close(fast(x, add=add), plain(x, add=add), **tolerance)
@@ -575,7 +575,7 @@ def test_the_prepacked_recurrent_matmul_equals_the_plain_one(monkeypatch, dtype)
 def test_a_layer_trains_alike_with_and_without_prepacking(monkeypatch):
     torch.manual_seed(0)
     layer = ZoneoutLSTMLayer(6, 8)
-    x, state = torch.randn(2, 7, 6), (torch.randn(2, 8), torch.randn(2, 8))
+    x, state = torch.randn(3, 7, 6), (torch.randn(3, 8), torch.randn(3, 8))  # 3: prepacked
     runs = []
     for use_onednn in (True, False):
         monkeypatch.setattr(RepeatedMatmul, "use_onednn", use_onednn)
@@ -589,7 +589,7 @@ def _layer_run(layer: ZoneoutLSTMLayer) -> list[torch.Tensor]:
     """A training-mode forward pass of ``layer`` (fixed input, state and masks) and the gradients
     of its parameters."""
     torch.manual_seed(1)
-    x, state = torch.randn(2, 7, 6), (torch.randn(2, 8), torch.randn(2, 8))
+    x, state = torch.randn(3, 7, 6), (torch.randn(3, 8), torch.randn(3, 8))  # 3: prepacked
     outputs, _ = layer(x, state, 0.2, 0.2, torch.Generator().manual_seed(4))
     return [outputs, *torch.autograd.grad(outputs.square().sum(), list(layer.parameters()))]
 
@@ -632,7 +632,7 @@ def test_without_usable_private_onednn_ops_the_plain_path_runs_after_a_notice(
             onednn_prepacking.cache_clear()
             plain = _layer_run(layer)
             _layer_run(layer)  # decided once: one notice
-            assert RepeatedMatmul(layer.weight_hh.detach()).packed is None
+            assert RepeatedMatmul(layer.weight_hh.detach(), 3).packed is None
     finally:
         onednn_prepacking.cache_clear()
     err = capsys.readouterr().err
@@ -647,5 +647,23 @@ def test_the_fast_path_is_taken_where_the_private_ops_pass_their_self_check(caps
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
     assert onednn_prepacking()
-    assert RepeatedMatmul(torch.randn(8, 4)).packed is not None
+    assert RepeatedMatmul(torch.randn(8, 4), 3).packed is not None
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_small_float32_batches_take_the_plain_matmul_with_the_prepacked_ones_results(monkeypatch, batch):
+    if not (torch.backends.mkldnn.is_available() and onednn_prepacking()):
+        pytest.skip("no usable private oneDNN operators: every product is plain")
+    weight = torch.randn(8, 4)
+    assert (RepeatedMatmul(weight, batch).packed is None) == (batch <= RepeatedMatmul.float32_plain_rows)
+    assert RepeatedMatmul(weight.bfloat16(), 1).packed is not None  # bfloat16 prepacks at any batch
+    torch.manual_seed(0)
+    layer = ZoneoutLSTMLayer(6, 8).eval()
+    x, state = torch.randn(batch, 7, 6), (torch.randn(batch, 8), torch.randn(batch, 8))
+    with torch.inference_mode():
+        default = layer(x, state, 0.2, 0.2)
+        monkeypatch.setattr(RepeatedMatmul, "float32_plain_rows", 0)
+        assert RepeatedMatmul(weight, 1).packed is not None
+        prepacked = layer(x, state, 0.2, 0.2)
+    torch.testing.assert_close(default, prepacked)

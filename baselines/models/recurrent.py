@@ -219,9 +219,12 @@ def _onednn_unusable() -> str | None:
     return None
 
 
-def _onednn_prepacks(weight: Tensor) -> bool:
-    """Whether :class:`RepeatedMatmul` can use oneDNN's prepacked linear for ``weight``."""
+def _onednn_prepacks(weight: Tensor, rows: int) -> bool:
+    """Whether :class:`RepeatedMatmul` should use oneDNN's prepacked linear for ``weight`` and
+    products of ``rows`` rows."""
     if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
+        return False
+    if weight.dtype == torch.float32 and rows <= RepeatedMatmul.float32_plain_rows:
         return False
     if not onednn_prepacking():
         return False
@@ -230,23 +233,29 @@ def _onednn_prepacks(weight: Tensor) -> bool:
 
 class RepeatedMatmul:
     """``add + x @ weight^T`` for many ``x`` and one ``weight`` ``[out, in]`` (the recurrent
-    matmul of every step of a chunk): ``x`` ``[B, in]``, ``add`` None or ``[B, out]``.
+    matmul of every step of a chunk): ``x`` ``[rows, in]``, ``add`` None or ``[rows, out]``.
 
     On CPU the weight is reordered once into oneDNN's blocked layout and every product uses it
     (``torch.ops.mkldnn._linear_pointwise``, what Inductor uses for frozen linears): 1.6-1.9x
-    faster than ``torch.addmm`` for these shapes (``benchmarks/baselines_speed.py``), where those
-    private operators exist and pass a self-check (:func:`onednn_prepacking`). Elsewhere, or for
-    float64, a plain ``torch.addmm``.
+    faster than ``torch.addmm`` for the training batch (``benchmarks/baselines_speed.py``), where
+    those private operators exist and pass a self-check (:func:`onednn_prepacking`). Elsewhere,
+    for float64, and for float32 products of at most :attr:`float32_plain_rows` rows (batch-1
+    evaluation, where MKL's matrix-vector product beats the prepacked one), a plain
+    ``torch.addmm``.
     """
 
     #: False forces the plain path (tests compare the two).
     use_onednn = True
+    #: Up to this many rows, float32 products take the plain path: there ``torch.addmm`` takes
+    #: 0.7-0.9 of the prepacked product's time, at 4 rows about twice it (2 x 650 LSTM,
+    #: docs/measurements.md). 0 prepacks every batch size (the benchmark's reference).
+    float32_plain_rows = 2
 
-    def __init__(self, weight: Tensor) -> None:
+    def __init__(self, weight: Tensor, rows: int) -> None:
         self.weight = weight
         self.packed = (
             torch.ops.mkldnn._reorder_linear_weight(weight, None)
-            if self.use_onednn and _onednn_prepacks(weight)
+            if self.use_onednn and _onednn_prepacks(weight, rows)
             else None
         )
 
@@ -449,7 +458,7 @@ class ZoneoutRecurrence(torch.autograd.Function):
         cs, tanh_cs = torch.empty_like(hs), torch.empty_like(hs[1:])
         activations = input_part.new_empty(input_part.shape, dtype=state_dtype)
         hs[0], cs[0] = h0, c0
-        recurrent = RepeatedMatmul(weight_hh)
+        recurrent = RepeatedMatmul(weight_hh, batch)
         for t in range(length):
             gates = recurrent(hs[t].to(weight_hh.dtype), add=input_part[t])
             steps[0](
@@ -470,7 +479,7 @@ class ZoneoutRecurrence(torch.autograd.Function):
         hs, cs, activations, tanh_cs, weight_hh, zone_h, zone_c = ctx.saved_tensors
         length, batch, hidden = tanh_cs.shape
         grad_gates = torch.empty_like(activations)
-        transposed = RepeatedMatmul(weight_hh.t().contiguous())
+        transposed = RepeatedMatmul(weight_hh.t().contiguous(), batch)
         grad_h = grad_h.to(hs.dtype) + grad_outputs[-1]
         grad_c = grad_c.to(hs.dtype)
         for t in reversed(range(length)):
