@@ -75,7 +75,6 @@ def test_harness_eval_keeps_freed_memory_for_a_model_on_a_cpu(corpus, retained):
 
 
 def test_baselines_commands_keep_freed_memory_on_a_cpu(corpus, tmp_path, retained):
-    pytest.importorskip("torch")
     toy = ["--preset", "tiny", "--model-args", "embedding_size=8,hidden_size=8", "--batch-size", "2"]
     command = ["train", "zoneout_lstm", "--dataset", str(corpus), *toy, "--bptt", "3", "--device", "cpu"]
     assert baselines_main([*command, "--output-dir", str(tmp_path / "run"), "--max-steps", "1"]) == 0
