@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -224,6 +226,28 @@ def _tuned_on_this_checkpoint(
     return record or {}
 
 
+#: One axis of a tuning grid: (the setting's name in the best entry, its option, the values
+#: searched, the lowest and the highest value the setting can take).
+GridAxis = tuple[str, str, Sequence[float], float, float]
+
+
+def grid_edge_notes(where: str, best: dict[str, Any], axes: list[GridAxis]) -> list[str]:
+    """One ``note:`` line for each setting of ``best`` that sits at an edge of its searched
+    ``axes`` which a wider grid could pass (an edge that is the setting's own bound is no
+    reason to widen): there, the best value may lie outside the grid."""
+    notes = []
+    for name, option, values, lowest, highest in axes:
+        if len(set(values)) < 2:
+            continue
+        for edge, bound, side in ((max(values), highest, "largest"), (min(values), lowest, "smallest")):
+            if best[name] == edge != bound:
+                notes.append(
+                    f"note: {where}: the best {name}, {edge:g}, is the {side} of {option}: the best "
+                    f"value may lie beyond it; widen {option} and tune again"
+                )
+    return notes
+
+
 def command_tune(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_output_file(args.output, "--output")
@@ -273,6 +297,12 @@ def command_tune(args: argparse.Namespace) -> int:
             f"{args.split} perplexity {best['perplexity']:.2f}{baseline}",
             flush=True,
         )
+        axes: list[GridAxis] = [
+            ("theta", "--thetas", args.thetas, 0.0, math.inf),
+            ("interpolation", "--interpolations", args.interpolations, 0.0, 1.0),
+        ]
+        for note in grid_edge_notes(f"window {window}", best, axes):
+            print(note, file=sys.stderr)
     write_atomically(output, json.dumps(results, indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
     return 0
@@ -314,6 +344,13 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         f"{args.split} perplexity {best['perplexity']:.2f} (static: {results['static_perplexity']:.2f})",
         flush=True,
     )
+    axes: list[GridAxis] = [
+        ("lr", "--lrs", lrs, 0.0, math.inf),
+        ("decay", "--decays", args.decays, 0.0, 1.0),
+        ("segment", "--segments", args.segments, 1, args.bptt),
+    ]
+    for note in grid_edge_notes(base.key(args.method), best, axes):
+        print(note, file=sys.stderr)
     search = {**results, "split": args.split, "seconds": time.perf_counter() - began}
     del search["best"]
     record = {

@@ -725,6 +725,7 @@ def test_a_cache_tuned_on_another_checkpoint_is_refused_until_tuned_again(toy, t
 
 def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
     assert train(toy, tmp_path / "run", "--max-steps", "4") == 0
+    capsys.readouterr()
     best = tmp_path / "run" / "best.pt"
     assert (
         baselines_main(
@@ -742,8 +743,8 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
                 "0.5",
                 "--interpolations",
                 "0.0",
+                "0.1",
                 "0.2",
-                "0.4",
                 "--device",
                 "cpu",
             ]
@@ -751,12 +752,20 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
         == 0
     )
     tuning = json.loads((tmp_path / "run" / "neural_cache.json").read_text())
+    edges = capsys.readouterr().err
+    for window in ("3", "20"):  # a best theta of 0.5 or lambda of 0.2 is at the grid's edge
+        chosen = tuning["best"][window]
+        for name, option, edge in (("theta", "--thetas", 0.5), ("interpolation", "--interpolations", 0.2)):
+            note = f"note: window {window}: the best {name}, {edge:g}, is the largest of {option}"
+            assert (note in edges) == (chosen[name] == edge), (note, edges)
+    assert "note: window 20: the best interpolation, 0.2," in edges  # the grid stops short of the best
+    assert "smallest" not in edges  # 0 is the bound of both, not an edge to widen
     dataset = load_dataset(str(toy))
     lstm, _ = checkpoints.load_model(best, dataset.vocab)
     valid = dataset.tokens("valid").ids
     for window in (3, 20):
         for i, theta in enumerate((0.0, 0.5)):  # theta 0: a uniform cache over the window
-            for j, interpolation in enumerate((0.0, 0.2, 0.4)):
+            for j, interpolation in enumerate((0.0, 0.1, 0.2)):
                 cache = TorchLanguageModel(NeuralCache(lstm, window, theta, interpolation), "cpu")
                 result = evaluate(
                     cache, valid, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), progress=False
@@ -782,6 +791,28 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
         == 0
     )
     assert f"{tuning['best']['20']['perplexity']:.2f}" in capsys.readouterr().out
+
+
+def test_grid_edge_notes_name_each_setting_a_wider_grid_could_improve():
+    axes = [("lr", "--lrs", [1e-4, 3e-4], 0.0, math.inf), ("segment", "--segments", [50, 100], 1, 100)]
+    notes = baselines_cli.grid_edge_notes("zoneout_lstm/rms", {"lr": 1e-4, "segment": 100}, axes)
+    assert notes == [
+        "note: zoneout_lstm/rms: the best lr, 0.0001, is the smallest of --lrs: the best value may "
+        "lie beyond it; widen --lrs and tune again"
+    ]  # segment 100 is the bound (the BPTT), not an edge to widen
+    assert baselines_cli.grid_edge_notes("w", {"lr": 3e-4, "segment": 50}, axes) == [
+        "note: w: the best lr, 0.0003, is the largest of --lrs: the best value may lie beyond it; "
+        "widen --lrs and tune again",
+        "note: w: the best segment, 50, is the smallest of --segments: the best value may lie beyond "
+        "it; widen --segments and tune again",
+    ]
+    assert (
+        baselines_cli.grid_edge_notes("w", {"lr": 2e-4}, [("lr", "--lrs", [1e-4, 2e-4, 3e-4], 0.0, math.inf)])
+        == []
+    )
+    assert (
+        baselines_cli.grid_edge_notes("w", {"lr": 2e-4}, [("lr", "--lrs", [2e-4], 0.0, math.inf)]) == []
+    )  # no grid
 
 
 def test_neural_cache_without_tuning_says_how_to_tune(toy, tmp_path, capsys):
