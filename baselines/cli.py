@@ -233,14 +233,18 @@ GridAxis = tuple[str, str, Sequence[float], float, float]
 
 def grid_edge_notes(where: str, best: dict[str, Any], axes: list[GridAxis]) -> list[str]:
     """One ``note:`` line for each setting of ``best`` that sits at an edge of its searched
-    ``axes`` which a wider grid could pass (an edge that is the setting's own bound is no
+    ``axes`` which a wider grid could pass (an edge at or past the setting's own bound is no
     reason to widen): there, the best value may lie outside the grid."""
     notes = []
     for name, option, values, lowest, highest in axes:
         if len(set(values)) < 2:
             continue
-        for edge, bound, side in ((max(values), highest, "largest"), (min(values), lowest, "smallest")):
-            if best[name] == edge != bound:
+        edges = (
+            (max(values), max(values) < highest, "largest"),
+            (min(values), min(values) > lowest, "smallest"),
+        )
+        for edge, widenable, side in edges:
+            if best[name] == edge and widenable:
                 notes.append(
                     f"note: {where}: the best {name}, {edge:g}, is the {side} of {option}: the best "
                     f"value may lie beyond it; widen {option} and tune again"
@@ -286,6 +290,10 @@ def command_tune(args: argparse.Namespace) -> int:
         split=args.split,
         seconds=time.perf_counter() - began,
     )
+    axes: list[GridAxis] = [
+        ("theta", "--thetas", args.thetas, 0.0, math.inf),
+        ("interpolation", "--interpolations", args.interpolations, 0.0, 1.0),
+    ]
     for window in args.windows:
         best = results["best"][str(window)]
         baseline = ""
@@ -297,10 +305,6 @@ def command_tune(args: argparse.Namespace) -> int:
             f"{args.split} perplexity {best['perplexity']:.2f}{baseline}",
             flush=True,
         )
-        axes: list[GridAxis] = [
-            ("theta", "--thetas", args.thetas, 0.0, math.inf),
-            ("interpolation", "--interpolations", args.interpolations, 0.0, 1.0),
-        ]
         for note in grid_edge_notes(f"window {window}", best, axes):
             print(note, file=sys.stderr)
     write_atomically(output, json.dumps(results, indent=2) + "\n")

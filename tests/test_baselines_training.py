@@ -813,6 +813,8 @@ def test_grid_edge_notes_name_each_setting_a_wider_grid_could_improve():
     assert (
         baselines_cli.grid_edge_notes("w", {"lr": 2e-4}, [("lr", "--lrs", [2e-4], 0.0, math.inf)]) == []
     )  # no grid
+    past_bound = [("segment", "--segments", [50, 200], 1, 100)]  # past the BPTT, a segment acts as the BPTT
+    assert baselines_cli.grid_edge_notes("w", {"segment": 200}, past_bound) == []
 
 
 def test_neural_cache_without_tuning_says_how_to_tune(toy, tmp_path, capsys):
