@@ -33,7 +33,7 @@ from baselines.plugin_bridge import (
     resolve_checkpoint,
 )
 from baselines.processes import distributed
-from baselines.run_directory import holding_run_dir
+from baselines.run_directory import RunDirectory, holding_run_dir
 from baselines.training import PRESETS, Session, Trainer, TrainOptions, bfloat16_is_emulated
 from baselines.transfer import PIECE_BYTES, PRECISIONS, pack_run, unpack_run
 from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tuning_record
@@ -41,6 +41,7 @@ from harness.datasets import load_dataset
 from harness.plugin import parse_model_args
 from harness.results import portable_path
 from wikitext_toolkit_core.allocator import retain_freed_memory
+from wikitext_toolkit_core.catalogue import BENCHMARKS
 from wikitext_toolkit_core.cli import (
     ArgumentParser,
     UsageError,
@@ -513,9 +514,35 @@ def command_pack_run(args: argparse.Namespace) -> int:
 
 
 def command_unpack_run(args: argparse.Namespace) -> int:
-    unpack_run(args.manifest, args.run_dir)
+    precision = unpack_run(args.manifest, args.run_dir)
     print(f"rebuilt {args.run_dir}; every piece matched its SHA-256", file=sys.stderr)
+    if precision != "float32":
+        print(_rounded_weights_note(args.run_dir, precision), file=sys.stderr)
     return 0
+
+
+def _rounded_weights_note(run_dir: Path, precision: str) -> str:
+    """What to check before resuming a run rebuilt from rounded weights: that its ``best.pt``
+    still scores about the validation perplexity the run recorded for it."""
+    best = run_dir / checkpoints.BEST
+    note = f"note: the weights were packed in {precision}, so they are rounded; before resuming, check"
+    recorded = RunDirectory(run_dir, writer=False).best_perplexity()
+    try:
+        config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        options, dataset = config["options"]["options"], config["dataset"]
+        kind, batch_size = options["kind"], options["eval_batch_size"]
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded = math.inf  # no settings to name in a command
+    if not math.isfinite(recorded):
+        return f"{note} that {best} still scores about the validation perplexity the run recorded"
+    # a corpus directory is recorded by its name only: the command names it as a placeholder
+    dataset = dataset if dataset in BENCHMARKS else f"DIRECTORY/{dataset}"
+    command = ["python", "-m", "harness", "eval", f"baselines.{kind}", "--dataset", str(dataset)]
+    command += ["--split", "valid", "--batch-size", str(batch_size), "--causality-audit", "0"]
+    return (
+        f"{note} that its best weights still score about the {recorded:.2f} the run recorded on valid "
+        f"(under its own autocast setting): {shlex.join([*command, '--checkpoint', str(best)])}"
+    )
 
 
 #: ``--device`` of every command.

@@ -207,10 +207,11 @@ def _fill(value: Any, aliases: list[torch.Tensor]) -> Any:
     return value
 
 
-def unpack_run(manifest_path: Path, run_dir: Path) -> None:
+def unpack_run(manifest_path: Path, run_dir: Path) -> str:
     """Rebuild the run directory packed in ``manifest_path`` into ``run_dir``, which must hold no
     ``checkpoint.pt`` yet; nothing is written unless every piece checks out, and ``checkpoint.pt``
-    is written last, so an interrupted unpack is simply run again."""
+    is written last, so an interrupted unpack is simply run again. Returns the pack's precision
+    (one of :data:`PRECISIONS`)."""
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
@@ -232,3 +233,4 @@ def unpack_run(manifest_path: Path, run_dir: Path) -> None:
             write_atomically(run_dir / name, text)
         checkpoints.save(run_dir / checkpoints.BEST, files[checkpoints.BEST])
         checkpoints.save(run_dir / checkpoints.RESUME, files[checkpoints.RESUME])
+    return str(manifest["precision"])

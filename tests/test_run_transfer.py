@@ -12,6 +12,7 @@ from test_baselines_training import REPEATED, epoch_records, train, weights
 
 from baselines import checkpoint as checkpoints
 from baselines import transfer
+from baselines.cli import _rounded_weights_note
 from baselines.cli import main as baselines_main
 
 SIZES = "embedding_size=32,hidden_size=32"
@@ -39,11 +40,13 @@ def pieces_bytes(manifest: Path) -> int:
 
 
 @pytest.mark.parametrize("kind", ["zoneout_lstm", "pointer_sentinel"])
-def test_an_unpacked_run_resumes_exactly_like_the_run_left_in_place(toy, tmp_path, kind):
+def test_an_unpacked_run_resumes_exactly_like_the_run_left_in_place(toy, tmp_path, kind, capsys):
     train_steps(toy, tmp_path / "here", 5, kind)
     assert baselines_main(["pack-run", str(tmp_path / "here"), str(tmp_path / "wire"), "--name", "run"]) == 0
     manifest = tmp_path / "wire" / "run.manifest.json"
+    capsys.readouterr()
     assert baselines_main(["unpack-run", str(manifest), str(tmp_path / "there")]) == 0
+    assert "rounded" not in capsys.readouterr().err  # float32 is exact: nothing to check
     for name in (checkpoints.RESUME, checkpoints.BEST):
         here, there = checkpoints.load(tmp_path / "here" / name), checkpoints.load(tmp_path / "there" / name)
         assert here.keys() == there.keys()
@@ -56,14 +59,23 @@ def test_an_unpacked_run_resumes_exactly_like_the_run_left_in_place(toy, tmp_pat
 
 
 def test_float16_halves_the_tensors_keeps_them_close_and_keeps_shared_storage_shared(
-    toy, tmp_path, monkeypatch
+    toy, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.setattr(transfer, "SMALL_TENSOR", 1)  # every tensor travels as data
     train_steps(toy, tmp_path / "run", 5)
     full = transfer.pack_run(tmp_path / "run", tmp_path / "wire", "full")
     half = transfer.pack_run(tmp_path / "run", tmp_path / "wire", "half", precision="float16")
     assert pieces_bytes(half) < 0.7 * pieces_bytes(full)
-    transfer.unpack_run(half, tmp_path / "rounded")
+    capsys.readouterr()
+    assert baselines_main(["unpack-run", str(half), str(tmp_path / "rounded")]) == 0
+    recorded = checkpoints.load(tmp_path / "run" / "best.pt")["valid_perplexity"]
+    best = tmp_path / "rounded" / "best.pt"
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "note: the weights were packed in float16, so they are rounded; before resuming, check that its "
+        f"best weights still score about the {recorded:.2f} the run recorded on valid (under its own "
+        "autocast setting): python -m harness eval baselines.zoneout_lstm --dataset "
+        f"DIRECTORY/{toy.name} --split valid --batch-size 10 --causality-audit 0 --checkpoint {best}"
+    )
     original = checkpoints.load(tmp_path / "run" / "checkpoint.pt")["model"]
     rounded = checkpoints.load(tmp_path / "rounded" / "checkpoint.pt")["model"]
     for key in original:
@@ -109,3 +121,18 @@ def test_unpacking_onto_a_run_and_packing_over_a_manifest_are_refused(toy, tmp_p
     assert (tmp_path / "run" / checkpoints.RESUME).read_bytes() == before
     assert baselines_main(["pack-run", str(tmp_path / "wire"), str(tmp_path / "other")]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_the_rounded_weights_note_names_a_benchmark_as_it_is_and_falls_back_without_a_record(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    options = {"kind": "pointer_sentinel", "eval_batch_size": 10}
+    (run / "config.json").write_text(json.dumps({"options": {"options": options}, "dataset": "wikitext-2"}))
+    generic = f"that {run / 'best.pt'} still scores about the validation perplexity the run recorded"
+    assert _rounded_weights_note(run, "float16").endswith(generic)  # no best.pt: no figure to quote
+    checkpoints.save(run / "best.pt", {"format": checkpoints.FORMAT, "valid_perplexity": 79.3412})
+    note = _rounded_weights_note(run, "float16")
+    assert "about the 79.34 the run recorded on valid" in note
+    assert "eval baselines.pointer_sentinel --dataset wikitext-2 --split valid --batch-size 10" in note
+    (run / "config.json").write_text("{")
+    assert _rounded_weights_note(run, "float16").endswith(generic)
