@@ -173,8 +173,13 @@ def command_train(args: argparse.Namespace) -> int:
 def _how_to_score(args: argparse.Namespace, best: Path) -> str:
     if not best.is_file():
         return "No best weights yet (no step was taken)"
-    command = ["python", "-m", "harness", "eval", f"baselines.{args.kind}", "--dataset", args.dataset]
-    return f"Best weights: {best}; score them with `{shlex.join([*command, '--checkpoint', str(best)])}`"
+    return f"Best weights: {best}; score them with `{_eval_command(args.kind, args.dataset, best)}`"
+
+
+def _eval_command(kind: str, dataset: str, checkpoint: Path, *options: str) -> str:
+    """The shell command that scores ``checkpoint`` of the baseline ``kind`` on ``dataset``."""
+    command = ["python", "-m", "harness", "eval", f"baselines.{kind}", "--dataset", dataset, *options]
+    return shlex.join([*command, "--checkpoint", str(checkpoint)])
 
 
 def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None:
@@ -529,19 +534,18 @@ def _rounded_weights_note(run_dir: Path, precision: str) -> str:
     recorded = RunDirectory(run_dir, writer=False).best_perplexity()
     try:
         config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
-        options, dataset = config["options"]["options"], config["dataset"]
-        kind, batch_size = options["kind"], options["eval_batch_size"]
+        settings, dataset = config["options"]["options"], config["dataset"]
+        kind, batch_size = settings["kind"], settings["eval_batch_size"]
     except (OSError, ValueError, KeyError, TypeError):
         recorded = math.inf  # no settings to name in a command
     if not math.isfinite(recorded):
         return f"{note} that {best} still scores about the validation perplexity the run recorded"
     # a corpus directory is recorded by its name only: the command names it as a placeholder
     dataset = dataset if dataset in BENCHMARKS else f"DIRECTORY/{dataset}"
-    command = ["python", "-m", "harness", "eval", f"baselines.{kind}", "--dataset", str(dataset)]
-    command += ["--split", "valid", "--batch-size", str(batch_size), "--causality-audit", "0"]
+    options = ("--split", "valid", "--batch-size", str(batch_size), "--causality-audit", "0")
     return (
         f"{note} that its best weights still score about the {recorded:.2f} the run recorded on valid "
-        f"(under its own autocast setting): {shlex.join([*command, '--checkpoint', str(best)])}"
+        f"(under its own autocast setting): {_eval_command(kind, dataset, best, *options)}"
     )
 
 
