@@ -12,9 +12,8 @@
    the per-token algorithm of awd-lstm-lm's ``pointer.py`` (LSTM outputs computed a chunk at a
    time, then the cache applied one token at a time over a one-hot history of the next words),
    timed once its cache is full, as it is for all but the first ``--window`` tokens of a split.
-   The plain LSTM's evaluation is also timed with its recurrent matmul prepacked as in training,
-   against the plain ``torch.addmm`` that float32 batch-1 products take
-   (``RepeatedMatmul.float32_plain_rows``).
+   The plain LSTM's evaluation is also timed with its float32 products taken by the other library
+   than this CPU's (oneDNN or torch's BLAS: :mod:`baselines.models.cpu_products`).
 
 ``--profile`` instead breaks one zoneout-LSTM training step down (forward, backward, optimizer;
 matmuls, softmax, element-wise work). ``--layout`` instead compares the ways to train two models
@@ -60,7 +59,8 @@ from baselines.models import (
     UnigramSampler,
     ZoneoutLSTM,
 )
-from baselines.models.recurrent import LSTMCore, RepeatedMatmul, onednn_prepacking
+from baselines.models.cpu_products import CpuProducts, cpu_vendor, onednn_float32, onednn_usable
+from baselines.models.recurrent import LSTMCore
 from baselines.plugin_bridge import TorchLanguageModel, detach_state
 from baselines.training import PRESETS, bfloat16_is_emulated
 from harness.datasets import load_dataset
@@ -227,8 +227,8 @@ def make_models(config: CoreConfig) -> dict[str, Callable[[], BenchmarkedModel]]
     }
 
 
-#: The zoneout LSTM with the plain recurrent matmul (``torch.addmm``), as where torch lacks the
-#: private oneDNN operators of the fast path (:func:`baselines.models.recurrent.onednn_prepacking`).
+#: The zoneout LSTM with every product by ``torch.addmm``, as where torch lacks the private oneDNN
+#: operators of the fast paths (:func:`baselines.models.cpu_products.onednn_usable`).
 PLAIN_MATMUL = "zoneout LSTM, plain matmul"
 #: The zoneout LSTM trained with ``log_softmax`` and ``gather`` instead of the fused target
 #: log-softmax (:func:`baselines.models.recurrent.target_log_softmax`).
@@ -288,7 +288,7 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
             label = f"{name}, sampled softmax of {args.sampled_softmax}" if sampled else name
             steps[label] = training_steps(args, model, train_ids, amp, sampler if sampled else None)
     for label, owner, switch in (
-        (PLAIN_MATMUL, RepeatedMatmul, "use_onednn"),
+        (PLAIN_MATMUL, CpuProducts, "use_onednn"),
         (PLAIN_SOFTMAX, LSTMCore, "fuse_training_softmax"),
     ):
         step = training_steps(args, ZoneoutLSTM(config), train_ids, args.amp)
@@ -314,7 +314,7 @@ def training_section(args: argparse.Namespace, config: CoreConfig, train_ids: to
     )
     print(
         f"  zoneout LSTM / {PLAIN_MATMUL}: x{seconds['zoneout LSTM'] / seconds[PLAIN_MATMUL]:.3f} "
-        f"(the private oneDNN operators {'in use' if onednn_prepacking() else 'unusable here: both plain'})"
+        f"(the private oneDNN operators {'in use' if onednn_usable() else 'unusable here: both plain'})"
     )
     print(
         f"  zoneout LSTM / {PLAIN_SOFTMAX}: x{seconds['zoneout LSTM'] / seconds[PLAIN_SOFTMAX]:.3f} "
@@ -333,19 +333,20 @@ def evaluation_section(args: argparse.Namespace, config: CoreConfig, dataset) ->
     cache = NeuralCache(lstm, args.window, theta=0.3, interpolation=0.1)
     eval_ids = valid_ids[: args.eval_tokens]
     plain = time_evaluation(lstm, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
-    with class_attribute(RepeatedMatmul, "float32_plain_rows", 0):
-        prepacked = time_evaluation(lstm, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
+    chosen, other = ("oneDNN", "torch's BLAS") if onednn_float32() else ("torch's BLAS", "oneDNN")
+    with class_attribute(CpuProducts, "onednn_float32", not onednn_float32()):
+        switched = time_evaluation(lstm, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
     vectorized = time_evaluation(cache, eval_ids, dataset.vocab.eos_id, len(dataset.vocab), args.device)
     naive = per_token_cache(
         cache, valid_ids[: args.window + args.naive_tokens], dataset.vocab.eos_id, args.device
     )
     report(
         [
-            ("plain zoneout LSTM", plain, "tok/s"),
+            (f"plain zoneout LSTM (float32 products by {chosen}, as on this CPU)", plain, "tok/s"),
             (
-                "plain zoneout LSTM, recurrent matmul prepacked at batch 1",
-                prepacked,
-                f"tok/s   x{plain / prepacked:.2f} the time of the plain LSTM (MKL's addmm at batch 1)",
+                f"plain zoneout LSTM, float32 products by {other}",
+                switched,
+                f"tok/s   x{plain / switched:.2f} the time of the plain LSTM",
             ),
             (
                 "neural cache (this toolkit)",
@@ -537,7 +538,8 @@ def main() -> None:
         return
     print(
         f"{args.preset} preset ({config.num_layers} x {config.hidden_size}), {args.dataset}, "
-        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads"
+        f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
+        f"CPU vendor {cpu_vendor() or 'unknown'}"
     )
     if args.profile:
         profile_section(args, config, train_ids)

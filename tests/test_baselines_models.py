@@ -4,7 +4,6 @@ normalization, gradients, determinism."""
 from __future__ import annotations
 
 import dataclasses
-import types
 
 import numpy as np
 import pytest
@@ -21,13 +20,11 @@ from baselines.models import (
     recurrent,
 )
 from baselines.models.recurrent import (
-    RepeatedMatmul,
     ZoneoutLSTMLayer,
     ZoneoutRecurrence,
     linear,
     lstm_step,
     lstm_step_backward,
-    onednn_prepacking,
     target_log_softmax,
 )
 from baselines.plugin_bridge import TorchLanguageModel
@@ -556,114 +553,3 @@ def test_evaluation_scores_equal_those_returned_with_full_distributions(kind):
         rows = torch.ones(2, 8, dtype=torch.bool)
         with_distributions = model(inputs, targets, model.initial_state(2, "cpu"), distribution_rows=rows)
     assert torch.equal(alone, with_distributions.target_log_probs)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_prepacked_recurrent_matmul_equals_the_plain_one(monkeypatch, dtype):
-    torch.manual_seed(0)
-    weight, x, add = torch.randn(12, 5), torch.randn(3, 5), torch.randn(3, 12)
-    weight, x, add = weight.to(dtype), x.to(dtype), add.to(dtype)
-    fast = RepeatedMatmul(weight, 3)
-    monkeypatch.setattr(RepeatedMatmul, "use_onednn", False)
-    plain = RepeatedMatmul(weight, 3)
-    assert plain.packed is None
-    tolerance = {"atol": 0.05, "rtol": 0.02} if dtype == torch.bfloat16 else {}
-    torch.testing.assert_close(fast(x, add=add), plain(x, add=add), **tolerance)
-    torch.testing.assert_close(fast(x), plain(x), **tolerance)
-
-
-def test_a_layer_trains_alike_with_and_without_prepacking(monkeypatch):
-    torch.manual_seed(0)
-    layer = ZoneoutLSTMLayer(6, 8)
-    x, state = torch.randn(3, 7, 6), (torch.randn(3, 8), torch.randn(3, 8))  # 3: prepacked
-    runs = []
-    for use_onednn in (True, False):
-        monkeypatch.setattr(RepeatedMatmul, "use_onednn", use_onednn)
-        outputs, _ = layer(x, state, 0.2, 0.2, torch.Generator().manual_seed(4))
-        runs.append((outputs, *torch.autograd.grad(outputs.square().sum(), list(layer.parameters()))))
-    for fast, plain in zip(*runs):
-        torch.testing.assert_close(fast, plain)
-
-
-def _layer_run(layer: ZoneoutLSTMLayer) -> list[torch.Tensor]:
-    """A training-mode forward pass of ``layer`` (fixed input, state and masks) and the gradients
-    of its parameters."""
-    torch.manual_seed(1)
-    x, state = torch.randn(3, 7, 6), (torch.randn(3, 8), torch.randn(3, 8))  # 3: prepacked
-    outputs, _ = layer(x, state, 0.2, 0.2, torch.Generator().manual_seed(4))
-    return [outputs, *torch.autograd.grad(outputs.square().sum(), list(layer.parameters()))]
-
-
-class _WrongLinear:
-    """A private prepacked linear that runs but gives wrong numbers (zeros)."""
-
-    def __call__(self, x, packed, *args):
-        return torch.zeros(x.shape[0], packed.shape[0])
-
-    def binary(self, x, add, packed, *args):
-        return torch.zeros_like(add)
-
-
-@pytest.mark.parametrize(
-    ("operators", "notice"),
-    [
-        ({}, "lacks the private oneDNN operators _reorder_linear_weight, _linear_pointwise"),
-        (
-            {
-                "_reorder_linear_weight": lambda weight, bias: weight,
-                "_linear_pointwise": _WrongLinear(),
-                "_is_mkldnn_bf16_supported": lambda: False,
-            },
-            "the private oneDNN operators disagree with torch.addmm in a self-check",
-        ),
-    ],
-    ids=["ops-missing", "ops-wrong"],
-)
-def test_without_usable_private_onednn_ops_the_plain_path_runs_after_a_notice(
-    monkeypatch, capsys, operators, notice
-):
-    torch.manual_seed(0)
-    layer = ZoneoutLSTMLayer(6, 8)
-    onednn_prepacking.cache_clear()
-    fast = _layer_run(layer)
-    try:
-        with monkeypatch.context() as patched:
-            patched.setattr(torch.ops, "mkldnn", types.SimpleNamespace(**operators))
-            onednn_prepacking.cache_clear()
-            plain = _layer_run(layer)
-            _layer_run(layer)  # decided once: one notice
-            assert RepeatedMatmul(layer.weight_hh.detach(), 3).packed is None
-    finally:
-        onednn_prepacking.cache_clear()
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("note: ") and notice in err, err
-    assert "uses torch.addmm instead" in err
-    for ours, plain_result in zip(fast, plain):
-        torch.testing.assert_close(ours, plain_result)
-
-
-def test_the_fast_path_is_taken_where_the_private_ops_pass_their_self_check(capsys):
-    onednn_prepacking.cache_clear()
-    if not torch.backends.mkldnn.is_available():
-        pytest.skip("this torch has no oneDNN")
-    assert onednn_prepacking()
-    assert RepeatedMatmul(torch.randn(8, 4), 3).packed is not None
-    assert capsys.readouterr().err == ""
-
-
-@pytest.mark.parametrize("batch", [1, 2, 3])
-def test_small_float32_batches_take_the_plain_matmul_with_the_prepacked_ones_results(monkeypatch, batch):
-    if not (torch.backends.mkldnn.is_available() and onednn_prepacking()):
-        pytest.skip("no usable private oneDNN operators: every product is plain")
-    weight = torch.randn(8, 4)
-    assert (RepeatedMatmul(weight, batch).packed is None) == (batch <= RepeatedMatmul.float32_plain_rows)
-    assert RepeatedMatmul(weight.bfloat16(), 1).packed is not None  # bfloat16 prepacks at any batch
-    torch.manual_seed(0)
-    layer = ZoneoutLSTMLayer(6, 8).eval()
-    x, state = torch.randn(batch, 7, 6), (torch.randn(batch, 8), torch.randn(batch, 8))
-    with torch.inference_mode():
-        default = layer(x, state, 0.2, 0.2)
-        monkeypatch.setattr(RepeatedMatmul, "float32_plain_rows", 0)
-        assert RepeatedMatmul(weight, 1).packed is not None
-        prepacked = layer(x, state, 0.2, 0.2)
-    torch.testing.assert_close(default, prepacked)

@@ -8,8 +8,9 @@ vocab_sample=None)`` and starts a stream with ``initial_state(batch_size, device
 
 One module per model, named after what it adds: :mod:`~baselines.models.zoneout` (the zoneout
 LSTM), :mod:`~baselines.models.pointer` (the Pointer Sentinel-LSTM), :mod:`~baselines.models.continuous_cache`
-(the neural cache); what they share is in :mod:`~baselines.models.recurrent` (the LSTM stack) and
-:mod:`~baselines.models.common` (the output record, the windowed attention); the sampled softmax
+(the neural cache); what they share is in :mod:`~baselines.models.recurrent` (the LSTM stack),
+:mod:`~baselines.models.common` (the output record, the windowed attention) and
+:mod:`~baselines.models.cpu_products` (which library multiplies on a CPU); the sampled softmax
 that training may use instead of the full one is :mod:`~baselines.models.sampled_softmax`.
 """
 

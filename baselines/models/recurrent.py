@@ -13,15 +13,14 @@ masks of an uninterrupted one.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import numbers
-import sys
 from collections.abc import Callable
 from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
 
+from baselines.models.cpu_products import RepeatedMatmul, affine
 from baselines.models.sampled_softmax import VocabularySample, sampled_target_log_probs
 
 #: Per-layer recurrent state: ``(h, c)``, each ``[B, H]``.
@@ -88,7 +87,8 @@ class CoreConfig:
         return self.embedding_size if self.tie_weights else self.hidden_size
 
 
-#: The half-precision dtypes autocast computes in (on a CPU, oneDNN's GEMMs; MKL's are float32's).
+#: The half-precision dtypes autocast computes in (on a CPU, oneDNN's GEMMs; for float32's see
+#: :mod:`baselines.models.cpu_products`).
 HALF_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -177,96 +177,6 @@ def lstm_step_backward(
     return grad_h * zone_h, grad_c * zone_c + grad_candidate_c * f
 
 
-#: The private oneDNN operators of the fast recurrent matmul (what Inductor uses for frozen
-#: linears): no public API promises them, so they are checked for before any use.
-PRIVATE_ONEDNN_OPS = ("_reorder_linear_weight", "_linear_pointwise", "_is_mkldnn_bf16_supported")
-
-
-@functools.cache
-def onednn_prepacking() -> bool:
-    """Whether :class:`RepeatedMatmul` may use oneDNN's prepacked linear on CPU: this torch has
-    :data:`PRIVATE_ONEDNN_OPS` and they pass a self-check (:func:`_onednn_unusable`). Decided
-    once per process; when not, a one-line notice on stderr says why and that the plain
-    ``torch.addmm`` path runs instead (same results, slower)."""
-    reason = _onednn_unusable()
-    if reason is not None:
-        print(f"note: {reason}; the recurrent matmul uses torch.addmm instead (slower)", file=sys.stderr)
-    return reason is None
-
-
-def _onednn_unusable() -> str | None:
-    """Why the prepacked path cannot be used here (None: it can): oneDNN missing, an operator
-    missing, or the operators failing or disagreeing with ``torch.addmm`` on a small product
-    (drawn from a generator of its own: the global random state is left as it was)."""
-    if not torch.backends.mkldnn.is_available():
-        return "this torch has no oneDNN"
-    missing = [name for name in PRIVATE_ONEDNN_OPS if not hasattr(torch.ops.mkldnn, name)]
-    if missing:
-        return f"torch {torch.__version__} lacks the private oneDNN operators {', '.join(missing)}"
-    generator = torch.Generator().manual_seed(0)
-    weight, x, add = (torch.randn(shape, generator=generator) for shape in ((24, 16), (3, 16), (3, 24)))
-    try:
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, None)
-        products = (
-            torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], ""),
-            torch.ops.mkldnn._linear_pointwise.binary(x, add, packed, None, "add"),
-        )
-    except Exception as error:  # any failure of a private operator means: do not use it
-        return f"the private oneDNN operators failed a self-check ({type(error).__name__})"
-    expected = (x @ weight.t(), torch.addmm(add, x, weight.t()))
-    if not all(torch.allclose(got, want, rtol=1e-4, atol=1e-5) for got, want in zip(products, expected)):
-        return "the private oneDNN operators disagree with torch.addmm in a self-check"
-    return None
-
-
-def _onednn_prepacks(weight: Tensor, rows: int) -> bool:
-    """Whether :class:`RepeatedMatmul` should use oneDNN's prepacked linear for ``weight`` and
-    products of ``rows`` rows."""
-    if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
-        return False
-    if weight.dtype == torch.float32 and rows <= RepeatedMatmul.float32_plain_rows:
-        return False
-    if not onednn_prepacking():
-        return False
-    return weight.dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
-
-
-class RepeatedMatmul:
-    """``add + x @ weight^T`` for many ``x`` and one ``weight`` ``[out, in]`` (the recurrent
-    matmul of every step of a chunk): ``x`` ``[rows, in]``, ``add`` None or ``[rows, out]``.
-
-    On CPU the weight is reordered once into oneDNN's blocked layout and every product uses it
-    (``torch.ops.mkldnn._linear_pointwise``, what Inductor uses for frozen linears): 1.6-1.9x
-    faster than ``torch.addmm`` for the training batch (``benchmarks/baselines_speed.py``), where
-    those private operators exist and pass a self-check (:func:`onednn_prepacking`). Elsewhere,
-    for float64, and for float32 products of at most :attr:`float32_plain_rows` rows (batch-1
-    evaluation, where MKL's matrix-vector product beats the prepacked one), a plain
-    ``torch.addmm``.
-    """
-
-    #: False forces the plain path (tests compare the two).
-    use_onednn = True
-    #: Up to this many rows, float32 products take the plain path: there ``torch.addmm`` takes
-    #: 0.7-0.9 of the prepacked product's time, at 4 rows about twice it (2 x 650 LSTM,
-    #: docs/measurements.md). 0 prepacks every batch size (the benchmark's reference).
-    float32_plain_rows = 2
-
-    def __init__(self, weight: Tensor, rows: int) -> None:
-        self.weight = weight
-        self.packed = (
-            torch.ops.mkldnn._reorder_linear_weight(weight, None)
-            if self.use_onednn and _onednn_prepacks(weight, rows)
-            else None
-        )
-
-    def __call__(self, x: Tensor, add: Tensor | None = None) -> Tensor:
-        if self.packed is None:
-            return x @ self.weight.t() if add is None else torch.addmm(add, x, self.weight.t())
-        if add is None:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return torch.ops.mkldnn._linear_pointwise.binary(x, add, self.packed, None, "add")
-
-
 def _autocast_operands(x: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """The operands of ``x @ weight^T + bias`` cast as autocast casts ``torch.nn.functional.linear``
     (unchanged where autocast is off)."""
@@ -278,10 +188,10 @@ def _autocast_operands(x: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor,
 
 
 class _Linear(torch.autograd.Function):
-    """``x @ weight^T + bias`` for ``x`` ``[N, I]``, whose backward pass lays the products out for
-    a CPU's GEMM (:func:`_linear_gradients`): in float32 the input's gradient as
-    ``(weight^T @ g^T)^T``, 10-30% faster than autograd's ``g @ weight`` for the baselines'
-    shapes with MKL (docs/measurements.md).
+    """``x @ weight^T + bias`` for ``x`` ``[N, I]`` (:func:`~baselines.models.cpu_products.affine`),
+    whose backward pass lays the products out for a CPU's GEMM (:func:`_linear_gradients`): in
+    float32 the input's gradient as ``(weight^T @ g^T)^T``, 10-30% faster than autograd's
+    ``g @ weight`` for the baselines' shapes with MKL (docs/measurements.md).
 
     Under autocast the operands are cast as ``torch.nn.functional.linear`` casts them, and the
     gradients come back in the dtypes of the inputs.
@@ -293,7 +203,7 @@ class _Linear(torch.autograd.Function):
         x, weight, bias = _autocast_operands(x, weight, bias)
         ctx.save_for_backward(x, weight)
         with torch.autocast(x.device.type, enabled=False):
-            return torch.addmm(bias, x, weight.t())
+            return affine(x, weight, bias)
 
     @staticmethod
     @torch.autograd.function.once_differentiable
