@@ -92,6 +92,17 @@ def test_affine_takes_onednn_only_where_chosen_with_torch_addmms_results(monkeyp
     assert len(calls) == int(onednn_float32)
 
 
+@BOTH_LIBRARIES
+def test_affine_multiplies_by_the_weight_as_it_is_now(onednn_float32):
+    """Dynamic evaluation moves the weights in place between products: nothing may be cached."""
+    torch.manual_seed(0)
+    x, weight, bias = torch.randn(5, 7), torch.randn(11, 7), torch.randn(11)
+    affine(x, weight, bias)
+    weight.mul_(-0.5).add_(1.0)
+    bias.add_(3.0)
+    torch.testing.assert_close(affine(x, weight, bias), torch.addmm(bias, x, weight.t()))
+
+
 def test_small_float32_weights_stay_with_torch_addmm_where_onednn_takes_the_large(monkeypatch):
     if not _onednn_here():
         pytest.skip("no usable private oneDNN operators: every product is torch.addmm")
