@@ -11,7 +11,14 @@ import pytest
 import torch
 
 from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM, cpu_products
-from baselines.models.cpu_products import CpuProducts, RepeatedMatmul, affine, cpu_vendor, onednn_usable
+from baselines.models.cpu_products import (
+    CpuProducts,
+    RepeatedMatmul,
+    affine,
+    cpu_vendor,
+    onednn_usable,
+    product_library,
+)
 from baselines.models.recurrent import ZoneoutLSTMLayer
 from baselines.plugin_bridge import TorchLanguageModel
 from harness.evaluate import evaluate
@@ -28,10 +35,10 @@ def _onednn_here() -> bool:
 
 @pytest.fixture
 def onednn_float32(monkeypatch, request) -> bool:
-    """The test's :attr:`CpuProducts.onednn_float32` (from its parameter), for weights of any size
+    """The test's :attr:`CpuProducts.onednn_float32` (from its parameter), for products of any size
     (the tests' are small)."""
     monkeypatch.setattr(CpuProducts, "onednn_float32", request.param)
-    monkeypatch.setattr(CpuProducts, "onednn_float32_min_weight", 0)
+    monkeypatch.setattr(CpuProducts, "onednn_float32_min_work", 0)
     return request.param
 
 
@@ -58,6 +65,34 @@ def test_onednn_takes_float32_products_on_amd_cpus_unless_told(monkeypatch, vend
     monkeypatch.setattr(cpu_products, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(CpuProducts, "onednn_float32", chosen)
     assert cpu_products.onednn_float32() is expected
+
+
+@pytest.mark.parametrize(
+    ("onednn", "shape", "rows", "once", "expected"),
+    [
+        (True, (1024, 512), 2, True, "onednn"),  # 2^20 multiply-adds
+        (True, (1024, 512), 2, False, "prepacked"),
+        (True, (1024, 512), 1, True, "addmm"),
+        (True, (1024, 512), 1, False, "addmm"),
+        (True, (64, 64), 32, False, "addmm"),
+        (True, (64, 64), 256, False, "prepacked"),
+        (False, (1024, 512), 100, True, "addmm"),
+        (False, (1024, 512), 2, False, "addmm"),
+        (False, (1024, 512), 3, False, "prepacked"),
+        (False, (64, 64), 3, False, "prepacked"),
+    ],
+)
+def test_which_library_takes_a_product(monkeypatch, onednn, shape, rows, once, expected):
+    if not _onednn_here():
+        pytest.skip("no usable private oneDNN operators: every product is torch.addmm")
+    monkeypatch.setattr(CpuProducts, "onednn_float32", onednn)
+    assert product_library(torch.empty(shape), rows, once) == expected
+    assert product_library(torch.empty(shape, dtype=torch.float64), rows, once) == "addmm"
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        bfloat16 = "addmm" if once else "prepacked"  # oneDNN's inside torch.addmm too
+        assert product_library(torch.empty(shape, dtype=torch.bfloat16), rows, once) == bfloat16
+    monkeypatch.setattr(CpuProducts, "use_onednn", False)
+    assert product_library(torch.empty(shape), rows, once) == "addmm"
 
 
 def _count_calls(monkeypatch) -> list[tuple]:
@@ -103,17 +138,16 @@ def test_affine_multiplies_by_the_weight_as_it_is_now(onednn_float32):
     torch.testing.assert_close(affine(x, weight, bias), torch.addmm(bias, x, weight.t()))
 
 
-def test_small_float32_weights_stay_with_torch_addmm_where_onednn_takes_the_large(monkeypatch):
+def test_small_float32_products_stay_with_torch_addmm_where_onednn_takes_the_large(monkeypatch):
     if not _onednn_here():
         pytest.skip("no usable private oneDNN operators: every product is torch.addmm")
     monkeypatch.setattr(CpuProducts, "onednn_float32", True)
-    smallest = CpuProducts.onednn_float32_min_weight
-    small, large = torch.randn(smallest // 512 - 1, 512), torch.randn(smallest // 512, 512)
+    weight = torch.randn(CpuProducts.onednn_float32_min_work // 1024, 512)  # 2 rows: the least work
     calls = _count_calls(monkeypatch)
-    for weight, taken in ((small, 0), (large, 1)):
-        affine(torch.randn(2, 512), weight, torch.zeros(weight.shape[0]))
+    for rows, taken in ((1, 0), (2, 1)):
+        affine(torch.randn(rows, 512), weight, torch.zeros(weight.shape[0]))
         assert len(calls) == taken
-        assert (RepeatedMatmul(weight, 1).packed is not None) == bool(taken)
+        assert (RepeatedMatmul(weight, rows).packed is not None) == bool(taken)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -198,7 +232,8 @@ def test_without_usable_private_onednn_ops_the_plain_path_runs_after_a_notice(
         torch.testing.assert_close(ours, plain_result)
 
 
-def test_the_fast_path_is_taken_where_the_private_ops_pass_their_self_check(capsys):
+def test_the_fast_path_is_taken_where_the_private_ops_pass_their_self_check(monkeypatch, capsys):
+    monkeypatch.setattr(CpuProducts, "onednn_float32_min_work", 0)
     onednn_usable.cache_clear()
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
@@ -232,7 +267,7 @@ def test_models_score_alike_with_either_library_and_pass_the_causality_audit_exa
     """float32 at batch 1 under the harness's default protocol (chunks of 100, the causality
     audit with no tolerance on a CPU), every product by oneDNN and then by torch's BLAS."""
     ids = np.random.default_rng(3).integers(1, 40, size=450).astype(np.int64)
-    monkeypatch.setattr(CpuProducts, "onednn_float32_min_weight", 0)
+    monkeypatch.setattr(CpuProducts, "onednn_float32_min_work", 0)
     scores = []
     for chosen in (True, False):
         monkeypatch.setattr(CpuProducts, "onednn_float32", chosen)

@@ -10,15 +10,15 @@ Which is faster depends on the CPU (docs/measurements.md):
 
 - on an Intel Xeon, MKL's float32 products of one or two rows took 0.7-0.9 of the prepacked
   product's time, and the prepacked one won from four rows up;
-- on an AMD EPYC, for weights from 1600 x 400 up, oneDNN took 0.1-0.9 of MKL's time on two
-  threads (0.5-1.06 on one), about half for the two products that batch-1 evaluation spends most
-  on: the 2 x 650 LSTM's recurrent matmul of one row and the WikiText-2 decoder's of a chunk.
-  For the smallest weights its cost per call outweighs that: the ``tiny`` preset's recurrent
-  matmul (256 x 64, one row) took 3.4-4.5 times MKL's time.
+- on an AMD EPYC, oneDNN took about half of MKL's time for the two products that batch-1
+  evaluation spends most on: the 2 x 650 LSTM's recurrent matmul of one row and the WikiText-2
+  decoder's of a chunk; but it spends 12-16 us more on each call, so for the smallest products
+  it took up to 3.7 times MKL's time (``benchmarks/cpu_products.py``).
 
-So float32 products go to oneDNN on the vendors of :data:`ONEDNN_FLOAT32_VENDORS` (for weights of
-at least :attr:`CpuProducts.onednn_float32_min_weight` elements), and elsewhere to torch's BLAS
-(unless a product is repeated over more than :attr:`CpuProducts.float32_plain_rows` rows). The
+So on the vendors of :data:`ONEDNN_FLOAT32_VENDORS` float32 products of at least
+:attr:`CpuProducts.onednn_float32_min_work` multiply-adds go to oneDNN and the others to torch's
+BLAS; elsewhere float32 products go to torch's BLAS unless repeated over more than
+:attr:`CpuProducts.float32_plain_rows` rows (:func:`product_library`). The
 two libraries round differently (last bits of float32), but every product of a process is taken
 by the same one, so a model's scores are reproducible as the harness's causality audit requires.
 """
@@ -47,11 +47,11 @@ class CpuProducts:
     #: Whether oneDNN takes float32 products; None: decided by the CPU's vendor
     #: (:data:`ONEDNN_FLOAT32_VENDORS`).
     onednn_float32: bool | None = None
-    #: Even there, the products of a float32 weight of fewer elements take ``torch.addmm``, where
-    #: oneDNN's 12-16 us more on each call outweigh its speed (from 1600 x 400 up they do not).
-    onednn_float32_min_weight = 1 << 19
-    #: Where oneDNN does not take a weight's float32 products, :class:`RepeatedMatmul`'s of up to
-    #: this many rows take ``torch.addmm`` (batch-1 evaluation); 0 prepacks every batch size.
+    #: There, float32 products of fewer multiply-adds (rows x the weight's elements) take
+    #: ``torch.addmm`` all the same, where oneDNN's 12-16 us more on each call outweigh its speed.
+    onednn_float32_min_work = 1 << 20
+    #: Elsewhere, :class:`RepeatedMatmul`'s float32 products of up to this many rows take
+    #: ``torch.addmm`` (batch-1 evaluation), those of more are prepacked; 0 prepacks every size.
     float32_plain_rows = 2
 
 
@@ -72,14 +72,9 @@ def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
 
 def onednn_float32() -> bool:
     """Whether oneDNN takes float32 products here (:attr:`CpuProducts.onednn_float32`), those of
-    weights of at least :attr:`CpuProducts.onednn_float32_min_weight` elements."""
+    at least :attr:`CpuProducts.onednn_float32_min_work` multiply-adds."""
     chosen = CpuProducts.onednn_float32
     return cpu_vendor() in ONEDNN_FLOAT32_VENDORS if chosen is None else chosen
-
-
-def _onednn_float32_for(weight: Tensor) -> bool:
-    """Whether oneDNN takes float32 products with ``weight`` (by the CPU and the weight's size)."""
-    return onednn_float32() and weight.numel() >= CpuProducts.onednn_float32_min_weight
 
 
 @functools.cache
@@ -135,24 +130,33 @@ def affine(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """``bias + x @ weight^T`` for ``x`` ``[N, I]``, ``weight`` ``[O, I]``, ``bias`` ``[O]`` ->
     ``[N, O]``, with no autograd.
 
-    float32 on a CPU where oneDNN takes float32 products (:func:`onednn_float32`), with a weight
-    large enough, goes to oneDNN's linear on the weight as it is (reordering it would cost more
-    than a product used once: 34 ms for the WikiText-2 decoder, whose product takes 23 ms);
-    anything else to ``torch.addmm``."""
-    float32 = all(operand.dtype == torch.float32 for operand in (x, weight, bias))
-    if float32 and _onednn_float32_for(weight) and _onednn_takes(weight):
+    float32 on a CPU where oneDNN takes float32 products (:func:`onednn_float32`), for a product
+    large enough (:func:`product_library`), goes to oneDNN's linear on the weight as it is
+    (reordering it would cost more than a product used once: 34 ms for the WikiText-2 decoder,
+    whose product takes 23 ms); anything else to ``torch.addmm``."""
+    if x.dtype == bias.dtype == torch.float32 and product_library(weight, x.shape[0], once=True) == "onednn":
         return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight.contiguous(), bias, "none", [], "")
     return torch.addmm(bias, x, weight.t())
 
 
-def _prepacks(weight: Tensor, rows: int) -> bool:
-    """Whether :class:`RepeatedMatmul` reorders ``weight`` for oneDNN, for products of ``rows``
-    rows."""
+def product_library(weight: Tensor, rows: int, once: bool = False) -> str:
+    """Which library takes products with ``weight``: ``"prepacked"`` (oneDNN, from the weight
+    reordered), ``"onednn"`` (oneDNN, from the weight as it is) or ``"addmm"`` (``torch.addmm``).
+
+    Args:
+        weight: ``[out, in]``.
+        rows: the rows of each product.
+        once: :func:`affine`'s product, used once (else :class:`RepeatedMatmul`'s).
+    """
     if not _onednn_takes(weight):
-        return False
-    return (
-        weight.dtype != torch.float32 or _onednn_float32_for(weight) or rows > CpuProducts.float32_plain_rows
-    )
+        return "addmm"
+    if weight.dtype != torch.float32:  # bfloat16: oneDNN's either way
+        return "addmm" if once else "prepacked"
+    if onednn_float32():
+        if rows * weight.numel() < CpuProducts.onednn_float32_min_work:
+            return "addmm"
+        return "onednn" if once else "prepacked"
+    return "addmm" if once or rows <= CpuProducts.float32_plain_rows else "prepacked"
 
 
 class RepeatedMatmul:
@@ -162,14 +166,14 @@ class RepeatedMatmul:
     On a CPU the weight is reordered once into oneDNN's blocked layout and every product uses it:
     1.6-1.9x faster than ``torch.addmm`` for the training batch (``benchmarks/baselines_speed.py``),
     where the private operators pass their self-check (:func:`onednn_usable`). Elsewhere, for
-    float64, and for float32 products of at most :attr:`CpuProducts.float32_plain_rows` rows
-    unless oneDNN takes this weight's float32 products (:func:`onednn_float32`), a plain
+    float64, and for the float32 products that :func:`product_library` leaves to torch's BLAS
+    (small ones, or of few rows on a CPU where oneDNN does not take float32 products), a plain
     ``torch.addmm``.
     """
 
     def __init__(self, weight: Tensor, rows: int) -> None:
         self.weight = weight
-        packs = _prepacks(weight, rows)
+        packs = product_library(weight, rows) == "prepacked"
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, None) if packs else None
 
     def __call__(self, x: Tensor, add: Tensor | None = None) -> Tensor:
