@@ -8,6 +8,9 @@ prepacked (what the recurrent matmul takes for all the steps of a chunk; the reo
 apart). It prints microseconds a product (the best of ``--rounds`` rounds, each as many products
 as fit in ``--budget`` seconds, the three ways taking turns), each way's ratio to ``torch.addmm``,
 and the library the toolkit takes, flagged ``<-`` where another way was more than 10% faster.
+Then the weight gradients of those products (``grad^T @ x``, in the backward pass of training in
+float32 and of dynamic evaluation), which the toolkit leaves to ``torch.mm`` on every CPU, against
+oneDNN's linear from the transposed views.
 
 Run it on quiet cores, at each thread count that evaluations use:
 
@@ -92,6 +95,27 @@ def product_row(
     return f"  {label:<30} {shape:<22} {cells}  reorder {reorder:8.1f}   takes {taken}{flag}"
 
 
+def gradient_row(label: str, out_size: int, in_size: int, rows: int, args: argparse.Namespace) -> str:
+    """One printed row for the weight gradient of a product of ``rows`` rows: ``torch.mm`` (the
+    toolkit's) against oneDNN."""
+    generator = torch.Generator().manual_seed(0)
+    grad = torch.randn(rows, out_size, generator=generator)
+    x = torch.randn(rows, in_size, generator=generator)
+    linear = torch.ops.mkldnn._linear_pointwise
+    times = best_microseconds(
+        {
+            "torch.mm": lambda: grad.t() @ x,
+            "oneDNN": lambda: linear(grad.t(), x.t(), None, "none", [], ""),
+        },
+        args.rounds,
+        args.budget,
+    )
+    flag = "  <-" if times["oneDNN"] * 1.1 < times["torch.mm"] else ""
+    reference = times["torch.mm"]
+    cells = "  ".join(f"{seconds:9.1f} x{seconds / reference:4.2f}" for seconds in times.values())
+    return f"  {label:<30} {f'{out_size} x {in_size}, {rows} rows':<22} {cells}   takes torch.mm{flag}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -109,6 +133,10 @@ def main() -> None:
         print(f"  {'':<30} {'weight, rows':<22} " + "  ".join(f"{way:>15}" for way in WAYS))
         for product in PRODUCTS:
             print(product_row(*product, args), flush=True)
+        print(f"  weight gradients:{'':<36}" + "  ".join(f"{way:>15}" for way in ("torch.mm", "oneDNN")))
+        for label, out_size, in_size, rows, once in PRODUCTS:
+            if once or rows == 32:  # the recurrent weight's over a chunk: rows = 100 x batch
+                print(gradient_row(label, out_size, in_size, 100 if once else 3200, args), flush=True)
 
 
 if __name__ == "__main__":
