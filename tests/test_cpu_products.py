@@ -232,6 +232,22 @@ def test_without_usable_private_onednn_ops_the_plain_path_runs_after_a_notice(
         torch.testing.assert_close(ours, plain_result)
 
 
+def test_only_a_product_meant_for_onednn_checks_its_operators(monkeypatch, capsys):
+    monkeypatch.setattr(CpuProducts, "onednn_float32", False)
+    weight = torch.randn(8, 4)
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(torch.ops, "mkldnn", types.SimpleNamespace())
+            onednn_usable.cache_clear()
+            assert RepeatedMatmul(weight, 1).packed is None  # torch.addmm by choice: no check
+            assert affine(torch.randn(2, 4), weight, torch.zeros(8)).shape == (2, 8)
+            assert capsys.readouterr().err == ""
+            assert RepeatedMatmul(weight, 3).packed is None  # meant for oneDNN: checked, refused
+            assert "lacks the private oneDNN operators" in capsys.readouterr().err
+    finally:
+        onednn_usable.cache_clear()
+
+
 def test_the_fast_path_is_taken_where_the_private_ops_pass_their_self_check(monkeypatch, capsys):
     monkeypatch.setattr(CpuProducts, "onednn_float32_min_work", 0)
     onednn_usable.cache_clear()

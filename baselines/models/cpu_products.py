@@ -18,9 +18,9 @@ Which is faster depends on the CPU (docs/measurements.md):
 So on the vendors of :data:`ONEDNN_FLOAT32_VENDORS` float32 products of at least
 :attr:`CpuProducts.onednn_float32_min_work` multiply-adds go to oneDNN and the others to torch's
 BLAS; elsewhere float32 products go to torch's BLAS unless repeated over more than
-:attr:`CpuProducts.float32_plain_rows` rows (:func:`product_library`). The
-two libraries round differently (last bits of float32), but every product of a process is taken
-by the same one, so a model's scores are reproducible as the harness's causality audit requires.
+:attr:`CpuProducts.float32_plain_rows` rows (:func:`product_library`). The two libraries round
+differently (the last bits of float32), but within a process every product of a shape takes the
+same one, so a model's scores are reproducible as the harness's causality audit requires.
 """
 
 from __future__ import annotations
@@ -116,16 +116,6 @@ def _onednn_unusable() -> str | None:
     return None
 
 
-def _onednn_takes(weight: Tensor) -> bool:
-    """Whether oneDNN may multiply by ``weight``: on a CPU, float32 or (natively supported)
-    bfloat16, with the operators usable and :attr:`CpuProducts.use_onednn` on."""
-    if weight.device.type != "cpu" or weight.dtype not in (torch.float32, torch.bfloat16):
-        return False
-    if not (CpuProducts.use_onednn and onednn_usable()):
-        return False
-    return weight.dtype == torch.float32 or torch.ops.mkldnn._is_mkldnn_bf16_supported()
-
-
 def affine(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """``bias + x @ weight^T`` for ``x`` ``[N, I]``, ``weight`` ``[O, I]``, ``bias`` ``[O]`` ->
     ``[N, O]``, with no autograd.
@@ -141,22 +131,32 @@ def affine(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
 
 def product_library(weight: Tensor, rows: int, once: bool = False) -> str:
     """Which library takes products with ``weight``: ``"prepacked"`` (oneDNN, from the weight
-    reordered), ``"onednn"`` (oneDNN, from the weight as it is) or ``"addmm"`` (``torch.addmm``).
+    reordered), ``"onednn"`` (oneDNN, from the weight as it is) or ``"addmm"`` (``torch.addmm``,
+    which hands bfloat16 products to oneDNN itself).
+
+    Only a product meant for oneDNN's private operators checks them (:func:`onednn_usable`).
 
     Args:
         weight: ``[out, in]``.
         rows: the rows of each product.
         once: :func:`affine`'s product, used once (else :class:`RepeatedMatmul`'s).
     """
-    if not _onednn_takes(weight):
+    if weight.device.type != "cpu" or not CpuProducts.use_onednn:
         return "addmm"
-    if weight.dtype != torch.float32:  # bfloat16: oneDNN's either way
-        return "addmm" if once else "prepacked"
-    if onednn_float32():
-        if rows * weight.numel() < CpuProducts.onednn_float32_min_work:
-            return "addmm"
-        return "onednn" if once else "prepacked"
-    return "addmm" if once or rows <= CpuProducts.float32_plain_rows else "prepacked"
+    if weight.dtype == torch.bfloat16:
+        wanted = "addmm" if once else "prepacked"
+    elif weight.dtype != torch.float32:
+        wanted = "addmm"
+    elif onednn_float32():
+        large = rows * weight.numel() >= CpuProducts.onednn_float32_min_work
+        wanted = ("onednn" if once else "prepacked") if large else "addmm"
+    else:
+        wanted = "prepacked" if not once and rows > CpuProducts.float32_plain_rows else "addmm"
+    if wanted == "addmm" or not onednn_usable():
+        return "addmm"
+    if weight.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return "addmm"
+    return wanted
 
 
 class RepeatedMatmul:
