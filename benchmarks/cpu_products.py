@@ -26,7 +26,7 @@ from collections.abc import Callable
 import torch
 
 from baselines.models.cpu_products import cpu_vendor, onednn_usable, product_library
-from wikitext_toolkit_core.cli import positive_int
+from wikitext_toolkit_core.cli import positive_float, positive_int
 
 #: (what the weight is, out, in, rows of a product, used once): the recurrent matmuls of the
 #: ``tiny``, ``cpu`` (2 x 200) and ``medium`` (2 x 650) LSTMs at batch 1 (evaluation), 10
@@ -122,7 +122,7 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=positive_int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=positive_int, default=3)
-    parser.add_argument("--budget", type=float, default=0.1, help="seconds of products per round")
+    parser.add_argument("--budget", type=positive_float, default=0.1, help="seconds of products per round")
     args = parser.parse_args()
     if not (torch.backends.mkldnn.is_available() and onednn_usable()):
         raise SystemExit("error: no usable private oneDNN operators here: every product is torch.addmm")
