@@ -172,7 +172,10 @@ def command_train(args: argparse.Namespace) -> int:
 
 def _how_to_score(args: argparse.Namespace, best: Path) -> str:
     if not best.is_file():
-        return "No best weights yet (no step was taken)"
+        return (
+            "No best.pt here yet (no validation here has beaten the best the run recorded; a run "
+            "unpacked without its best.pt keeps it where it was packed)"
+        )
     return f"Best weights: {best}; score them with `{_eval_command(args.kind, args.dataset, best)}`"
 
 
@@ -192,7 +195,7 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
                 "options": trainer.identity(),
                 "dataset": dataset.name,
                 "initialized_from": trainer.initialized_from,
-                "command": " ".join(sys.argv),
+                "command": shlex.join(sys.argv),
             },
             indent=2,
         )
@@ -506,23 +509,41 @@ def command_package(args: argparse.Namespace) -> int:
 
 def command_pack_run(args: argparse.Namespace) -> int:
     manifest = pack_run(
-        args.run_dir, args.destination, args.name or args.run_dir.name, args.precision, args.piece_bytes
+        args.run_dir,
+        args.destination,
+        args.name or args.run_dir.name,
+        args.precision,
+        args.piece_bytes,
+        with_best=not args.without_best,
     )
     pieces = json.loads(manifest.read_text(encoding="utf-8"))["pieces"]
     total = sum(piece["bytes"] for piece in pieces)
+    best_from = f" --best-from {shlex.quote(str(args.run_dir))}" if args.without_best else ""
     print(
-        f"wrote {manifest} and {len(pieces)} piece(s), {total / 1e6:.1f} MB in all ({args.precision}); "
-        f"rebuild with: python -m baselines unpack-run {shlex.quote(str(manifest))} RUN_DIR",
+        f"wrote {manifest} and {len(pieces)} piece(s), {total / 1e6:.1f} MB in all ({args.precision}"
+        f"{', best.pt left behind' if args.without_best else ''}); rebuild with: python -m baselines "
+        f"unpack-run {shlex.quote(str(manifest))} RUN_DIR{best_from}",
         file=sys.stderr,
     )
     return 0
 
 
 def command_unpack_run(args: argparse.Namespace) -> int:
-    precision = unpack_run(args.manifest, args.run_dir)
+    unpacked = unpack_run(args.manifest, args.run_dir, args.best_from)
     print(f"rebuilt {args.run_dir}; every piece matched its SHA-256", file=sys.stderr)
-    if precision != "float32":
-        print(_rounded_weights_note(args.run_dir, precision), file=sys.stderr)
+    if unpacked.best_taken:
+        print(f"best.pt: taken from {args.best_from}, the best this run has recorded", file=sys.stderr)
+    elif not unpacked.has_best:
+        print(
+            f"note: the pack carries no best.pt (left behind where it was packed); {args.run_dir} "
+            "trains on, but writes a best.pt only when a validation beats the best the run recorded: "
+            "unpack again with --best-from THAT_RUN_DIR to evaluate it",
+            file=sys.stderr,
+        )
+    elif args.best_from is not None:
+        print(f"best.pt: the pack's own, a new best; {args.best_from}'s was not used", file=sys.stderr)
+    if unpacked.precision != "float32" and unpacked.has_best and not unpacked.best_taken:
+        print(_rounded_weights_note(args.run_dir, unpacked.precision), file=sys.stderr)
     return 0
 
 
@@ -991,12 +1012,26 @@ def _add_transfer_parsers(commands: Any) -> None:
         default=PIECE_BYTES,
         help="the largest piece (default: %(default)s, under 16 MiB)",
     )
+    pack.add_argument(
+        "--without-best",
+        action="store_true",
+        help="leave best.pt behind, about half the size when it differs from the checkpoint: for a leg "
+        "of training elsewhere, which writes its own only when it beats the best recorded (unpack what "
+        "comes back with --best-from RUN_DIR)",
+    )
     pack.set_defaults(handler=command_pack_run)
     unpack = commands.add_parser(
         "unpack-run", help="rebuild a run directory from `pack-run`'s pieces, checking each one"
     )
     unpack.add_argument("manifest", type=existing_file, help="NAME.manifest.json (its pieces beside it)")
     unpack.add_argument("run_dir", type=Path, help="the run directory to write (holding no run yet)")
+    unpack.add_argument(
+        "--best-from",
+        type=Path,
+        metavar="RUN_DIR",
+        help="where a pack made with --without-best was made: its best.pt is taken when the pack "
+        "carries none (a leg with no new best), after checking it is the best the run recorded",
+    )
     unpack.set_defaults(handler=command_unpack_run)
 
 

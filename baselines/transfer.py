@@ -15,7 +15,11 @@ A lent machine (an accelerator for a few minutes) sends files back under limits 
   a relative error below 2**-11, about half the size; it is lossy, so the run resumes from
   slightly different weights (validate before trusting them);
 - the manifest holds the SHA-256 of every piece and of the whole, checked before anything is
-  written; ``log.jsonl`` and ``config.json`` travel inside it.
+  written; ``log.jsonl`` and ``config.json`` travel inside it;
+- ``with_best=False`` leaves ``best.pt`` behind, for a leg of training on a lent machine whose
+  way in is tight: the checkpoint records the best validation perplexity so far, so the leg
+  writes a ``best.pt`` only if it beats it, and :func:`unpack_run` takes the one left behind
+  (``best_from``) when the pack that comes back carries none.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import numpy as np
 import torch
 
 from baselines import checkpoint as checkpoints
+from baselines.run_directory import RunDirectory
 from wikitext_toolkit_core.errors import ToolkitError
 from wikitext_toolkit_core.files import exclusive_directory, write_atomically
 
@@ -115,22 +120,32 @@ def _byte_planes(tensors: list[torch.Tensor]) -> bytes:
 
 
 def pack_run(
-    run_dir: Path, destination: Path, name: str, precision: str = "float32", piece_bytes: int = PIECE_BYTES
+    run_dir: Path,
+    destination: Path,
+    name: str,
+    precision: str = "float32",
+    piece_bytes: int = PIECE_BYTES,
+    with_best: bool = True,
 ) -> Path:
     """Write ``run_dir`` as ``destination/NAME.manifest.json`` and ``NAME.partNN`` pieces of at
-    most ``piece_bytes`` bytes; returns the manifest's path. The run directory is locked
-    meanwhile, so a training run cannot write it half-way through."""
+    most ``piece_bytes`` bytes, ``best.pt`` left out unless ``with_best``; returns the manifest's
+    path. The run directory is locked meanwhile, so a training run cannot write it half-way
+    through."""
     if precision not in PRECISIONS:
         raise TransferError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
     manifest_path = destination / f"{name}.manifest.json"
     if manifest_path.exists():
         raise TransferError(f"{manifest_path} exists: choose another name or directory")
+    packed = CHECKPOINT_FILES if with_best else (checkpoints.RESUME,)
     with exclusive_directory(run_dir, "the run directory"):
-        missing = [f for f in (*CHECKPOINT_FILES, *TEXT_FILES) if not (run_dir / f).is_file()]
+        missing = [f for f in (*packed, *TEXT_FILES) if not (run_dir / f).is_file()]
         if missing:
             raise TransferError(f"{run_dir} is not a run directory: it has no {', '.join(missing)}")
+        files = {f: checkpoints.load(run_dir / f) for f in packed}
+        if not with_best:
+            _record_best_left_behind(files[checkpoints.RESUME], run_dir)
         extraction = _Extraction(precision)
-        skeleton = extraction.strip({f: checkpoints.load(run_dir / f) for f in CHECKPOINT_FILES})
+        skeleton = extraction.strip(files)
         texts = {f: (run_dir / f).read_text(encoding="utf-8") for f in TEXT_FILES}
     buffer = io.BytesIO()
     torch.save(skeleton, buffer)
@@ -156,6 +171,16 @@ def pack_run(
     }
     write_atomically(manifest_path, json.dumps(manifest, indent=1) + "\n")
     return manifest_path
+
+
+def _record_best_left_behind(checkpoint: dict[str, Any], run_dir: Path) -> None:
+    """Make ``checkpoint``'s best validation perplexity that of ``run_dir/best.pt`` where that
+    is lower (a kill between writing the two leaves ``best.pt`` newer): what resuming in
+    ``run_dir`` would take, so that a leg without ``best.pt`` never writes worse weights as its
+    best."""
+    progress = checkpoint["training"]["progress"]
+    best = RunDirectory(run_dir, writer=False).best_perplexity()
+    progress["best_file_valid"] = min(progress["best_file_valid"], best)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -207,11 +232,22 @@ def _fill(value: Any, aliases: list[torch.Tensor]) -> Any:
     return value
 
 
-def unpack_run(manifest_path: Path, run_dir: Path) -> str:
+@dataclass(frozen=True)
+class Unpacked:
+    """What :func:`unpack_run` rebuilt: the pack's precision (one of :data:`PRECISIONS`), whether
+    the run directory has a ``best.pt``, and whether it came from ``best_from``."""
+
+    precision: str
+    has_best: bool
+    best_taken: bool
+
+
+def unpack_run(manifest_path: Path, run_dir: Path, best_from: Path | None = None) -> Unpacked:
     """Rebuild the run directory packed in ``manifest_path`` into ``run_dir``, which must hold no
     ``checkpoint.pt`` yet; nothing is written unless every piece checks out, and ``checkpoint.pt``
-    is written last, so an interrupted unpack is simply run again. Returns the pack's precision
-    (one of :data:`PRECISIONS`)."""
+    is written last, so an interrupted unpack is simply run again. A pack without ``best.pt``
+    (``pack_run(with_best=False)``) takes ``best_from/best.pt`` when it is given: the weights of
+    the best validation the checkpoint records, since a leg writes its own only when it beats it."""
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
@@ -226,11 +262,32 @@ def unpack_run(manifest_path: Path, run_dir: Path) -> str:
     skeleton = torch.load(io.BytesIO(whole[:split]), map_location="cpu", weights_only=True)
     data = _tensors(whole[split:], manifest)
     files = _fill(skeleton, [data[index].clone() for index in manifest["aliases"]])
+    best, taken = files.get(checkpoints.BEST), False
+    if best is None and best_from is not None:
+        best, taken = _best_left_behind(best_from, files[checkpoints.RESUME]), True
     with exclusive_directory(run_dir, "the run directory"):
         if (run_dir / checkpoints.RESUME).exists():
             raise TransferError(f"{run_dir} already holds a run: unpack into a new directory")
         for name, text in manifest["texts"].items():
             write_atomically(run_dir / name, text)
-        checkpoints.save(run_dir / checkpoints.BEST, files[checkpoints.BEST])
+        if best is not None:
+            checkpoints.save(run_dir / checkpoints.BEST, best)
         checkpoints.save(run_dir / checkpoints.RESUME, files[checkpoints.RESUME])
-    return str(manifest["precision"])
+    return Unpacked(str(manifest["precision"]), has_best=best is not None, best_taken=taken)
+
+
+def _best_left_behind(run_dir: Path, checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """``run_dir/best.pt``, checked to be the best that ``checkpoint`` records (which
+    :func:`pack_run` set from it when it left it behind)."""
+    path = run_dir / checkpoints.BEST
+    if not path.is_file():
+        raise TransferError(f"{path}: missing (the pack carries no best.pt to replace it)")
+    best = checkpoints.load(path)
+    recorded = best.get("valid_perplexity")
+    expected = checkpoint["training"]["progress"]["best_file_valid"]
+    if recorded != expected:
+        raise TransferError(
+            f"{path} records valid perplexity {recorded}, but the packed checkpoint's best is {expected}: "
+            "it is not the best.pt of this run"
+        )
+    return best

@@ -136,3 +136,84 @@ def test_the_rounded_weights_note_names_a_benchmark_as_it_is_and_falls_back_with
     assert "eval baselines.pointer_sentinel --dataset wikitext-2 --split valid --batch-size 10" in note
     (run / "config.json").write_text("{")
     assert _rounded_weights_note(run, "float16").endswith(generic)
+
+
+def test_a_leg_without_best_writes_none_until_it_beats_the_run_and_takes_the_one_left_behind(
+    toy, tmp_path, capsys
+):
+    train_steps(toy, tmp_path / "home", 5)
+    home_best = (tmp_path / "home" / "best.pt").read_bytes()
+    with_best = transfer.pack_run(tmp_path / "home", tmp_path / "wire", "with", precision="float16")
+    without = transfer.pack_run(tmp_path / "home", tmp_path / "wire", "without", "float16", with_best=False)
+    assert json.loads(without.read_text())["texts"] == json.loads(with_best.read_text())["texts"]
+    capsys.readouterr()
+    assert baselines_main(["unpack-run", str(without), str(tmp_path / "leg")]) == 0
+    err = capsys.readouterr().err
+    assert "carries no best.pt" in err and "--best-from" in err and "rounded" not in err
+    assert not (tmp_path / "leg" / "best.pt").exists()
+    recorded = checkpoints.load(tmp_path / "home" / "best.pt")["valid_perplexity"]
+    leg = checkpoints.load(tmp_path / "leg" / "checkpoint.pt")["training"]["progress"]
+    assert leg["best_file_valid"] == recorded
+
+    # the leg comes back without a new best: the best left behind is taken, the rest is the leg's
+    assert baselines_main(["pack-run", str(tmp_path / "leg"), str(tmp_path / "back"), "--without-best"]) == 0
+    capsys.readouterr()
+    manifest = str(tmp_path / "back" / "leg.manifest.json")
+    assert (
+        baselines_main(
+            ["unpack-run", manifest, str(tmp_path / "landed"), "--best-from", str(tmp_path / "home")]
+        )
+        == 0
+    )
+    assert "taken from" in capsys.readouterr().err
+    assert (tmp_path / "landed" / "best.pt").read_bytes() == home_best
+    landed = checkpoints.load(tmp_path / "landed" / "checkpoint.pt")["model"]
+    left = checkpoints.load(tmp_path / "leg" / "checkpoint.pt")["model"]
+    assert all(torch.equal(landed[key], left[key]) for key in left)
+
+    # another run's best.pt is refused, and nothing is written
+    train_steps(toy, tmp_path / "other", 3)
+    assert (
+        baselines_main(
+            ["unpack-run", manifest, str(tmp_path / "wrong"), "--best-from", str(tmp_path / "other")]
+        )
+        == 2
+    )
+    assert "not the best.pt of this run" in capsys.readouterr().err
+    assert not (tmp_path / "wrong" / "checkpoint.pt").exists()
+
+
+def test_a_leg_that_beats_the_run_brings_its_own_best_back(toy, tmp_path, capsys):
+    train_steps(toy, tmp_path / "home", 3)
+    best, resume = (checkpoints.load(tmp_path / "home" / name) for name in ("best.pt", "checkpoint.pt"))
+    best["valid_perplexity"] = resume["training"]["progress"]["best_file_valid"] = 1e6  # the leg beats it
+    checkpoints.save(tmp_path / "home" / "best.pt", best)
+    checkpoints.save(tmp_path / "home" / "checkpoint.pt", resume)
+    without = transfer.pack_run(tmp_path / "home", tmp_path / "wire", "out", with_best=False)
+    transfer.unpack_run(without, tmp_path / "leg")
+    train_steps(toy, tmp_path / "leg", 5)
+    new_best = checkpoints.load(tmp_path / "leg" / "best.pt")["valid_perplexity"]
+    assert new_best < 1e6
+    back = transfer.pack_run(tmp_path / "leg", tmp_path / "back", "back")
+    capsys.readouterr()
+    assert (
+        baselines_main(
+            ["unpack-run", str(back), str(tmp_path / "landed"), "--best-from", str(tmp_path / "home")]
+        )
+        == 0
+    )
+    assert "a new best" in capsys.readouterr().err
+    assert checkpoints.load(tmp_path / "landed" / "best.pt")["valid_perplexity"] == new_best
+
+
+def test_leaving_best_behind_records_a_best_newer_than_the_checkpoint(toy, tmp_path):
+    train_steps(toy, tmp_path / "run", 3)
+    best = checkpoints.load(tmp_path / "run" / "best.pt")
+    best["valid_perplexity"] = 1.5  # as if a kill fell between writing best.pt and the checkpoint
+    checkpoints.save(tmp_path / "run" / "best.pt", best)
+    transfer.unpack_run(
+        transfer.pack_run(tmp_path / "run", tmp_path / "wire", "run", with_best=False), tmp_path / "leg"
+    )
+    assert (
+        checkpoints.load(tmp_path / "leg" / "checkpoint.pt")["training"]["progress"]["best_file_valid"] == 1.5
+    )

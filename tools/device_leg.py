@@ -1,0 +1,291 @@
+"""A leg of training on a lent accelerator, through the device tool's narrow pipe.
+
+The device tool (this workplace's, ``/work/.library/device``) sends the repository's working tree
+(tracked files, and untracked files git does not ignore) plus named ``carry`` paths, at most 64 MiB
+a call, and brings back at most 8 files of 16 MiB, 64 MiB in all, from ``$OUT``. The repository
+alone is over that (the packaged models and the results' log-probabilities, about 100 MB), and a
+medium run directory is 230-250 MB. So a leg goes in steps, each a command of this script:
+
+1. ``send RUN_DIR...`` (here): packs each run as float16 pieces without ``best.pt`` (about 50 MB:
+   ``baselines pack-run --without-best``) into ``.device-leg/NAME/``, and takes the large files
+   out of git's index (``git rm --cached``; the files stay on disk) and into
+   ``.git/info/exclude``, so that neither travels. Prints what each call will send.
+2. ``train NAME --minutes M [--background]`` (there, in a call that carries ``.device-leg/NAME``):
+   unpacks the run into ``/tmp/device-leg/runs/NAME`` and resumes it with the command its
+   ``config.json`` records, on ``--device cuda`` for ``M`` minutes (the trainer stops at a step
+   and validates). ``--background`` starts it in its own session and returns, so the next call
+   can bring the next run while this one trains.
+3. ``pack NAME... --out $OUT`` (there): waits for the runs, packs each (float16; ``best.pt`` only
+   when the leg wrote one, that is beat the run's best) and moves into ``$OUT`` what the limits
+   let through; ``fetch --out $OUT`` in the next call brings the rest.
+4. ``land --from FOLDER... RUN_DIR...`` (here): rebuilds each run from its pieces, with the
+   ``best.pt`` left behind where the leg wrote none, puts it in place of ``RUN_DIR`` (kept as
+   ``RUN_DIR.before-leg``), and puts git's index back as it was; ``restore`` does only that.
+
+Run from the repository root: ``python tools/device_leg.py COMMAND ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+#: The device tool's limits: what travels to the machine, and what comes back from ``$OUT``.
+SEND_LIMIT = 64 * 2**20
+BACK_FILES, BACK_FILE_LIMIT, BACK_LIMIT = 8, 16 * 2**20, 64 * 2**20
+#: Where ``send`` stages the runs (ignored by git, named in ``carry``).
+STAGE = Path(".device-leg")
+#: Where the runs train and wait on the device machine.
+THERE = Path("/tmp/device-leg")
+#: The tracked files that stay behind: the packaged models, the results' log-probabilities and
+#: the runs' snapshots (none of which training reads).
+LEFT_BEHIND = ("*.pt", "*.npy", "results/wikitext-2/training/snapshots")
+EXCLUDE = Path(".git/info/exclude")
+EXCLUDE_BEGIN, EXCLUDE_END = "# device_leg.py: begin", "# device_leg.py: end"
+#: ``baselines train`` options that the leg sets itself (each takes a value).
+LEG_OPTIONS = ("--device", "--threads", "--max-minutes", "--max-steps", "--output-dir")
+
+
+class LegError(Exception):
+    """A step that cannot go on; the message is one line."""
+
+
+def run(*command: str, capture: bool = False) -> str:
+    """Run ``command``; its stdout when ``capture``. Raises LegError when it fails."""
+    done = subprocess.run(command, text=True, capture_output=capture)
+    if done.returncode != 0:
+        detail = f": {done.stderr.strip().splitlines()[-1]}" if capture and done.stderr.strip() else ""
+        raise LegError(f"`{shlex.join(command)}` failed (exit status {done.returncode}){detail}")
+    return done.stdout if capture else ""
+
+
+def baselines(*arguments: str) -> None:
+    run(sys.executable, "-m", "baselines", *arguments)
+
+
+# ------------------------------------------------------------------------------------- here
+def travelling_bytes() -> int:
+    """The bytes of the working tree the device tool sends: tracked files and untracked files git
+    does not ignore."""
+    listed = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", capture=True)
+    return sum(path.stat().st_size for path in map(Path, listed.split("\0")) if path.is_file())
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def slim_index() -> None:
+    """Take :data:`LEFT_BEHIND` out of git's index and into ``.git/info/exclude``."""
+    run("git", "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *LEFT_BEHIND)
+    kept = _exclude_lines_without_block()
+    block = [EXCLUDE_BEGIN, f"/{STAGE}/", *LEFT_BEHIND, EXCLUDE_END]
+    EXCLUDE.write_text("\n".join([*kept, *block]) + "\n", encoding="utf-8")
+
+
+def restore_index() -> bool:
+    """Put the index and ``.git/info/exclude`` back; whether there was anything to put back."""
+    kept = _exclude_lines_without_block()
+    slimmed = EXCLUDE.is_file() and EXCLUDE_BEGIN in EXCLUDE.read_text(encoding="utf-8")
+    run("git", "reset", "-q", "HEAD", "--", *LEFT_BEHIND)
+    EXCLUDE.write_text("".join(line + "\n" for line in [*kept, f"/{STAGE}/"]), encoding="utf-8")
+    return slimmed
+
+
+def _exclude_lines_without_block() -> list[str]:
+    lines = EXCLUDE.read_text(encoding="utf-8").splitlines() if EXCLUDE.is_file() else []
+    if EXCLUDE_BEGIN in lines:
+        lines = lines[: lines.index(EXCLUDE_BEGIN)] + lines[lines.index(EXCLUDE_END) + 1 :]
+    return [line for line in lines if line != f"/{STAGE}/"]
+
+
+def command_send(args: argparse.Namespace) -> None:
+    restore_index()  # undo an earlier send; exclude /.device-leg/, which travels only when carried
+    if run("git", "diff", "--cached", "--name-only", capture=True).strip():
+        raise LegError("git's index holds staged changes: commit or unstage them first")
+    if STAGE.exists():
+        shutil.rmtree(STAGE)
+    for run_dir in args.run_dirs:
+        baselines(
+            "pack-run", str(run_dir), str(STAGE / run_dir.name), "--precision", "float16", "--without-best"
+        )
+    slim_index()
+    tree = travelling_bytes()
+    print(f"the working tree now sends {tree / 2**20:.1f} MiB a call (limit {SEND_LIMIT / 2**20:.0f})")
+    for run_dir in args.run_dirs:
+        carried = folder_bytes(STAGE / run_dir.name)
+        total = tree + carried
+        print(f"  carry {STAGE / run_dir.name}: {carried / 2**20:.1f} MiB, {total / 2**20:.1f} MiB in all")
+        if total > SEND_LIMIT:
+            restore_index()
+            raise LegError(
+                f"a call carrying {run_dir.name} would send {total / 2**20:.1f} MiB: over the limit"
+            )
+    print("git's index is slimmed: `python tools/device_leg.py restore` (or `land`) before any commit")
+
+
+def gather(name: str, folders: Iterable[Path], into: Path) -> Path:
+    """Copy ``NAME.manifest.json`` and its pieces from ``folders`` into ``into``; its manifest."""
+    if into.exists():
+        shutil.rmtree(into)
+    into.mkdir(parents=True)
+    for folder in folders:
+        for path in folder.glob(f"{name}.*"):
+            shutil.copyfile(path, into / path.name)
+    manifest = into / f"{name}.manifest.json"
+    if not manifest.is_file():
+        raise LegError(f"no {manifest.name} in {', '.join(map(str, folders))}")
+    return manifest
+
+
+def command_land(args: argparse.Namespace) -> None:
+    for run_dir in args.run_dirs:
+        name = run_dir.name
+        manifest = gather(name, args.folders, run_dir.parent / f"{name}.leg-pieces")
+        landed, before = run_dir.parent / f"{name}.landed", run_dir.parent / f"{name}.before-leg"
+        if before.exists():
+            raise LegError(f"{before} exists from an earlier leg: move it away first")
+        baselines("unpack-run", str(manifest), str(landed), "--best-from", str(run_dir))
+        run_dir.rename(before)
+        landed.rename(run_dir)
+        print(f"{run_dir}: the leg's run (the run before it: {before})")
+    if restore_index():
+        print("git's index is back as it was")
+
+
+def command_restore(args: argparse.Namespace) -> None:
+    print("git's index is back as it was" if restore_index() else "git's index was not slimmed")
+
+
+# ------------------------------------------------------------------------------------ there
+def train_command(run_dir: Path, device: str, minutes: float) -> list[str]:
+    """The ``baselines train`` command that resumes ``run_dir``: the one its ``config.json``
+    records, with the leg's device, time and directory (:data:`LEG_OPTIONS`) instead."""
+    recorded = shlex.split(json.loads((run_dir / "config.json").read_text(encoding="utf-8"))["command"])
+    options, kept = iter(recorded[recorded.index("train") + 1 :]), []
+    for option in options:
+        if option in LEG_OPTIONS:
+            next(options, None)  # and its value
+        elif option.split("=")[0] not in LEG_OPTIONS:
+            kept.append(option)
+    leg = ["--device", device, "--max-minutes", str(minutes), "--output-dir", str(run_dir)]
+    return [sys.executable, "-m", "baselines", "train", *kept, *leg]
+
+
+def command_train(args: argparse.Namespace) -> None:
+    run_dir = THERE / "runs" / args.name
+    THERE.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "checkpoint.pt").is_file():
+        baselines("unpack-run", str(STAGE / args.name / f"{args.name}.manifest.json"), str(run_dir))
+    command = train_command(run_dir, args.device, args.minutes)
+    print(shlex.join(command), flush=True)
+    if not args.background:
+        run(*command)
+        return
+    with open(THERE / f"{args.name}.out", "w", encoding="utf-8") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    (THERE / f"{args.name}.pid").write_text(str(process.pid), encoding="utf-8")
+    print(f"training in the background (pid {process.pid}, log {THERE / f'{args.name}.out'})")
+
+
+def wait_for(name: str) -> None:
+    """Wait for a background ``train`` of ``name`` to exit, then show the end of its output."""
+    pid_file = THERE / f"{name}.pid"
+    if not pid_file.is_file():
+        return
+    pid = int(pid_file.read_text(encoding="utf-8"))
+    while _alive(pid):
+        time.sleep(2)
+    pid_file.unlink()
+    print((THERE / f"{name}.out").read_text(encoding="utf-8")[-2000:], flush=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (an exited one that nobody has reaped does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.is_file() and stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0] == "Z")
+
+
+def command_pack(args: argparse.Namespace) -> None:
+    back = THERE / "back"
+    back.mkdir(parents=True, exist_ok=True)
+    for name in args.names:
+        wait_for(name)
+        run_dir = THERE / "runs" / name
+        without_best = () if (run_dir / "best.pt").is_file() else ("--without-best",)
+        baselines("pack-run", str(run_dir), str(back), "--precision", "float16", *without_best)
+    deliver(back, args.out)
+
+
+def deliver(back: Path, out: Path) -> None:
+    """Move into ``out`` the files of ``back`` that the limits let through, manifests first; say
+    what is left for ``fetch``."""
+    waiting = sorted(back.iterdir(), key=lambda path: (not path.name.endswith(".json"), path.name))
+    sent = total = 0
+    for path in waiting:
+        size = path.stat().st_size
+        if size > BACK_FILE_LIMIT:
+            raise LegError(f"{path} is {size} bytes, over the limit of one file")
+        if sent == BACK_FILES or total + size > BACK_LIMIT:
+            break
+        shutil.move(path, out / path.name)
+        sent, total = sent + 1, total + size
+    left = list(back.iterdir())
+    print(f"{sent} file(s), {total / 2**20:.1f} MiB into $OUT; {len(left)} left", end="")
+    print(": run `python tools/device_leg.py fetch --out $OUT` next" if left else "")
+
+
+def command_fetch(args: argparse.Namespace) -> None:
+    if not (THERE / "back").is_dir():
+        raise LegError(f"nothing to fetch: no {THERE / 'back'} on this machine (a fresh one?)")
+    deliver(THERE / "back", args.out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    send = commands.add_parser("send", help="here: pack the runs and slim what travels")
+    send.add_argument("run_dirs", nargs="+", type=Path)
+    send.set_defaults(handler=command_send)
+    train = commands.add_parser("train", help="there: unpack a run and train it")
+    train.add_argument("name")
+    train.add_argument("--minutes", type=float, required=True)
+    train.add_argument("--device", default="cuda")
+    train.add_argument("--background", action="store_true")
+    train.set_defaults(handler=command_train)
+    pack = commands.add_parser("pack", help="there: wait for the runs, pack them, fill $OUT")
+    pack.add_argument("names", nargs="+")
+    pack.add_argument("--out", type=Path, required=True)
+    pack.set_defaults(handler=command_pack)
+    fetch = commands.add_parser("fetch", help="there: the pieces `pack` left")
+    fetch.add_argument("--out", type=Path, required=True)
+    fetch.set_defaults(handler=command_fetch)
+    land = commands.add_parser("land", help="here: rebuild the runs from what came back")
+    land.add_argument("--from", dest="folders", nargs="+", type=Path, required=True)
+    land.add_argument("run_dirs", nargs="+", type=Path)
+    land.set_defaults(handler=command_land)
+    restore = commands.add_parser("restore", help="here: put git's index back")
+    restore.set_defaults(handler=command_restore)
+    args = parser.parse_args(argv)
+    try:
+        args.handler(args)
+    except LegError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
