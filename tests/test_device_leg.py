@@ -87,6 +87,22 @@ def test_the_leg_resumes_the_recorded_command_with_its_own_device_time_and_direc
     ]
 
 
+def test_the_calls_train_the_runs_side_by_side_within_the_device_time():
+    first, second, fetch = device_leg.device_calls(["zoneout", "pointer"], 15)
+    assert first == (
+        'run(command="python3 tools/device_leg.py train zoneout --minutes 9 --background", '
+        'carry=[".device-leg/zoneout"], timeout_s=300)'
+    )
+    assert second == (
+        'run(command="python3 tools/device_leg.py train pointer --minutes 8 && python3 tools/device_leg.py '
+        'pack zoneout pointer --out $OUT", carry=[".device-leg/pointer"], timeout_s=600)'
+    )
+    assert "fetch --out $OUT" in fetch
+    assert len(device_leg.device_calls(["one"], 12.5)) == 2
+    with pytest.raises(device_leg.LegError, match="too little"):
+        device_leg.device_calls(["zoneout"], 7)
+
+
 def test_what_comes_back_keeps_to_the_limits_and_the_rest_is_fetched_next(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(device_leg, "THERE", tmp_path / "there")
     back = tmp_path / "there" / "back"
@@ -132,6 +148,7 @@ def test_a_leg_goes_out_trains_comes_back_in_pieces_and_lands_in_place_of_the_ru
     assert device_leg.main(["send", str(home)]) == 0
     said = capsys.readouterr().out
     assert "carry .device-leg/toy-run" in said and "git's index is slimmed" in said
+    assert said.rstrip().endswith("then give_back")  # the device calls to make
     stage = repository / ".device-leg" / "toy-run"
     assert "code/model.pt" not in travelling(repository)
 

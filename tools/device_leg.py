@@ -108,6 +108,7 @@ def _exclude_lines_without_block() -> list[str]:
 
 
 def command_send(args: argparse.Namespace) -> None:
+    calls = device_calls([run_dir.name for run_dir in args.run_dirs], args.device_minutes)
     restore_index()  # undo an earlier send; exclude /.device-leg/, which travels only when carried
     if run("git", "diff", "--cached", "--name-only", capture=True).strip():
         raise LegError("git's index holds staged changes: commit or unstage them first")
@@ -130,6 +131,33 @@ def command_send(args: argparse.Namespace) -> None:
                 f"a call carrying {run_dir.name} would send {total / 2**20:.1f} MiB: over the limit"
             )
     print("git's index is slimmed: `python tools/device_leg.py restore` (or `land`) before any commit")
+    print(f"then, one call after the other at once ({args.device_minutes:g} minutes of device time left):")
+    for call in calls:
+        print(f"  {call}")
+
+
+#: Device minutes a leg keeps for starting the machine, packing, fetching and a margin.
+OVERHEAD_MINUTES = 6
+
+
+def device_calls(names: list[str], device_minutes: float) -> list[str]:
+    """The device tool's calls of a leg that trains the runs ``names`` side by side on one
+    machine: each but the last starts in the background, the last trains in the foreground
+    and then packs them all; ``fetch`` brings back what the limits held back."""
+    minutes = device_minutes - OVERHEAD_MINUTES
+    if minutes < 2:
+        raise LegError(f"{device_minutes:g} minutes of device time leave too little for a leg")
+    script = "python3 tools/device_leg.py"
+    calls = [
+        f'run(command="{script} train {name} --minutes {minutes:g} --background", '
+        f'carry=[".device-leg/{name}"], timeout_s=300)'
+        for name in names[:-1]
+    ]
+    last = f"{script} train {names[-1]} --minutes {minutes - 1:g}"
+    pack = f"{script} pack {' '.join(names)} --out $OUT"
+    calls.append(f'run(command="{last} && {pack}", carry=[".device-leg/{names[-1]}"], timeout_s=600)')
+    calls.append(f'run(command="{script} fetch --out $OUT"), again while files are left; then give_back')
+    return calls
 
 
 def gather(name: str, folders: Iterable[Path], into: Path) -> Path:
@@ -258,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     send = commands.add_parser("send", help="here: pack the runs and slim what travels")
     send.add_argument("run_dirs", nargs="+", type=Path)
+    send.add_argument(
+        "--device-minutes", type=float, default=15.0, help="device time left (the tool's status; default 15)"
+    )
     send.set_defaults(handler=command_send)
     train = commands.add_parser("train", help="there: unpack a run and train it")
     train.add_argument("name")
