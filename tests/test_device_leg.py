@@ -187,5 +187,7 @@ def test_a_leg_goes_out_trains_comes_back_in_pieces_and_lands_in_place_of_the_ru
     records = [json.loads(line) for line in (home / "log.jsonl").read_text().splitlines()]
     assert min(record["valid_ppl"] for record in records) == home_best_figure
     assert (tmp_path / "runs" / "toy-run.before-leg" / "best.pt").read_bytes() == home_best
+    device_leg.slim_index()  # as if sent again: a refused landing still puts the index back
     assert device_leg.main(["land", "--from", *map(str, out), "--", str(home)]) == 2
     assert "exists from an earlier leg" in capsys.readouterr().err
+    assert git("status", "--porcelain", cwd=repository) == ""

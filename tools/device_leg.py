@@ -175,18 +175,25 @@ def gather(name: str, folders: Iterable[Path], into: Path) -> Path:
 
 
 def command_land(args: argparse.Namespace) -> None:
-    for run_dir in args.run_dirs:
-        name = run_dir.name
-        manifest = gather(name, args.folders, run_dir.parent / f"{name}.leg-pieces")
-        landed, before = run_dir.parent / f"{name}.landed", run_dir.parent / f"{name}.before-leg"
-        if before.exists():
-            raise LegError(f"{before} exists from an earlier leg: move it away first")
-        baselines("unpack-run", str(manifest), str(landed), "--best-from", str(run_dir))
-        run_dir.rename(before)
-        landed.rename(run_dir)
-        print(f"{run_dir}: the leg's run (the run before it: {before})")
-    if restore_index():
-        print("git's index is back as it was")
+    try:
+        for run_dir in args.run_dirs:
+            land(run_dir, args.folders)
+    finally:  # the device calls are over, whatever came back
+        if restore_index():
+            print("git's index is back as it was")
+
+
+def land(run_dir: Path, folders: list[Path]) -> None:
+    """Rebuild ``run_dir``'s leg from its pieces in ``folders`` and put it in ``run_dir``'s place."""
+    name = run_dir.name
+    manifest = gather(name, folders, run_dir.parent / f"{name}.leg-pieces")
+    landed, before = run_dir.parent / f"{name}.landed", run_dir.parent / f"{name}.before-leg"
+    if before.exists():
+        raise LegError(f"{before} exists from an earlier leg: move it away first")
+    baselines("unpack-run", str(manifest), str(landed), "--best-from", str(run_dir))
+    run_dir.rename(before)
+    landed.rename(run_dir)
+    print(f"{run_dir}: the leg's run (the run before it: {before})")
 
 
 def command_restore(args: argparse.Namespace) -> None:
