@@ -64,8 +64,16 @@ def test_the_index_is_slimmed_and_put_back_as_it_was(repository):
     device_leg.slim_index()
     assert travelling(repository) == {"code/module.py"}
     assert device_leg.travelling_bytes() == len("VALUE = 1\n")
+    (repository / "code" / "module.py").write_text("VALUE = 2\n")
+    git("add", "code/module.py", cwd=repository)
+    committing = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "change"]
+    refused = subprocess.run(committing, cwd=repository, capture_output=True, text=True)
+    assert refused.returncode != 0 and "index is slimmed" in refused.stderr  # no deletions committed
+    git("reset", "-q", "--", "code/module.py", cwd=repository)
+    git("checkout", "--", "code/module.py", cwd=repository)
     assert device_leg.restore_index() is True
     assert git("status", "--porcelain", cwd=repository) == ""
+    assert not (repository / ".git" / "hooks" / "pre-commit").exists()
     assert travelling(repository) == {"code/module.py", "code/model.pt", "code/logprobs.npy"}
     assert exclude.read_text() == before + "/.device-leg/\n"
     assert device_leg.restore_index() is False  # nothing more to put back

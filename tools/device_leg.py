@@ -9,7 +9,8 @@ medium run directory is 230-250 MB. So a leg goes in steps, each a command of th
 1. ``send RUN_DIR...`` (here): packs each run as float16 pieces without ``best.pt`` (about 50 MB:
    ``baselines pack-run --without-best``) into ``.device-leg/NAME/``, and takes the large files
    out of git's index (``git rm --cached``; the files stay on disk) and into
-   ``.git/info/exclude``, so that neither travels. Prints what each call will send.
+   ``.git/info/exclude``, so that neither travels; a pre-commit hook refuses commits until the
+   index is put back. Prints what each call will send, and the calls.
 2. ``train NAME --minutes M [--background]`` (there, in a call that carries ``.device-leg/NAME``):
    unpacks the run into ``/tmp/device-leg/runs/NAME`` and resumes it with the command its
    ``config.json`` records, on ``--device cuda`` for ``M`` minutes (the trainer stops at a step
@@ -48,8 +49,14 @@ THERE = Path("/tmp/device-leg")
 #: The tracked files that stay behind: the packaged models, the results' log-probabilities and
 #: the runs' snapshots (none of which training reads).
 LEFT_BEHIND = ("*.pt", "*.npy", "results/wikitext-2/training/snapshots")
-EXCLUDE = Path(".git/info/exclude")
 EXCLUDE_BEGIN, EXCLUDE_END = "# device_leg.py: begin", "# device_leg.py: end"
+#: While the index is slimmed, a commit would delete the files left behind: a pre-commit hook
+#: of this text refuses it.
+HOOK_TEXT = """#!/bin/sh
+# device_leg.py: git's index is slimmed for a leg on a lent accelerator
+echo "error: git's index is slimmed for a device leg: run python tools/device_leg.py restore first" >&2
+exit 1
+"""
 #: ``baselines train`` options that the leg sets itself (each takes a value).
 LEG_OPTIONS = ("--device", "--threads", "--max-minutes", "--max-steps", "--output-dir")
 
@@ -83,25 +90,43 @@ def folder_bytes(folder: Path) -> int:
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
+def git_path(name: str) -> Path:
+    """A file of the repository's git directory (``info/exclude``, ``hooks/pre-commit``), where
+    git looks for it."""
+    return Path(run("git", "rev-parse", "--git-path", name, capture=True).strip())
+
+
 def slim_index() -> None:
-    """Take :data:`LEFT_BEHIND` out of git's index and into ``.git/info/exclude``."""
+    """Take :data:`LEFT_BEHIND` out of git's index and into ``.git/info/exclude``, and refuse
+    commits meanwhile (a pre-commit hook of :data:`HOOK_TEXT`)."""
+    hook = git_path("hooks/pre-commit")
+    if hook.exists() and hook.read_text(encoding="utf-8") != HOOK_TEXT:
+        raise LegError(f"{hook} exists: the leg needs that hook to refuse commits while the index is slimmed")
+    hook.parent.mkdir(parents=True, exist_ok=True)
+    hook.write_text(HOOK_TEXT, encoding="utf-8")
+    hook.chmod(0o755)
     run("git", "rm", "-r", "-q", "--cached", "--ignore-unmatch", "--", *LEFT_BEHIND)
     kept = _exclude_lines_without_block()
     block = [EXCLUDE_BEGIN, f"/{STAGE}/", *LEFT_BEHIND, EXCLUDE_END]
-    EXCLUDE.write_text("\n".join([*kept, *block]) + "\n", encoding="utf-8")
+    git_path("info/exclude").write_text("\n".join([*kept, *block]) + "\n", encoding="utf-8")
 
 
 def restore_index() -> bool:
     """Put the index and ``.git/info/exclude`` back; whether there was anything to put back."""
+    exclude, hook = git_path("info/exclude"), git_path("hooks/pre-commit")
     kept = _exclude_lines_without_block()
-    slimmed = EXCLUDE.is_file() and EXCLUDE_BEGIN in EXCLUDE.read_text(encoding="utf-8")
+    slimmed = exclude.is_file() and EXCLUDE_BEGIN in exclude.read_text(encoding="utf-8")
     run("git", "reset", "-q", "HEAD", "--", *LEFT_BEHIND)
-    EXCLUDE.write_text("".join(line + "\n" for line in [*kept, f"/{STAGE}/"]), encoding="utf-8")
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    exclude.write_text("".join(line + "\n" for line in [*kept, f"/{STAGE}/"]), encoding="utf-8")
+    if hook.is_file() and hook.read_text(encoding="utf-8") == HOOK_TEXT:
+        hook.unlink()
     return slimmed
 
 
 def _exclude_lines_without_block() -> list[str]:
-    lines = EXCLUDE.read_text(encoding="utf-8").splitlines() if EXCLUDE.is_file() else []
+    exclude = git_path("info/exclude")
+    lines = exclude.read_text(encoding="utf-8").splitlines() if exclude.is_file() else []
     if EXCLUDE_BEGIN in lines:
         lines = lines[: lines.index(EXCLUDE_BEGIN)] + lines[lines.index(EXCLUDE_END) + 1 :]
     return [line for line in lines if line != f"/{STAGE}/"]
