@@ -98,15 +98,15 @@ def test_the_leg_resumes_the_recorded_command_with_its_own_device_time_and_direc
 def test_the_calls_train_the_runs_side_by_side_within_the_device_time():
     first, second, fetch = device_leg.device_calls(["zoneout", "pointer"], 15)
     assert first == (
-        'run(command="python3 tools/device_leg.py train zoneout --minutes 9 --background", '
+        'run(command="python3 tools/device_leg.py train zoneout --minutes 7.5 --background", '
         'carry=[".device-leg/zoneout"], timeout_s=300)'
     )
     assert second == (
-        'run(command="python3 tools/device_leg.py train pointer --minutes 8 && python3 tools/device_leg.py '
+        'run(command="python3 tools/device_leg.py train pointer --minutes 6.5 && python3 tools/device_leg.py '
         'pack zoneout pointer --out $OUT", carry=[".device-leg/pointer"], timeout_s=600)'
     )
     assert "fetch --out $OUT" in fetch
-    assert len(device_leg.device_calls(["one"], 12.5)) == 2
+    assert "--minutes 4.5 " in device_leg.device_calls(["one"], 11.5)[0]
     with pytest.raises(device_leg.LegError, match="too little"):
         device_leg.device_calls(["zoneout"], 7)
 

@@ -163,13 +163,16 @@ def command_send(args: argparse.Namespace) -> None:
 
 #: Device minutes a leg keeps for starting the machine, packing, fetching and a margin.
 OVERHEAD_MINUTES = 6
+#: The longest a run trains in one leg: the call that trains last also waits for the others and
+#: packs them all (about 2.5 minutes), within the tool's 10 minutes a command.
+LEG_MINUTES = 7.5
 
 
 def device_calls(names: list[str], device_minutes: float) -> list[str]:
     """The device tool's calls of a leg that trains the runs ``names`` side by side on one
     machine: each but the last starts in the background, the last trains in the foreground
     and then packs them all; ``fetch`` brings back what the limits held back."""
-    minutes = device_minutes - OVERHEAD_MINUTES
+    minutes = min(device_minutes - OVERHEAD_MINUTES, LEG_MINUTES)
     if minutes < 2:
         raise LegError(f"{device_minutes:g} minutes of device time leave too little for a leg")
     script = "python3 tools/device_leg.py"
