@@ -111,6 +111,18 @@ def test_the_calls_train_the_runs_side_by_side_within_the_device_time():
         device_leg.device_calls(["zoneout"], 7)
 
 
+def test_a_run_that_cannot_start_in_the_background_fails_its_call(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(device_leg, "THERE", tmp_path / "there")
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "there" / "runs" / "broken"
+    run.mkdir(parents=True)
+    (run / "checkpoint.pt").write_bytes(b"")
+    recorded = "x train zoneout_lstm --dataset no-such-dataset"
+    (run / "config.json").write_text(json.dumps({"command": recorded}))
+    assert device_leg.main(["train", "broken", "--minutes", "1", "--device", "cpu", "--background"]) == 2
+    assert "error: the training stopped at once (exit status 2): error: " in capsys.readouterr().err
+
+
 def test_what_comes_back_keeps_to_the_limits_and_the_rest_is_fetched_next(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(device_leg, "THERE", tmp_path / "there")
     back = tmp_path / "there" / "back"

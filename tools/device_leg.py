@@ -57,6 +57,8 @@ HOOK_TEXT = """#!/bin/sh
 echo "error: git's index is slimmed for a device leg: run python tools/device_leg.py restore first" >&2
 exit 1
 """
+#: How long ``train --background`` watches the run start before it returns.
+STARTUP_SECONDS = 20
 #: ``baselines train`` options that the leg sets itself (each takes a value).
 LEG_OPTIONS = ("--device", "--threads", "--max-minutes", "--max-steps", "--output-dir")
 
@@ -253,10 +255,18 @@ def command_train(args: argparse.Namespace) -> None:
     if not args.background:
         run(*command)
         return
-    with open(THERE / f"{args.name}.out", "w", encoding="utf-8") as log:
+    output = THERE / f"{args.name}.out"
+    with open(output, "w", encoding="utf-8") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     (THERE / f"{args.name}.pid").write_text(str(process.pid), encoding="utf-8")
-    print(f"training in the background (pid {process.pid}, log {THERE / f'{args.name}.out'})")
+    for _ in range(STARTUP_SECONDS):  # a run that cannot start says so in this call, not the next
+        if process.poll() is not None:
+            break
+        time.sleep(1)
+    if process.returncode not in (None, 0):
+        tail = output.read_text(encoding="utf-8").strip().splitlines()[-1:]
+        raise LegError(f"the training stopped at once (exit status {process.returncode}): {' '.join(tail)}")
+    print(f"training in the background (pid {process.pid}, log {output})")
 
 
 def wait_for(name: str) -> None:
