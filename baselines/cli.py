@@ -1030,7 +1030,8 @@ def _add_transfer_parsers(commands: Any) -> None:
         type=Path,
         metavar="RUN_DIR",
         help="where a pack made with --without-best was made: its best.pt is taken when the pack "
-        "carries none (a leg with no new best), after checking it is the best the run recorded",
+        "carries none (a leg with no new best), after checking it is the best the run recorded "
+        "(default: none; such a run has no best.pt until it beats that best)",
     )
     unpack.set_defaults(handler=command_unpack_run)
 

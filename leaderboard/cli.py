@@ -501,8 +501,10 @@ def _valid_to_test(paths: list[str]) -> ValidToTest:
             f"--test-ratio: give a valid result, then a test result ({paths[0]} is {valid.split}, "
             f"{paths[1]} is {test.split})"
         )
-    fields = ("model", "model_args", "checkpoint", "dataset", "vocab_sha256", "protocol", "scoring")
+    fields = ("model", "model_args", "checkpoint", "dataset", "vocab_sha256", "scoring")
     differing = [field for field in fields if getattr(valid.record, field) != getattr(test.record, field)]
+    if valid.record.protocol.identity != test.record.protocol.identity:
+        differing.append("protocol")
     if differing:
         raise UsageError(
             f"--test-ratio: {paths[0]} and {paths[1]} are not one model scored alike on one dataset "

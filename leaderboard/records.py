@@ -104,7 +104,7 @@ def run_key(result: Result) -> tuple[str, ...]:
         record.checkpoint or "",
         record.dataset,
         record.vocab_sha256,
-        _canonical(record.protocol.to_json()),
+        record.protocol.identity,
     )
 
 

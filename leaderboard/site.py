@@ -197,8 +197,7 @@ def _significance(frame: pd.DataFrame, settings: SiteSettings) -> list[list[list
 def _comparable(result: Result) -> tuple:
     """What two results must share to be compared token by token, protocol included."""
     record = result.record
-    protocol = json.dumps(record.protocol.to_json(), sort_keys=True)
-    return (protocol, record.vocab_sha256, record.dataset_sha256, record.tokens)
+    return (record.protocol.identity, record.vocab_sha256, record.dataset_sha256, record.tokens)
 
 
 def _matrix(members: list[tuple[str, Result]], settings: SiteSettings) -> list[list[Cell | None]]:

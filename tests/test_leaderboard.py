@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from leaderboard.cli import main
+from leaderboard.cli import _valid_to_test, main
 from leaderboard.records import ResultError, collect, load_result, load_token_log_probs
 from leaderboard.table import COLUMNS, build_tables, load_reported
 from wikitext_toolkit_core.catalogue import BENCHMARKS
@@ -133,6 +133,21 @@ def test_valid_and_test_of_the_same_run_share_one_row(tmp_path: Path) -> None:
     assert (row["valid_ppl"], row["test_ppl"], row["params_millions"]) == (150.0, 140.0, 2.0)
     assert row["source"] == "m.valid.json + m.test.json"
     assert row["commit"] == "abc123def456" and row["date"] == "2026-11-20"
+
+
+def test_a_file_without_a_protocol_name_scored_a_stream_like_one_that_names_it(tmp_path: Path) -> None:
+    """Files written before ``protocol.name`` existed (schema 3 and older) scored a stream: they
+    merge with, rank beside and compare with files that say ``stream``, not with ``documents``."""
+    results = tmp_path / "results"
+    stream = {"batch_size": 1, "bptt": 100, "name": "stream"}
+    make_result(results, "m.valid", ppl=150.0, split="valid")  # no name
+    make_result(results, "m.test", ppl=140.0, split="test", protocol=stream)
+    make_result(results, "d.test", ppl=130.0, model="other", protocol={**stream, "name": "documents"})
+    tables, _, _ = table(tmp_path)
+    assert tables["ptb"]["source"].tolist() == ["m.valid.json + m.test.json"]
+    assert tables["ptb.documents"]["source"].tolist() == ["d.test.json"]
+    ratio = _valid_to_test([str(results / "m.valid.json"), str(results / "m.test.json")])
+    assert (ratio.valid, ratio.test) == (150.0, 140.0)
 
 
 def test_two_runs_of_one_model_are_kept_apart(tmp_path: Path) -> None:

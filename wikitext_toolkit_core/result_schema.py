@@ -135,6 +135,12 @@ class Protocol:
         """The protocol's name, ``stream`` for a file that records none."""
         return self.name or "stream"
 
+    @property
+    def identity(self) -> str:
+        """What two results must share to have been scored alike, however their files wrote it
+        (a file with no name scored a stream): ``KIND/BATCH_SIZE/BPTT``."""
+        return f"{self.kind}/{self.batch_size}/{self.bptt}"
+
     def to_json(self) -> dict[str, Any]:
         """The ``protocol`` object of a result file (with its ``name`` when it has one)."""
         sizes: dict[str, Any] = {"batch_size": self.batch_size, "bptt": self.bptt}
