@@ -62,8 +62,8 @@ def main() -> None:
         causality = runs[-1].causality
         print(
             f"{plugin:<28} {scoring:>13.4f} {audit:>12.4f} {audit / scoring:>7.3f}  "
-            f"{causality.points} substitutions, S = {causality.random_mass:.3g} (bound "
-            f"{causality.random_mass_bound:.3g}), compared {causality.compared} at "
+            f"{causality.points} substitutions, evidence {causality.evidence:.3g} nats (bound "
+            f"{causality.evidence_bound:.3g}), compared {causality.compared} at "
             f"{causality.compared_positions:,} positions, max change {causality.max_difference:.3g}"
         )
 

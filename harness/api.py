@@ -18,9 +18,19 @@ from typing import Any
 import numpy as np
 
 from harness.datasets import Dataset, load_dataset
-from harness.plugin import MODEL_METHODS, Model, PluginError, create_model, is_model, load_factory
+from harness.passes import ModelPasses, SameModel
+from harness.plugin import (
+    MODEL_METHODS,
+    Model,
+    PluginError,
+    create_model,
+    is_model,
+    load_factory,
+    locate_plugin,
+)
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
+from harness.worker import DatasetFiles, PluginLoad, WorkerPlugin
 from wikitext_toolkit_core.cli import check_output_dir, check_output_file
 from wikitext_toolkit_core.devices import resolve_device
 from wikitext_toolkit_core.result_schema import ResultRecord
@@ -75,6 +85,7 @@ def evaluate_model(
     output_dir: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     progress: bool = True,
+    in_process: bool = False,
 ) -> list[SplitResult]:
     """Score ``splits`` of ``dataset`` with ``model`` as ``python -m harness eval`` does.
 
@@ -110,6 +121,12 @@ def evaluate_model(
             (or with no ``checkpoint`` named) replaces its result either way.
         progress: show each pass's progress on stderr as the command line does (a bar on a
             terminal, else a line a minute); False: print nothing.
+        in_process: ``--in-process``: load a plugin in this process rather than in a fresh
+            worker process for each pass (:mod:`harness.worker`; with ``causality_audit`` 0 it
+            runs here either way, as a model object always does). Its results are not ranked.
+            The workers start with multiprocessing's ``spawn``, which imports the caller's main
+            module: a script that names a plugin keeps its top level under
+            ``if __name__ == "__main__":``.
 
     Returns:
         One :class:`SplitResult` per split, in the order of ``splits`` (a repeated split once).
@@ -127,7 +144,8 @@ def evaluate_model(
     settings = _checked_protocol(protocol, batch_size, bptt, audit, causality_audit, causality_tolerance)
     if output_dir is not None:
         check_output_dir(output_dir, "output_dir")
-    plugin, factory = _identify(model)
+    in_worker = isinstance(model, str) and not in_process and causality_audit > 0
+    plugin, factory = (locate_plugin(str(model)), None) if in_worker else _identify(model)
     arguments = _recordable_model_args(model_args)
     device = resolve_device(device)
     data_root = None if data_dir is None else os.fspath(data_dir)
@@ -145,27 +163,48 @@ def evaluate_model(
             check_replaceable(
                 json_path, plugin, checkpoint_path, data_dir=data_root, overwrite_option="overwrite=True"
             )
-    scorer = create_model(
-        factory, plugin, data, device=device, checkpoint=checkpoint_path, model_args=arguments
+    job = ScoringJob(
+        plugin=plugin,
+        model_args=arguments,
+        checkpoint=checkpoint_path,
+        dataset=data,
+        split=names[0],
+        protocol=settings,
+        device=device,
+        data_dir=data_root,
     )
-    return [
-        _score(
-            scorer,
-            ScoringJob(
-                plugin=plugin,
-                model_args=arguments,
-                checkpoint=checkpoint_path,
-                dataset=data,
-                split=split,
-                protocol=settings,
-                device=device,
-                data_dir=data_root,
-            ),
-            outputs=outputs[split],
-            progress=progress,
+    with _load_model(str(model) if factory is None else factory, job) as scorer:
+        return [
+            _score(scorer, dataclasses.replace(job, split=split), outputs=outputs[split], progress=progress)
+            for split in names
+        ]
+
+
+def _load_model(plugin: str | Callable[..., Model], job: ScoringJob) -> ModelPasses:
+    """The model that scores ``job``: ``plugin``, named as the caller named it, loaded in a fresh
+    worker process for each pass (:class:`harness.worker.WorkerPlugin`), or a factory's model,
+    made here once."""
+    if callable(plugin):
+        return SameModel(
+            create_model(
+                plugin,
+                job.plugin,
+                job.dataset,
+                device=job.device,
+                checkpoint=job.checkpoint,
+                model_args=job.model_args,
+            )
         )
-        for split in names
-    ]
+    load = PluginLoad(
+        plugin=plugin,
+        dataset=DatasetFiles.of(job.dataset),
+        device=job.device,
+        checkpoint=job.checkpoint,
+        model_args=job.model_args,
+        threads=None,
+        retain_memory=False,
+    )
+    return WorkerPlugin(load, len(job.dataset.vocab))
 
 
 def _split_names(splits: str | Iterable[str]) -> list[str]:
@@ -245,7 +284,7 @@ def _output_paths(
 
 
 def _score(
-    model: Model, job: ScoringJob, *, outputs: tuple[Path, Path] | tuple[None, None], progress: bool
+    model: ModelPasses, job: ScoringJob, *, outputs: tuple[Path, Path] | tuple[None, None], progress: bool
 ) -> SplitResult:
     """Score ``job``, check its record as the command line does and save both where asked
     (``outputs``: the record's and the log-probabilities' files, or neither)."""

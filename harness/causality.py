@@ -7,36 +7,51 @@ it. So the audit is a whole second pass, with everything the plugin can see as i
 evaluation: ``reset(B)`` with the same ``B``, the same streams from the same starts, the same
 chunks of ``T``, to the same depth, and full distributions asked for at the same positions. The
 one difference is ``m`` substituted tokens: at ``m`` positions drawn at random the target is
-another token, drawn from ``Q`` (half uniform over the vocabulary, half the split's unigram)
-given that it is not the real one, and so is the next input. Whether the audit pass comes before
-or after the evaluation is drawn too, and the draws come from a seed drawn afresh for each
-evaluation (recorded with the audit), so a plugin that knows this code still cannot know which
-pass counts or where the substitutions are.
+another token, and so is the next input. Each substitute is drawn, given that it is not the real
+token, from a trigram model of the split itself (:mod:`harness.substitutes`) given the two tokens
+before it in the audit's text, so that it looks like the words that follow there: a plugin that
+cheats only where the shown token is plausible (frequent, a likely bigram, among its own top
+choices) cheats at the substitutes about as often as at real tokens. Whether the audit pass comes
+before or after the evaluation is drawn too, the draws come from a seed drawn afresh for each
+evaluation (recorded with the audit), and a plugin named on the command line runs each pass in a
+fresh worker process (:mod:`harness.worker`), so a plugin that knows this code still cannot know
+which pass counts or where the substitutions are.
 
 Three checks, each exact for an honest model:
 
 1. **Nothing depends on later tokens.** Before its first substitution, each stream of the audit
    pass reads exactly what the evaluation read, so every log-probability there must be the same
-   in both passes, and so must the full distribution at the first substitution itself (asked for
-   in both passes), which may not depend on the target it is asked at.
+   in both passes, and so must the full distribution at the first substitution itself, which may
+   not depend on the target it is asked at. Distributions are asked for, in both passes, at the
+   first substitutions and at as many decoys per stream drawn by the same law
+   (:data:`DECOYS`), beside the probability audit's positions: no requested position marks where
+   check 1 stops comparing.
 2. **The substituted tokens form one distribution with the real one.** At each stream's first
    substitution ``p`` both passes share the history, so ``p(real) + p(drawn) <= 1``.
-3. **Tokens drawn at random get the probability chance gives them.** For any normalized model,
-   any history ``h`` and real token ``r``, ``E[p(c | h) / (V Q_r(c))] = (1 - p(r | h)) / V <= 1/V``
-   over ``c`` drawn from ``Q_r(c) = Q(c) / (1 - Q(r))``, ``c != r``: the sum ``S`` of this ratio
-   over the ``m`` substitutions has mean at most ``m/V``, and as each term lies in ``[0, 2]``,
-   Freedman's inequality bounds it: ``S`` exceeds ``m/V + t`` with probability below
-   :data:`FALSE_ALARM`. A plugin that adds mass ``e`` to whatever target it is shown adds about
-   ``e`` to ``S`` per substitution it cheats at: ``S`` grows with ``m`` where the bound grows with
-   its square root, so cheating at a fraction ``f`` of positions fails once ``e f m`` is well
-   above ``t`` (about 19 at ``m`` = 1,000).
+3. **Substitutes get no more probability than chance gives them.** Write ``Q`` for the trigram's
+   distribution at a substitution, ``r`` for the real token and ``Q_r(c) = Q(c) / (1 - Q(r))``,
+   ``c != r``, for the law the substitute ``c`` is drawn from. For any normalized model whose
+   distribution ``p`` there does not depend on ``c`` (a causal one: it depends on the history,
+   earlier substitutions included, and not on the target), ``X = p(c) / Q_r(c)`` has expectation
+   ``sum_{c != r} p(c) = 1 - p(r) <= 1`` given everything before it, whatever ``p`` and ``Q`` are.
+   So for each ``lambda`` in ``(0, 1]`` the product of ``1 + lambda (X_i - 1)`` over the
+   substitutions (stream by stream, in order) is a nonnegative supermartingale starting at 1, and
+   so is the mean of those products over a grid of ``lambda`` (:data:`BETS`): by Ville's
+   inequality it ever reaches ``1 / FALSE_ALARM`` with probability at most
+   :data:`FALSE_ALARM`. The audit fails when the log of that mean, the *evidence*, exceeds
+   ``log(1 / FALSE_ALARM)`` (13.8 nats). No bound on ``X`` and no variance enters: the test is
+   exact for any honest model and any draw law. A plugin that adds mass ``w`` to whatever target
+   it is shown makes ``X`` about ``w / Q_r(c)`` at each substitution it cheats at, a mean above 1,
+   and the evidence then grows about linearly with the substitutions it cheats at (the grid's
+   smaller bets take over where an honest model's ``X`` is heavy-tailed).
 
-What it cannot catch: a plugin that remembers the text of an earlier pass and can tell which of
-two passes holds the real text (that is what it would need to skip cheating at the substituted
-positions); a cheat too small or too rare for ``e f m`` to clear the bound (on a split of a few
-thousand tokens, or a shift of under about 2% of probability at ``m`` = 1,000); and reading the
-context after the target without the target itself, except where check 1 sees it (the stretch
-of each stream before its first substitution). Its cost is one more pass over the split.
+What it cannot catch: a plugin that holds the split's real text (read from the benchmark's files,
+or memorised in training: contamination, which :mod:`harness.contamination` measures), or that
+remembers an earlier pass on disk and can tell which of two passes holds the real text; a cheat
+too small or too rare to move the evidence past its bound (on a split of a few thousand tokens,
+or at a few dozen of the ``m`` substitutions); and reading the context after the target without
+the target itself, except where check 1 sees it (each stream's stretch before its first
+substitution). Its cost is one more pass over the split.
 """
 
 from __future__ import annotations
@@ -49,19 +64,24 @@ from typing import Any
 import numpy as np
 
 from harness.plugin import PluginError
+from harness.substitutes import SubstituteModel
+from wikitext_toolkit_core.audit_defaults import (
+    ACCELERATOR_TOLERANCE,
+    MAX_SUBSTITUTED_SHARE,
+)
+from wikitext_toolkit_core.audit_defaults import (
+    SUBSTITUTIONS as SUBSTITUTIONS,  # re-exported: the default of --causality-audit
+)
 
-#: Default number of substituted positions.
-SUBSTITUTIONS = 1000
-#: Largest share of a split's positions substituted.
-MAX_SUBSTITUTED_SHARE = 0.25
-#: Probability that an honest model's ``S`` (check 3) exceeds its bound.
+#: Probability that an honest model's evidence (check 3) ever exceeds its bound.
 FALSE_ALARM = 1e-6
+#: The bets ``lambda`` whose wealths check 3 averages.
+BETS = tuple(2.0**-k for k in range(1, 9))
+#: Decoys per stream: positions drawn as its first substitution is, where distributions are asked
+#: for in both passes too.
+DECOYS = 3
 #: Tolerance of check 2 and of the probability audit alike.
 MASS_TOLERANCE = 1e-4
-#: The audit's default tolerance of check 1 for a model whose scores come back as tensors on an
-#: accelerator, where kernels may reduce in another order from one pass to the next (on the CPU
-#: a causal model's scores are exactly reproducible: the default there is 0).
-ACCELERATOR_TOLERANCE = 1e-4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,13 +93,15 @@ class CausalityAudit:
         seed: the seed of the audit's draws (the positions, the tokens, the order of the passes).
         audit_pass: ``"first"`` or ``"second"``: when the audit pass ran, before or after the
             evaluation (``"none"`` when off).
+        substitutes: what the substitutes were drawn from (:data:`SUBSTITUTES`; ``"none"`` when
+            off).
         compared: ``"targets and distributions"``, or ``"targets"`` for a model that gives no
             distributions (check 1), or ``"none"`` when off.
         compared_positions: positions compared between the passes (check 1).
         max_difference: largest change of a log-probability or distribution entry between them.
         max_pair_mass: largest ``p(real) + p(drawn)`` at a stream's first substitution (check 2).
-        random_mass: ``S`` of check 3.
-        random_mass_bound: the largest ``S`` accepted.
+        evidence: check 3's evidence, in nats (the log of the mean wealth).
+        evidence_bound: the largest evidence accepted, ``log(1 / FALSE_ALARM)``.
         tolerance: largest ``max_difference`` accepted.
         seconds: wall-clock time of the audit pass.
     """
@@ -87,12 +109,13 @@ class CausalityAudit:
     points: int
     seed: int
     audit_pass: str
+    substitutes: str
     compared: str
     compared_positions: int
     max_difference: float
     max_pair_mass: float
-    random_mass: float
-    random_mass_bound: float
+    evidence: float
+    evidence_bound: float
     tolerance: float
     seconds: float
 
@@ -105,8 +128,10 @@ class CausalityAudit:
         return {**dataclasses.asdict(self), "passed": self.passed}
 
 
+#: What the substitutes are drawn from, as the record names it.
+SUBSTITUTES = "trigram of the split"
 #: The record of a causality audit that was switched off.
-CAUSALITY_OFF = CausalityAudit(0, 0, "none", "none", 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+CAUSALITY_OFF = CausalityAudit(0, 0, "none", "none", "none", 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,10 +143,14 @@ class AuditPlan:
         audit_first: whether the audit pass runs before the evaluation.
         inputs, targets: int64 ``[B, W]``, the evaluation's grid with the substitutions.
         substituted: bool ``[B, W]``, the ``m`` substituted positions.
-        proposal: float64 ``[B, W]``, ``V Q_r(c)`` of the token ``c`` drawn there in place of
-            ``r`` (0 elsewhere).
-        mask: bool ``[B, W]``, the grid's real positions.
+        proposal: float64 ``[B, W]``, ``Q_r(c)``, the probability that the token ``c`` drawn there
+            in place of ``r`` had (0 elsewhere).
         first: bool ``[B, W]``, each stream's first substitution (none in a stream without one).
+        requested: bool ``[B, W]``, where distributions are asked for in both passes for this
+            audit: the first substitutions and the decoys.
+        compared: bool ``[B, W]``, the requested positions whose distributions check 1 compares:
+            each first substitution and the decoys before it.
+        mask: bool ``[B, W]``, the grid's real positions.
     """
 
     seed: int
@@ -131,6 +160,8 @@ class AuditPlan:
     substituted: np.ndarray
     proposal: np.ndarray
     first: np.ndarray
+    requested: np.ndarray
+    compared: np.ndarray
     mask: np.ndarray
 
 
@@ -139,47 +170,90 @@ def plan_audit(
     targets: np.ndarray,
     mask: np.ndarray,
     *,
-    vocab_size: int,
+    substitutes: SubstituteModel,
+    eos_id: int,
     points: int,
     seed: int | None,
 ) -> AuditPlan:
     """Draw the audit of the evaluation grid ``inputs``, ``targets`` (int64 ``[B, W]``) and
     ``mask`` (bool ``[B, W]``, its real positions): ``points`` substituted positions (at most
-    :data:`MAX_SUBSTITUTED_SHARE` of them, at least one), their tokens and the order of the
+    :data:`MAX_SUBSTITUTED_SHARE` of them, at least one), their tokens (from ``substitutes``,
+    ``eos_id`` standing before each stream's first input), the decoys and the order of the
     passes, all from ``seed`` (None: a fresh secret one)."""
     seed = secrets.randbits(63) if seed is None else seed
     rng = np.random.default_rng(seed)
-    rows, columns = np.nonzero(mask)  # stream by stream, each in order
+    substituted = _draw_positions(rng, mask, points)
+    audit_inputs, audit_targets, proposal = _draw_substitutes(
+        rng, inputs, targets, mask, substituted, substitutes, eos_id
+    )
+    first = _first_of_each_stream(substituted)
+    decoys = np.zeros_like(mask)
+    for _ in range(DECOYS):
+        decoys |= _first_of_each_stream(_draw_positions(rng, mask, points))
+    before_first = np.cumsum(first, axis=1) == 0  # [B, W]: true up to each first substitution
+    audit_first = bool(rng.random() < 0.5)
+    return AuditPlan(
+        seed,
+        audit_first,
+        audit_inputs,
+        audit_targets,
+        substituted,
+        proposal,
+        first,
+        requested=first | decoys,
+        compared=first | (decoys & before_first),
+        mask=mask,
+    )
+
+
+def _draw_positions(rng: np.random.Generator, mask: np.ndarray, points: int) -> np.ndarray:
+    """``points`` of the real positions of ``mask`` (bool ``[B, W]``) drawn without replacement
+    (at most :data:`MAX_SUBSTITUTED_SHARE` of them, at least one), as a bool ``[B, W]``."""
+    rows, columns = np.nonzero(mask)
     count = min(points, max(1, int(len(rows) * MAX_SUBSTITUTED_SHARE)))
     chosen = rng.choice(len(rows), count, replace=False)
-    rows, columns = rows[chosen], columns[chosen]
-    real = targets[rows, columns]
-    proposal_of = 0.5 / vocab_size + 0.5 * np.bincount(targets[mask], minlength=vocab_size) / mask.sum()
-    drawn = _draw_other_tokens(rng, real, proposal_of)
-    substituted = np.zeros_like(mask)
-    substituted[rows, columns] = True
-    proposal = np.zeros(mask.shape)
-    proposal[rows, columns] = vocab_size * proposal_of[drawn] / (1 - proposal_of[real])
-    audit_targets, audit_inputs = targets.copy(), inputs.copy()
-    audit_targets[rows, columns] = drawn
-    following = columns + 1
-    follows = following < mask.shape[1]
-    follows[follows] = mask[rows[follows], following[follows]]  # a next position that is real
-    audit_inputs[rows[follows], following[follows]] = drawn[follows]
-    first = np.zeros_like(mask)
-    has_one = substituted.any(axis=1)
-    first[np.nonzero(has_one)[0], substituted.argmax(axis=1)[has_one]] = True
-    audit_first = bool(rng.random() < 0.5)
-    return AuditPlan(seed, audit_first, audit_inputs, audit_targets, substituted, proposal, first, mask)
-
-
-def _draw_other_tokens(rng: np.random.Generator, real: np.ndarray, proposal_of: np.ndarray) -> np.ndarray:
-    """For each of the real tokens ``real`` (int64 ``[m]``), a token drawn from the proposal
-    ``proposal_of`` (float64 ``[V]``) given that it is another one: ``Q(c) / (1 - Q(real))``."""
-    drawn = rng.choice(len(proposal_of), len(real), p=proposal_of)
-    while (again := drawn == real).any():
-        drawn[again] = rng.choice(len(proposal_of), int(again.sum()), p=proposal_of)
+    drawn = np.zeros_like(mask)
+    drawn[rows[chosen], columns[chosen]] = True
     return drawn
+
+
+def _first_of_each_stream(positions: np.ndarray) -> np.ndarray:
+    """Each row's first true entry of ``positions`` (bool ``[B, W]``), as a bool ``[B, W]``."""
+    first = np.zeros_like(positions)
+    has_one = positions.any(axis=1)
+    first[np.nonzero(has_one)[0], positions.argmax(axis=1)[has_one]] = True
+    return first
+
+
+def _draw_substitutes(
+    rng: np.random.Generator,
+    inputs: np.ndarray,
+    targets: np.ndarray,
+    mask: np.ndarray,
+    substituted: np.ndarray,
+    substitutes: SubstituteModel,
+    eos_id: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The audit pass's inputs and targets (int64 ``[B, W]``): at each position of
+    ``substituted`` (bool ``[B, W]``), stream by stream in order, a token drawn from
+    ``substitutes`` given the two tokens before it in the audit's text (``eos_id`` before a
+    stream's first input), given that it is not the real one; it is also the next input. Also
+    returns ``Q_r(c)`` (float64 ``[B, W]``, 0 elsewhere) of each drawn token."""
+    audit_inputs, audit_targets = inputs.copy(), targets.copy()
+    proposal = np.zeros(mask.shape)
+    for row, column in np.argwhere(substituted):  # row-major: each stream in order
+        before = audit_inputs[row, column - 1] if column > 0 else eos_id
+        law = substitutes.distribution(int(before), int(audit_inputs[row, column]))
+        real = targets[row, column]
+        law[real] = 0.0
+        cumulative = np.cumsum(law)
+        drawn = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+        drawn = min(drawn, len(law) - 1)  # a draw at the very top of the last bin
+        audit_targets[row, column] = drawn
+        proposal[row, column] = law[drawn] / cumulative[-1]
+        if column + 1 < mask.shape[1] and mask[row, column + 1]:
+            audit_inputs[row, column + 1] = drawn
+    return audit_inputs, audit_targets, proposal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,8 +262,8 @@ class PassScores:
 
     Attributes:
         log_probs: float64 ``[B, W]``, the target log-probabilities (0 at padding).
-        rows: float64 ``[K, V]``, the distributions at the plan's ``first`` positions, in row-major
-            order, or None when the model gave none there.
+        rows: float64 ``[K, V]``, the distributions at the plan's ``compared`` positions, in
+            row-major order, or None when the model gave none there.
         on_accelerator: whether the scores came back as tensors on an accelerator.
         seconds: wall-clock time of the pass.
     """
@@ -206,7 +280,6 @@ def check_audit(
     audit: PassScores,
     *,
     starts: np.ndarray,
-    vocab_size: int,
     tolerance: float | None,
     name: str,
 ) -> CausalityAudit:
@@ -219,17 +292,18 @@ def check_audit(
     before = (np.cumsum(plan.substituted, axis=1) == 0) & plan.mask  # [B, W]: before each first
     difference, compared = _compare_history(plan, evaluation, audit, before, starts, tolerance, name)
     pair_mass = _check_pairs(plan, evaluation, audit, starts, name)
-    random_mass, bound = _check_random_mass(plan, audit, vocab_size, starts, name)
+    evidence = _check_evidence(plan, audit, starts, name)
     return CausalityAudit(
         points=int(plan.substituted.sum()),
         seed=plan.seed,
         audit_pass="first" if plan.audit_first else "second",
+        substitutes=SUBSTITUTES,
         compared=compared,
-        compared_positions=int(before.sum() + plan.first.sum()),
+        compared_positions=int(before.sum() + plan.compared.sum()),
         max_difference=difference,
         max_pair_mass=pair_mass,
-        random_mass=random_mass,
-        random_mass_bound=bound,
+        evidence=evidence,
+        evidence_bound=EVIDENCE_BOUND,
         tolerance=tolerance,
         seconds=audit.seconds,
     )
@@ -249,8 +323,8 @@ def _compare_history(
     name: str,
 ) -> tuple[float, str]:
     """Check 1: the log-probabilities before each stream's first substitution (``before``, bool
-    ``[B, W]``) and the distributions at it are the same in both passes. Returns the largest
-    change and what was compared."""
+    ``[B, W]``) and the distributions at the plan's ``compared`` positions are the same in both
+    passes. Returns the largest change and what was compared."""
     changes = _changes(evaluation.log_probs, audit.log_probs) * before
     stream, column = (int(i) for i in np.unravel_index(int(np.argmax(changes)), changes.shape))
     if changes[stream, column] > tolerance:
@@ -270,11 +344,12 @@ def _compare_history(
     row_changes = _changes(evaluation.rows, audit.rows).max(axis=1)  # [K]
     worst = int(np.argmax(row_changes))
     if row_changes[worst] > tolerance:
-        stream, column = (int(i) for i in np.argwhere(plan.first)[worst])
+        stream, column = (int(i) for i in np.argwhere(plan.compared)[worst])
         token = _token(starts, stream, column)
+        first = _token(starts, stream, int(plan.first[stream].argmax()))
         raise PluginError(
             f"{name}: causality audit failed at token {token}: the distribution at token {token} "
-            f"changes (by {row_changes[worst]:.3g}) when token {token} or a later token changes"
+            f"changes (by {row_changes[worst]:.3g}) when token {first} or a later token changes"
         )
     return max(largest, float(row_changes.max(initial=0.0))), "targets and distributions"
 
@@ -301,33 +376,35 @@ def _check_pairs(
     return float(pairs.max(initial=0.0))
 
 
-def _check_random_mass(
-    plan: AuditPlan, audit: PassScores, vocab_size: int, starts: np.ndarray, name: str
-) -> tuple[float, float]:
-    """Check 3: ``S``, the sum over the substitutions of ``p(drawn) / (V Q(drawn))``, is within
-    its bound. Returns both."""
-    count = int(plan.substituted.sum())
-    terms = np.exp(audit.log_probs[plan.substituted]) / plan.proposal[plan.substituted]
-    total, bound = float(terms.sum()), random_mass_bound(count, vocab_size)
-    if total > bound:
+#: The largest evidence (nats) check 3 accepts.
+EVIDENCE_BOUND = math.log(1 / FALSE_ALARM)
+
+
+def substitution_evidence(ratios: np.ndarray) -> float:
+    """Check 3's evidence, in nats, from the ratios ``X_i = p(c_i) / Q_r(c_i)`` (float64 ``[m]``,
+    in the order of the substitutions): the log of the mean over :data:`BETS` of the wealth
+    ``prod_i (1 + lambda (X_i - 1))``. An honest model's evidence exceeds ``log(1 / a)`` with
+    probability at most ``a`` (the module docstring)."""
+    bets = np.asarray(BETS)[:, None]  # [L, 1]
+    log_wealths = np.log1p(bets * (ratios[None, :] - 1.0)).sum(axis=1)  # [L]
+    peak = log_wealths.max()
+    return float(peak + np.log(np.mean(np.exp(log_wealths - peak))))
+
+
+def _check_evidence(plan: AuditPlan, audit: PassScores, starts: np.ndarray, name: str) -> float:
+    """Check 3: the evidence of the substitutes' probabilities (the audit pass's) against their
+    draw law (:func:`substitution_evidence`) is within :data:`EVIDENCE_BOUND`. Returns it."""
+    ratios = np.exp(audit.log_probs[plan.substituted]) / plan.proposal[plan.substituted]  # row-major
+    evidence = substitution_evidence(ratios)
+    if evidence > EVIDENCE_BOUND:
+        first = _token(starts, *(int(i) for i in np.argwhere(plan.first)[0]))
         raise PluginError(
-            f"{name}: causality audit failed: it gives {count} tokens drawn at random, substituted "
-            f"in the text from token {_token(starts, *(int(i) for i in np.argwhere(plan.first)[0]))} "
-            f"on, probabilities that sum to {total:.4g} times what chance gives them, where an "
-            f"honest model's sum stays below {bound:.4g} (expected {count / vocab_size:.3g}): "
-            f"{_reads_or_unnormalised(audit)}"
+            f"{name}: causality audit failed: the {len(ratios)} tokens substituted in the text from "
+            f"token {first} on get {ratios.mean():.3g} times the probability they were drawn with "
+            f"on average, where an honest model's mean is at most 1 (evidence {evidence:.1f} nats "
+            f"against it, above the bound {EVIDENCE_BOUND:.1f}): {_reads_or_unnormalised(audit)}"
         )
-    return total, bound
-
-
-def random_mass_bound(count: int, vocab_size: int, false_alarm: float = FALSE_ALARM) -> float:
-    """The largest ``S`` (check 3) accepted over ``count`` substitutions: ``count / V + t`` with
-    ``t`` from Freedman's inequality for terms in ``[0, 2]`` of mean ``1/V`` and variance at most
-    ``2/V``, exceeded by an honest model with probability below ``false_alarm``."""
-    log_odds = math.log(1 / false_alarm)
-    variance = 2 * count / vocab_size
-    linear = 2 * log_odds / 3
-    return count / vocab_size + linear + math.sqrt(linear**2 + 2 * log_odds * variance)
+    return evidence
 
 
 def _reads_or_unnormalised(scores: PassScores) -> str:

@@ -5,23 +5,28 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import contamination
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS
 from harness.datasets import Dataset, load_dataset
+from harness.passes import ModelPasses, SameModel
 from harness.plugin import (
     Model,
     ModelUnavailable,
     create_model,
     discover_plugins,
     load_factory,
+    locate_plugin,
     parse_model_args,
+    set_model_threads,
 )
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 from harness.results import token_log_probs_name
 from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
+from harness.worker import DatasetFiles, PluginLoad, WorkerPlugin
 from wikitext_toolkit_core import ngrams
 from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.benchmarks import locate_benchmark
@@ -43,7 +48,7 @@ from wikitext_toolkit_core.devices import resolve_device
 from wikitext_toolkit_core.files import write_atomically
 from wikitext_toolkit_core.format import SPLITS
 from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES, ResultRecord
-from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
+from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, thread_request
 
 
 def _summary_line(record: ResultRecord) -> str:
@@ -205,7 +210,7 @@ def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: li
 
 def _score(
     args: argparse.Namespace,
-    model: Model,
+    model: ModelPasses,
     plugin: str,
     model_args: dict[str, Any],
     dataset: Dataset,
@@ -235,14 +240,31 @@ def _score(
     record, token_log_probs = score_split(model, job, json_path=json_path, npy_path=npy_path)
     for reason in record.audit_gaps:
         print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
+    if not record.audit_gaps:
+        print(f"{dataset.name}/{split}: {_audits_passed(record)}", file=sys.stderr)
     print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing
     save_scores(record, token_log_probs, json_path, npy_path)
     return record
 
 
+def _audits_passed(record: ResultRecord) -> str:
+    """The line that says that a result just scored (so of this schema) passed both audits, and
+    what they checked."""
+    audit, causality = record.audit or {}, record.causality_audit or {}
+    probability = (
+        "probability audit not applicable (subword scoring)"
+        if record.scoring == "subword"
+        else f"probability audit at {audit['checked']:,} positions"
+    )
+    evidence = f"evidence {causality['evidence']:.1f} nats, bound {causality['evidence_bound']:.1f}"
+    causality_audit = f"causality audit of {causality['points']:,} substitutions ({evidence})"
+    return f"audited: {probability}, {causality_audit}: passed"
+
+
 def command_eval(args: argparse.Namespace) -> int:
     _check_outputs(args)  # before anything, a download included
-    plugin, factory = load_factory(args.plugin)
+    in_worker = not args.in_process and args.causality_audit > 0
+    plugin, factory = (locate_plugin(args.plugin), None) if in_worker else load_factory(args.plugin)
     model_args = parse_model_args(args.model_args)
     names = _plan_datasets(args)
     splits = list(dict.fromkeys(args.split))
@@ -269,16 +291,14 @@ def command_eval(args: argparse.Namespace) -> int:
         for split in splits:
             dataset.tokens(split)  # an empty split fails here, before its model is loaded
         try:
-            model = create_model(
-                factory, plugin, dataset, device=device, checkpoint=args.checkpoint, model_args=model_args
-            )
+            model = _load_model(args, factory, plugin, model_args, dataset, device)
         except ModelUnavailable as unavailable:
             if args.dataset:
                 raise
             print(f"{dataset.name}: {unavailable}", file=sys.stderr)
             continue
-        _set_model_threads(args.threads)
-        records += [_score(args, model, plugin, model_args, dataset, split, device) for split in splits]
+        with model:
+            records += [_score(args, model, plugin, model_args, dataset, split, device) for split in splits]
     if not records:
         print("nothing evaluated", file=sys.stderr)
         return 1
@@ -293,12 +313,33 @@ def command_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _set_model_threads(request: ThreadRequest) -> None:
-    """Give torch the threads ``--threads`` asks for, when the model uses it (its plugin has
-    imported torch by now); the harness itself never imports torch."""
-    torch: Any = sys.modules.get("torch")
-    if torch is not None:
-        set_torch_threads(request, torch)
+def _load_model(
+    args: argparse.Namespace,
+    factory: Callable[..., Model] | None,
+    plugin: str,
+    model_args: dict[str, Any],
+    dataset: Dataset,
+    device: str,
+) -> ModelPasses:
+    """The plugin's model for ``dataset``: loaded in a fresh worker process for each pass (no
+    ``factory`` here: :class:`harness.worker.WorkerPlugin`), or once, in this process, by
+    ``factory`` (``--in-process``, or the causality audit off), with ``--threads`` applied."""
+    if factory is None:
+        load = PluginLoad(
+            plugin=args.plugin,
+            dataset=DatasetFiles.of(dataset),
+            device=device,
+            checkpoint=args.checkpoint,
+            model_args=model_args,
+            threads=args.threads,
+            retain_memory=device == "cpu",
+        )
+        return WorkerPlugin(load, len(dataset.vocab))
+    model = create_model(
+        factory, plugin, dataset, device=device, checkpoint=args.checkpoint, model_args=model_args
+    )
+    set_model_threads(args.threads)
+    return SameModel(model)
 
 
 def command_list(args: argparse.Namespace) -> int:
@@ -472,6 +513,12 @@ def _add_eval_parser(commands: Any, data_dir: argparse.ArgumentParser) -> None:
     )
     evaluation.add_argument(
         "--threads", type=thread_request, default=AUTO, metavar="N|auto", help=THREADS_HELP
+    )
+    evaluation.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the plugin in the harness's own process, for debugging (its results are not ranked); "
+        "default: each pass in a fresh worker process (with the causality audit off: in the harness's)",
     )
     _add_protocol_options(evaluation)
     _add_eval_output_options(evaluation)

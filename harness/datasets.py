@@ -320,8 +320,8 @@ def _encode_pieces_worker(
     lines, of ``file``, the file the parent has open at ``path``), write its types in order of
     first occurrence (``scratch/i.types``, one per line) and their ids (``scratch/i.npy``,
     int32), then send ``i`` on ``report``; a failure is sent as its one-line message (a str).
-    It ends when its parent does (:func:`_end_with_parent`)."""
-    _end_with_parent(parent)
+    It ends when its parent does (:func:`end_with_parent`)."""
+    end_with_parent(parent)
     try:
         with reading_errors(path.parent.name, path):
             for number, (start, end) in enumerate(pieces):
@@ -357,7 +357,7 @@ def _start_worker(
     return worker, receiver
 
 
-def _end_with_parent(parent: int) -> None:
+def end_with_parent(parent: int) -> None:
     """Keep this worker from outliving process ``parent``, which started it (a ``kill -9`` of the
     harness): on Linux the kernel kills it when the parent dies (``prctl(PR_SET_PDEATHSIG,
     SIGKILL)``), and it exits now if the parent died before it asked. Elsewhere its next report to

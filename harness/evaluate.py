@@ -9,7 +9,9 @@ Two audits guard the number: the probability audit (full distributions at a few 
 1 and agree with the reported target scores), here, and the causality audit (no log-probability
 depends on the token it predicts or on a later one), a second pass that the plugin cannot tell
 from the evaluation: :func:`_causality_pass` runs it, :mod:`harness.causality` draws its
-substitutions and checks the two passes.
+substitutions and checks the two passes. Each pass scores with the model that
+:class:`harness.passes.ModelPasses` opens for it: under ``harness eval``, a plugin loaded in a
+fresh worker process (:mod:`harness.worker`), which never sees this process nor the plan.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import secrets
 import sys
 import time
 from collections.abc import Iterator
@@ -33,6 +36,7 @@ from harness.causality import (
     check_audit,
     plan_audit,
 )
+from harness.passes import CallFailed, ModelPasses, passes_of, scores_on_accelerator
 from harness.plugin import (
     Chunk,
     ChunkScores,
@@ -44,6 +48,7 @@ from harness.plugin import (
 )
 from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
 from harness.streams import Block, StreamGrid, stream_grid
+from harness.substitutes import SubstituteModel
 from wikitext_toolkit_core.cli import UsageError
 from wikitext_toolkit_core.files import DatasetError
 from wikitext_toolkit_core.progress import progress_bar
@@ -94,6 +99,8 @@ class Evaluation:
         causality: the causality audit.
         metadata: what the model's optional ``result_metadata()`` returned right after the
             evaluation's pass (:func:`harness.plugin.plugin_metadata`; None without one).
+        plugin_process: where the plugin scored the passes (:class:`harness.passes.ModelPasses`):
+            ``worker`` (each pass in a fresh worker process) or ``harness`` (in this process).
     """
 
     tokens: int
@@ -103,6 +110,7 @@ class Evaluation:
     token_log_probs: np.ndarray
     causality: CausalityAudit = CAUSALITY_OFF
     metadata: dict[str, Any] | None = None
+    plugin_process: str = "harness"
 
     @property
     def nll(self) -> float:
@@ -141,9 +149,16 @@ def _as_float64(values: Any, what: str) -> np.ndarray:
 def _naming_the_plugin(name: str, call: str) -> Iterator[None]:
     """Around a call into the plugin: when it raises (anything but a one-line user error of its
     own), a line on stderr names the plugin and ``call`` (the call and the tokens it was given)
-    before the traceback goes on up."""
+    before the traceback goes on up. A call into a worker process that failed
+    (:class:`harness.passes.CallFailed`) is one line naming the call, after that line and the
+    worker's traceback when the plugin raised."""
     try:
         yield
+    except CallFailed as failure:
+        if failure.traceback is not None:
+            tqdm.write(f"{name}: {call} raised an exception (traceback below)", file=sys.stderr)
+            tqdm.write(failure.traceback.rstrip("\n"), file=sys.stderr)
+        raise PluginError(f"{name}: {call} {failure.reason}") from None
     except (PluginError, ModelUnavailable, DatasetError):
         raise
     except SystemExit as exit:  # else the evaluation would end with the plugin's status and no result
@@ -215,31 +230,49 @@ def _validated_scores(
         PluginError: one line naming the plugin and what is wrong.
     """
     if not isinstance(scores, ChunkScores):
-        raise PluginError(f"{name}: {method}() returned {type(scores).__name__}, not harness.ChunkScores")
+        raise PluginError(f"{name}: {not_chunk_scores(scores, method)}")
     log_probs = _as_float64(scores.target_log_probs, f"{name}: target_log_probs")
-    if log_probs.shape != mask.shape:
-        raise PluginError(
-            f"{name}: target_log_probs has shape {log_probs.shape}, expected {mask.shape} (batch, positions)"
-        )
+    problem = target_shape_problem(log_probs.shape, mask.shape)
+    if problem:
+        raise PluginError(f"{name}: {problem}")
     _check_log_probs(log_probs, mask, place, name)
     if distribution_mask is None or scores.distributions is None:
         return log_probs, None
     rows = _as_float64(scores.distributions, f"{name}: distributions")
-    expected_shape = (int(distribution_mask.sum()), vocab_size)
-    if rows.shape != expected_shape:
-        hint = ""
-        if rows.ndim == 2 and rows.shape[0] == expected_shape[0]:
-            hint = (
-                f": a distribution over {rows.shape[1]:,} words, where the dataset's vocabulary has "
-                f"{expected_shape[1]:,} (a model of another vocabulary?)"
-            )
-        raise PluginError(
-            f"{name}: distributions has shape {rows.shape}, expected "
-            f"{expected_shape} (requested positions, vocabulary){hint}"
-        )
+    problem = distribution_shape_problem(rows.shape, (int(distribution_mask.sum()), vocab_size))
+    if problem:
+        raise PluginError(f"{name}: {problem}")
     if np.isnan(rows).any() or np.isposinf(rows).any():
         raise PluginError(f"{name}: a full distribution contains NaN or +inf")
     return log_probs, rows
+
+
+def not_chunk_scores(scores: object, method: str) -> str:
+    """The message for ``scores``, what the plugin's ``method`` (``score`` or ``score_stream``)
+    returned, when it is no :class:`ChunkScores`."""
+    return f"{method}() returned {type(scores).__name__}, not harness.ChunkScores"
+
+
+def target_shape_problem(shape: tuple[int, ...], expected: tuple[int, ...]) -> str | None:
+    """Why target log-probabilities of ``shape`` do not fit a block of ``expected`` ``(B, T)``,
+    for a message; None when they do."""
+    if shape == expected:
+        return None
+    return f"target_log_probs has shape {shape}, expected {expected} (batch, positions)"
+
+
+def distribution_shape_problem(shape: tuple[int, ...], expected: tuple[int, int]) -> str | None:
+    """Why full distributions of ``shape`` do not fit the ``expected`` ``(K, V)`` (requested
+    positions, vocabulary), for a message; None when they do."""
+    if shape == expected:
+        return None
+    hint = ""
+    if len(shape) == 2 and shape[0] == expected[0]:
+        hint = (
+            f": a distribution over {shape[1]:,} words, where the dataset's vocabulary has "
+            f"{expected[1]:,} (a model of another vocabulary?)"
+        )
+    return f"distributions has shape {shape}, expected {expected} (requested positions, vocabulary){hint}"
 
 
 def _check_log_probs(log_probs: np.ndarray, mask: np.ndarray, place: _Place, name: str) -> None:
@@ -257,7 +290,7 @@ def _check_log_probs(log_probs: np.ndarray, mask: np.ndarray, place: _Place, nam
 
 
 def evaluate(
-    model: Model,
+    model: Model | ModelPasses,
     ids: np.ndarray,
     *,
     eos_id: int,
@@ -270,8 +303,10 @@ def evaluate(
     """Score every token of ``ids`` (integer ``[N]``) with ``model`` under ``protocol``, and
     audit it; the result holds the ``N`` log-probabilities in stream order.
 
-    A model with ``score_stream`` gets each stream whole; any other is fed chunks of
-    ``protocol.bptt`` positions of all the streams (:mod:`harness.plugin`).
+    ``model`` is a model object, which scores every pass, or :class:`harness.passes.ModelPasses`,
+    which opens the model for each pass (:class:`harness.worker.WorkerPlugin`: a fresh worker
+    process for each). A model with ``score_stream`` gets each stream whole; any other is fed
+    chunks of ``protocol.bptt`` positions of all the streams (:mod:`harness.plugin`).
 
     Args:
         eos_id: id of ``<eos>``, the implicit input before the first token.
@@ -303,14 +338,15 @@ def evaluate(
             f"the {protocol.name} protocol {'takes' if documents is None else 'takes no'} documents"
         )
     grid = stream_grid(ids, eos_id=eos_id, batch_size=protocol.batch_size, bounds=documents)
-    audited = _audit_mask(grid, protocol.audit_positions)
-    plan = _causality_plan(grid, vocab_size, protocol.causality_points, protocol.causality_seed)
+    seed = secrets.randbits(63) if protocol.causality_seed is None else protocol.causality_seed
+    audited = _audit_mask(grid, protocol.audit_positions, np.random.default_rng([seed, 1]))
+    plan = _causality_plan(grid, ids, eos_id, vocab_size, protocol.causality_points, seed)
     scoring = _Scoring(
-        model,
+        passes_of(model),
         audited=audited,
         # asked for in both passes: a request tells the plugin nothing
-        rows_wanted=audited.copy() if plan is None else audited | plan.first,
-        rows_kept=None if plan is None else plan.first,
+        rows_wanted=audited.copy() if plan is None else audited | plan.requested,
+        rows_kept=None if plan is None else plan.compared,
         bptt=protocol.bptt,
         vocab_size=vocab_size,
         name=name,
@@ -329,6 +365,7 @@ def evaluate(
         causality=causality,
         token_log_probs=evaluation_pass.log_probs[grid.mask],
         metadata=metadata,
+        plugin_process=scoring.passes.plugin_process,
     )
 
 
@@ -353,18 +390,18 @@ class _Scoring:
     full distributions are asked for.
 
     Attributes:
-        model: the plugin's model; ``name``: its name, for messages.
+        passes: opens the plugin's model for each pass; ``name``: its name, for messages.
         audited: bool ``[B, W]``, the probability audit's positions (:func:`_audit_mask`): only
             these count in its figures.
         rows_wanted: bool ``[B, W]``, where full distributions are asked for in each pass (the
-            audited positions and the causality audit's first substitutions); each pass works on
-            a copy, which it clears when the model gives none.
-        rows_kept: bool ``[B, W]``, where the distributions are kept for the causality audit (its
-            first substitutions), or None without that audit.
+            audited positions and the causality audit's requested ones: its first substitutions
+            and decoys); each pass works on a copy, which it clears when the model gives none.
+        rows_kept: bool ``[B, W]``, where the distributions are kept for the causality audit's
+            check 1 (its ``compared`` positions), or None without that audit.
         bptt, vocab_size, progress: as given to :func:`evaluate`.
     """
 
-    model: Model
+    passes: ModelPasses
     audited: np.ndarray
     rows_wanted: np.ndarray
     rows_kept: np.ndarray | None
@@ -374,13 +411,19 @@ class _Scoring:
     progress: bool
 
 
-def _causality_plan(grid: StreamGrid, vocab_size: int, points: int, seed: int | None) -> AuditPlan | None:
+def _causality_plan(
+    grid: StreamGrid, ids: np.ndarray, eos_id: int, vocab_size: int, points: int, seed: int
+) -> AuditPlan | None:
     """The causality audit of ``grid`` (:func:`harness.causality.plan_audit`: ``points``
-    substitutions drawn from ``seed``); None when it is off (``points`` 0, or a vocabulary of one
-    word, where nothing can be substituted)."""
+    substitutions drawn from ``seed``, their tokens from a trigram model of the split ``ids``,
+    integer ``[N]``); None when it is off (``points`` 0, or a vocabulary of one word, where
+    nothing can be substituted)."""
     if points <= 0 or vocab_size <= 1:
         return None
-    return plan_audit(grid.inputs, grid.targets, grid.mask, vocab_size=vocab_size, points=points, seed=seed)
+    substitutes = SubstituteModel(ids, vocab_size=vocab_size, eos_id=eos_id)
+    return plan_audit(
+        grid.inputs, grid.targets, grid.mask, substitutes=substitutes, eos_id=eos_id, points=points, seed=seed
+    )
 
 
 def _scored_passes(
@@ -392,8 +435,9 @@ def _scored_passes(
     metadata right after its pass, and the causality audit's record."""
     if plan is not None and plan.audit_first:
         audit_pass = _causality_pass(scoring, grid, plan)
-    evaluation_pass = _score_pass(scoring, grid, tally, audit=False)
-    metadata = plugin_metadata(scoring.model, scoring.name)  # now: the audit's pass may follow
+    with scoring.passes.open_pass(scoring.name) as model:
+        evaluation_pass = _score_pass(scoring, model, grid, tally, audit=False)
+        metadata = _pass_metadata(scoring, model)  # now: the audit's pass may follow
     if plan is None:
         return evaluation_pass, metadata, CAUSALITY_OFF
     if not plan.audit_first:
@@ -403,7 +447,6 @@ def _scored_passes(
         evaluation_pass,
         audit_pass,
         starts=grid.starts,
-        vocab_size=scoring.vocab_size,
         tolerance=tolerance,
         name=scoring.name,
     )
@@ -415,7 +458,18 @@ def _causality_pass(scoring: _Scoring, grid: StreamGrid, plan: AuditPlan) -> Pas
     scored as the evaluation is (from ``reset(B)``, the same chunks, distributions asked for at the
     same positions) into a tally of its own, which counts for nothing."""
     audit_grid = dataclasses.replace(grid, inputs=plan.inputs, targets=plan.targets)
-    return _score_pass(scoring, audit_grid, _Tally(), audit=True)
+    with scoring.passes.open_pass(scoring.name) as model:
+        audit_pass = _score_pass(scoring, model, audit_grid, _Tally(), audit=True)
+        _pass_metadata(scoring, model)  # asked, as of the evaluation's pass, and not recorded
+    return audit_pass
+
+
+def _pass_metadata(scoring: _Scoring, model: Model) -> dict[str, Any] | None:
+    """``model``'s metadata right after a pass (:func:`harness.plugin.plugin_metadata`). Both
+    passes are asked for it, so that the call does not tell a plugin which pass it scored (a
+    worker of the next pass could learn it from the last one's)."""
+    with _naming_the_plugin(scoring.name, "result_metadata()"):
+        return plugin_metadata(model, scoring.name)
 
 
 @dataclasses.dataclass
@@ -436,13 +490,16 @@ class _Tally:
     max_target_error: float = 0.0
 
 
-def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bool) -> PassScores:
-    """Score every position of ``grid`` from ``reset(B)`` (when the model has it), chunk by
-    chunk or, for a model that scores whole streams, stream by stream, adding to ``tally`` and
-    auditing the distributions asked for (``scoring.rows_wanted``; no longer asked for once the
-    model gives none), and keep those at ``scoring.rows_kept``. ``audit`` names the causality
-    audit's pass in the progress bar and messages."""
-    model, name = scoring.model, scoring.name
+def _score_pass(
+    scoring: _Scoring, model: Model, grid: StreamGrid, tally: _Tally, *, audit: bool
+) -> PassScores:
+    """Score every position of ``grid`` with ``model`` (the pass's: :meth:`ModelPasses.open_pass`)
+    from ``reset(B)`` (when the model has it), chunk by chunk or, for a model that scores whole
+    streams, stream by stream, adding to ``tally`` and auditing the distributions asked for
+    (``scoring.rows_wanted``; no longer asked for once the model gives none), and keep those at
+    ``scoring.rows_kept``. ``audit`` names the causality audit's pass in the progress bar and
+    messages."""
+    name = scoring.name
     whole = scores_whole_streams(model)
     method = "score_stream" if whole else "score"
     what = " in the causality audit" if audit else ""
@@ -460,7 +517,7 @@ def _score_pass(scoring: _Scoring, grid: StreamGrid, tally: _Tally, *, audit: bo
         total=int(grid.mask.sum()), unit="tok", desc=desc, show=scoring.progress, unit_scale=True
     ) as bar:
         for block in grid.streams() if whole else grid.chunks(scoring.bptt):
-            scores = _score_block(scoring, block, grid.starts, rows_wanted, tally, method, what)
+            scores = _score_block(scoring, model, block, grid.starts, rows_wanted, tally, method, what)
             log_probs[block.place] = scores.log_probs
             on_accelerator |= scores.on_accelerator
             if scoring.rows_kept is not None and scores.rows is not None:
@@ -480,13 +537,14 @@ def _kept_rows(kept: dict[tuple[int, int], np.ndarray], rows_kept: np.ndarray | 
     return np.stack([kept[key] for key in wanted]) if wanted and all(key in kept for key in wanted) else None
 
 
-def _audit_mask(grid: StreamGrid, audit_positions: int) -> np.ndarray:
+def _audit_mask(grid: StreamGrid, audit_positions: int, rng: np.random.Generator) -> np.ndarray:
     """Where (bool ``[B, W]``, like ``grid.mask``) the probability audit asks for the full
-    distribution: ``audit_positions`` predictions drawn with a fixed seed (none when 0)."""
+    distribution: ``audit_positions`` predictions drawn with ``rng`` (none when 0), seeded from
+    the evaluation's secret seed, so that no position is known in advance."""
     num_tokens = int(grid.mask.sum())
     audit_mask = np.zeros_like(grid.mask)
     if audit_positions > 0:
-        chosen = np.random.default_rng(0).choice(num_tokens, min(audit_positions, num_tokens), replace=False)
+        chosen = rng.choice(num_tokens, min(audit_positions, num_tokens), replace=False)
         stream = np.searchsorted(grid.starts, chosen, side="right") - 1
         audit_mask[stream, chosen - grid.starts[stream]] = True
     return audit_mask
@@ -506,6 +564,7 @@ class _ChunkResult:
 
 def _score_block(
     scoring: _Scoring,
+    model: Model,
     block: Block,
     starts: np.ndarray,
     rows_wanted: np.ndarray,
@@ -514,7 +573,7 @@ def _score_block(
     what: str,
 ) -> _ChunkResult:
     """Score ``block`` of a stream grid (``starts``: int64 ``[B]``, each stream's first token in
-    the split) with the model's ``score`` (a chunk of all the streams) or ``score_stream`` (one
+    the split) with ``model``'s ``score`` (a chunk of all the streams) or ``score_stream`` (one
     whole stream) and add it to ``tally``, auditing the distributions asked for where ``rows_wanted``
     (bool ``[B, W]``) is true, counting those of ``scoring.audited`` in the tally. A model that
     gives no distributions clears ``rows_wanted``: it is not asked again. ``method``: the
@@ -532,7 +591,7 @@ def _score_block(
         requested.copy() if requested is not None else None,
     )
     with _naming_the_plugin(name, f"{method}() on {place.span()}{what}"):
-        scores = getattr(scoring.model, method)(chunk)
+        scores = getattr(model, method)(chunk)
     log_probs, rows = _validated_scores(
         scores,
         view.mask,
@@ -542,17 +601,17 @@ def _score_block(
         name=name,
         method=method,
     )
-    device = getattr(scores.target_log_probs, "device", None)  # a torch tensor's
-    result = _ChunkResult(log_probs, wanted, rows, getattr(device, "type", "cpu") != "cpu")
+    result = _ChunkResult(log_probs, wanted, rows, scores_on_accelerator(scores))
     tally.total_log_prob += float(log_probs[view.mask].sum())
     tally.tokens += int(view.mask.sum())
     if requested is None:
         return result
     counted = int((requested & scoring.audited[block.place]).sum())
-    tally.requested += counted
-    if rows is None:
-        rows_wanted[:] = False  # the model gives no distributions: stop asking
+    if rows is None:  # the model gives no distributions: every audited position counts as asked
+        tally.requested = int(scoring.audited.sum())  # for in vain, and none is asked for again
+        rows_wanted[:] = False
         return result
+    tally.requested += counted
     sum_error, target_error = _probability_audit(rows, requested, log_probs, view.targets, name, place=place)
     tally.checked += counted
     tally.max_sum_error = max(tally.max_sum_error, sum_error)

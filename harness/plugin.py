@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.machinery
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import math
 import operator
+import os
+import sys
 import traceback
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -46,6 +50,7 @@ import numpy as np
 from wikitext_toolkit_core.errors import ToolkitError
 from wikitext_toolkit_core.files import DatasetError
 from wikitext_toolkit_core.result_schema import adaptation_problem
+from wikitext_toolkit_core.threads import ThreadRequest, set_torch_threads
 
 PLUGIN_GROUP = "harness.models"
 FACTORY_NAME = "load_model"
@@ -161,28 +166,62 @@ def plugin_num_parameters(model: Model, name: str) -> int | None:
 
 def plugin_metadata(model: Model, name: str) -> dict[str, Any] | None:
     """The model's own fields for the result JSON (``plugin_metadata``): what its optional
-    ``result_metadata()`` returns, called once after each evaluation's pass (before the causality
-    audit's pass when that comes second); None without one. A model that adapts to the text it
-    has scored says how under :data:`~wikitext_toolkit_core.result_schema.TEST_TIME_ADAPTATION`.
+    ``result_metadata()`` returns, called after each pass of an evaluation (the causality audit's
+    too, whose answer is not recorded: the call tells no pass from the other); None without one.
+    A model that adapts to the text it has scored says how under
+    :data:`~wikitext_toolkit_core.result_schema.TEST_TIME_ADAPTATION`.
     Raises :class:`PluginError` when it is not a dict that JSON can represent (a numpy number, a
     NaN), or that key holds no non-empty string."""
     method = getattr(model, "result_metadata", None)
     if method is None:
         return None
     metadata = method()
-    if not isinstance(metadata, dict):
-        raise PluginError(f"{name}: result_metadata() returned {type(metadata).__name__}, not a dict")
-    try:
-        json.dumps(metadata, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise PluginError(f"{name}: result_metadata() returned a dict that is not JSON: {error}") from None
-    problem = adaptation_problem(metadata)
+    problem = metadata_problem(metadata)
     if problem:
-        raise PluginError(f"{name}: result_metadata(): {problem}")
+        raise PluginError(f"{name}: {problem}")
     return metadata
 
 
-def _describe(error: BaseException) -> str:
+def metadata_problem(metadata: object) -> str | None:
+    """What is wrong with ``metadata``, a value ``result_metadata()`` returned, for a message
+    (``result_metadata() returned ...``); None when it is a dict the result can hold."""
+    if not isinstance(metadata, dict):
+        return f"result_metadata() returned {type(metadata).__name__}, not a dict"
+    try:
+        json.dumps(metadata, allow_nan=False)
+    except (TypeError, ValueError) as error:
+        return f"result_metadata() returned a dict that is not JSON: {error}"
+    problem = adaptation_problem(metadata)
+    return f"result_metadata(): {problem}" if problem else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFacts:
+    """What a result records of a loaded model besides its scores.
+
+    Attributes:
+        num_parameters: its optional ``num_parameters`` (:func:`plugin_num_parameters`).
+        checkpoint: its optional ``checkpoint`` attribute, as a path string (recorded when no
+            checkpoint was given to the factory).
+    """
+
+    num_parameters: int | None
+    checkpoint: str | None
+
+
+def model_facts(model: Model, name: str) -> ModelFacts:
+    """The :class:`ModelFacts` of ``model``; a :class:`PluginError` naming ``name`` when its
+    ``num_parameters`` is no non-negative integer or its ``checkpoint`` no path."""
+    checkpoint = getattr(model, "checkpoint", None)
+    if checkpoint is not None and not isinstance(checkpoint, (str, bytes, os.PathLike)):
+        raise PluginError(f"{name}: checkpoint must be a path or None, got {type(checkpoint).__name__}")
+    return ModelFacts(
+        num_parameters=plugin_num_parameters(model, name),
+        checkpoint=None if checkpoint is None else os.fsdecode(checkpoint),
+    )
+
+
+def describe_exception(error: BaseException) -> str:
     """An exception raised in a plugin's code, in one line: its type, its message and where it
     was raised (the innermost frame; a :class:`SyntaxError`'s message names its line itself)."""
     message = " ".join(str(error).split())
@@ -191,6 +230,14 @@ def _describe(error: BaseException) -> str:
     if frames and not isinstance(error, SyntaxError):
         text += f" (at {frames[-1].filename}:{frames[-1].lineno})"
     return text
+
+
+def set_model_threads(request: ThreadRequest) -> int | None:
+    """Give torch the threads ``--threads`` asks for, when the model uses it (its plugin has
+    imported torch by the time its factory returns: call it then); returns the count set, None
+    without torch. The harness itself never imports torch."""
+    torch: Any = sys.modules.get("torch")
+    return None if torch is None else set_torch_threads(request, torch)
 
 
 def discover_plugins() -> dict[str, str]:
@@ -205,26 +252,16 @@ def load_factory(name: str) -> tuple[str, Callable[..., Model]]:
     identity is the module path for a module's own ``load_model`` factory and
     ``module:attribute`` for any other, so that two factories of one module stay apart.
     """
-    entries = {entry.name: entry for entry in importlib.metadata.entry_points(group=PLUGIN_GROUP)}
-    target = entries[name].value if name in entries else name
-    module_name, _, attribute = (part.strip() for part in target.partition(":"))
-    known = ", ".join(sorted(entries)) or "none"
-    if not module_name:
-        raise PluginError(
-            f"plugin {name!r} names no module: give a module path (my_pkg.my_model), "
-            f"module:attribute or a registered plugin (registered: {known})"
-        )
+    target, module_name, attribute = _plugin_target(name)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name == module_name or module_name.startswith(f"{error.name}."):
-            raise PluginError(
-                f"no plugin {name!r}: not an importable module nor a registered plugin (registered: {known})"
-            ) from None
+            raise _no_plugin(name) from None
         hint = " (pip install 'wikitext-toolkit[torch]')" if error.name == "torch" else ""
         raise PluginError(f"plugin {name!r} failed to import: {error}{hint}") from None
     except Exception as error:  # a syntax error, a failing import, a raise at import
-        raise PluginError(f"plugin {name!r} failed to import: {_describe(error)}") from None
+        raise PluginError(f"plugin {name!r} failed to import: {describe_exception(error)}") from None
     factory: Any = module
     for part in (attribute or FACTORY_NAME).split("."):
         factory = getattr(factory, part, None)
@@ -234,8 +271,69 @@ def load_factory(name: str) -> tuple[str, Callable[..., Model]]:
         raise PluginError(
             f"plugin {target!r} has no {FACTORY_NAME}(dataset, *, device, checkpoint, **model_args) factory"
         )
-    identity = module_name if attribute in ("", FACTORY_NAME) else f"{module_name}:{attribute}"
-    return identity, factory
+    return _identity(module_name, attribute), factory
+
+
+def locate_plugin(name: str) -> str:
+    """The identity :func:`load_factory` gives plugin ``name``, found without importing it nor the
+    packages above it (none of its code runs in this process: :mod:`harness.worker` runs it);
+    a :class:`PluginError` when ``name`` names no module that can be found. Whether it imports
+    and has its factory is for the process that loads it to find."""
+    _, module_name, attribute = _plugin_target(name)
+    if find_module_spec(module_name) is None:
+        raise _no_plugin(name)
+    return _identity(module_name, attribute)
+
+
+def find_module_spec(module_name: str) -> importlib.machinery.ModuleSpec | None:
+    """The spec of module ``module_name`` (``a.b.c``), found as an import would find it but
+    without running any code: a top-level name through the import system, each name below it in
+    the folders of the one above (:func:`importlib.util.find_spec` would import the packages
+    above it); None when there is none."""
+    top, *below = module_name.split(".")
+    try:
+        spec = importlib.util.find_spec(top)
+        for depth in range(len(below)):
+            if spec is None or spec.submodule_search_locations is None:
+                return None
+            submodule = ".".join([top, *below[: depth + 1]])
+            spec = importlib.machinery.PathFinder.find_spec(submodule, list(spec.submodule_search_locations))
+    except (ImportError, ValueError):  # an empty name, a module whose spec is unset
+        return None
+    return spec
+
+
+def _plugin_target(name: str) -> tuple[str, str, str]:
+    """What plugin ``name`` (a registered name, ``module`` or ``module:attribute``) names: its
+    target (``module[:attribute]``), module and attribute (empty: the factory's default name);
+    a :class:`PluginError` when it names no module."""
+    target = discover_plugins().get(name, name)
+    module_name, _, attribute = (part.strip() for part in target.partition(":"))
+    if not module_name:
+        raise PluginError(
+            f"plugin {name!r} names no module: give a module path (my_pkg.my_model), "
+            f"module:attribute or a registered plugin (registered: {_known_plugins()})"
+        )
+    return target, module_name, attribute
+
+
+def _known_plugins() -> str:
+    """The registered plugins' names, for messages."""
+    return ", ".join(sorted(discover_plugins())) or "none"
+
+
+def _no_plugin(name: str) -> PluginError:
+    """The error for a plugin ``name`` that is no module to be found nor a registered plugin."""
+    registered = _known_plugins()
+    return PluginError(
+        f"no plugin {name!r}: not an importable module nor a registered plugin (registered: {registered})"
+    )
+
+
+def _identity(module_name: str, attribute: str) -> str:
+    """What a result records as the plugin: the module for its own ``load_model`` factory,
+    ``module:attribute`` for any other, so that two factories of one module stay apart."""
+    return module_name if attribute in ("", FACTORY_NAME) else f"{module_name}:{attribute}"
 
 
 def parse_model_args(text: str | None) -> dict[str, Any]:
@@ -321,7 +419,7 @@ def create_model(
         ) from None
     except Exception as error:
         raise PluginError(
-            f"plugin {plugin!r} cannot be loaded: its factory raised {_describe(error)}"
+            f"plugin {plugin!r} cannot be loaded: its factory raised {describe_exception(error)}"
         ) from None
     if not is_model(model):
         raise PluginError(

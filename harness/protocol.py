@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.causality import SUBSTITUTIONS
+from wikitext_toolkit_core.audit_defaults import AUDIT_POSITIONS, SUBSTITUTIONS
 from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES
 
 
@@ -35,7 +35,7 @@ class EvaluationProtocol:
     name: str = "stream"
     batch_size: int = 1
     bptt: int = 100
-    audit_positions: int = 8
+    audit_positions: int = AUDIT_POSITIONS
     causality_points: int = SUBSTITUTIONS
     causality_tolerance: float | None = None
     causality_seed: int | None = None

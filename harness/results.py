@@ -27,11 +27,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.plugin import find_module_spec
 from wikitext_toolkit_core import __version__
 from wikitext_toolkit_core.benchmarks import search_roots, user_cache_dir
 from wikitext_toolkit_core.result_schema import (
     SCHEMA_VERSION,
     SCORINGS,
+    AuditedRun,
     Protocol,
     ResultRecord,
     unaudited_reasons,
@@ -147,12 +149,11 @@ def plugin_code(plugin: str) -> dict[str, Any] | None:
     top-level package's Python files (``*.py`` under it, each with its relative path), or of its
     module's file when it is a module of its own; ``source`` (``package`` or ``module``), ``path``
     (as :func:`portable_path` records it) and ``files``. None when the module has no file."""
-    module = sys.modules.get(plugin.partition(":")[0])
-    file = getattr(module, "__file__", None)
-    if module is None or file is None:
+    module_name = plugin.partition(":")[0]
+    file = _module_file(module_name)
+    if file is None:
         return None
-    top = sys.modules.get(module.__name__.partition(".")[0])
-    roots = [Path(entry) for entry in getattr(top, "__path__", [])]
+    roots = _package_folders(module_name.partition(".")[0])
     files = sorted((path.relative_to(root).as_posix(), path) for root in roots for path in root.rglob("*.py"))
     source, where = "package", roots[0] if roots else None
     if where is None or len(files) > MAX_PACKAGE_FILES:
@@ -161,6 +162,27 @@ def plugin_code(plugin: str) -> dict[str, Any] | None:
     for name, path in files:
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     return {"sha256": digest.hexdigest(), "source": source, "path": portable_path(where), "files": len(files)}
+
+
+def _module_file(module_name: str) -> str | None:
+    """The file of module ``module_name``: the imported module's, else where an import would find
+    it (:func:`harness.plugin.find_module_spec`: a plugin run in a worker process is never
+    imported here); None when it has none."""
+    module = sys.modules.get(module_name)
+    if module is not None:
+        return getattr(module, "__file__", None)
+    spec = find_module_spec(module_name)
+    return spec.origin if spec is not None and spec.has_location else None
+
+
+def _package_folders(package: str) -> list[Path]:
+    """The folders of top-level package ``package`` (its ``__path__``, imported or found as
+    :func:`_module_file` finds it); none for a module that is no package."""
+    module = sys.modules.get(package)
+    if module is not None:
+        return [Path(entry) for entry in getattr(module, "__path__", [])]
+    spec = find_module_spec(package)
+    return [Path(entry) for entry in (spec.submodule_search_locations or [])] if spec is not None else []
 
 
 def result_record(
@@ -178,7 +200,7 @@ def result_record(
     split's documents under the documents protocol, whose number is the recorded batch size and which give the
     ``document_metrics``. The job's ``checkpoint`` and the dataset's directory are recorded by
     :func:`portable_path` (relative to the job's ``data_dir``); ``token_log_probs_file`` as given
-    (relative to the result file's folder)."""
+    (relative to the result file's folder); ``plugin_process`` is the evaluation's."""
     plugin, dataset, split, data_dir = job.plugin, job.dataset, job.split, job.data_dir
     plugin_metadata = evaluation.metadata
     protocol = Protocol(
@@ -191,8 +213,17 @@ def result_record(
     if scoring not in SCORINGS:
         raise ValueError(f"plugin metadata: scoring {scoring!r} is not one of {', '.join(SCORINGS)}")
     audit, causality_audit = evaluation.audit.to_json(), evaluation.causality.to_json()
+    device = describe_device(job.device)
     reasons = unaudited_reasons(
-        schema_version=SCHEMA_VERSION, scoring=scoring, audit=audit, causality_audit=causality_audit
+        AuditedRun(
+            schema_version=SCHEMA_VERSION,
+            scoring=scoring,
+            tokens=evaluation.tokens,
+            device=device,
+            audit=audit,
+            causality_audit=causality_audit,
+            plugin_process=evaluation.plugin_process,
+        )
     )
     return ResultRecord(
         schema_version=SCHEMA_VERSION,
@@ -222,7 +253,8 @@ def result_record(
         num_parameters=num_parameters,
         runtime_seconds=evaluation.seconds,
         tokens_per_second=evaluation.tokens / evaluation.seconds if evaluation.seconds else None,
-        device=describe_device(job.device),
+        device=device,
+        plugin_process=evaluation.plugin_process,
         torch_version=torch_version(),
         package_version=__version__,
         git_commit=git_commit(),

@@ -17,7 +17,8 @@ import numpy as np
 from harness.datasets import Dataset
 from harness.documents import Documents, split_documents
 from harness.evaluate import evaluate
-from harness.plugin import Model, plugin_num_parameters
+from harness.passes import ModelPasses, passes_of
+from harness.plugin import Model
 from harness.protocol import EvaluationProtocol
 from harness.results import plugin_code, portable_path, result_record, token_log_probs_name
 from wikitext_toolkit_core import bounded_json
@@ -117,23 +118,25 @@ def check_replaceable(
 
 
 def score_split(
-    model: Model,
+    model: Model | ModelPasses,
     job: ScoringJob,
     *,
     json_path: Path | None,
     npy_path: Path | None,
     progress: bool = True,
 ) -> tuple[ResultRecord, np.ndarray]:
-    """Score ``job`` with ``model``; returns the result record and the per-token log-probabilities
-    (float64 ``[N]``, stream order). The record names the log-probabilities' file relative to
-    ``json_path``'s folder when both paths are given (nothing is written here:
-    :func:`save_scores`). Raises :class:`harness.plugin.PluginError` when the model's
-    ``num_parameters`` (checked before scoring) or metadata cannot be recorded."""
-    num_parameters = plugin_num_parameters(model, job.plugin)
+    """Score ``job`` with ``model`` (a model object, or :class:`harness.passes.ModelPasses`: a
+    plugin loaded in a worker process for each pass); returns the result record and the
+    per-token log-probabilities (float64 ``[N]``, stream order). The record names the
+    log-probabilities' file relative to ``json_path``'s folder when both paths are given (nothing
+    is written here: :func:`save_scores`). Raises :class:`harness.plugin.PluginError` when the
+    model's ``num_parameters`` (checked before scoring) or metadata cannot be recorded."""
+    passes = passes_of(model)
+    facts = passes.model_facts(job.plugin)
     dataset, split = job.dataset, job.split
     documents = split_documents_of(dataset, split) if job.protocol.name == "documents" else None
     evaluation = evaluate(
-        model,
+        passes,
         dataset.tokens(split).ids,
         eos_id=dataset.vocab.eos_id,
         vocab_size=len(dataset.vocab),
@@ -143,10 +146,10 @@ def score_split(
         progress=progress,
     )
     record = result_record(
-        dataclasses.replace(job, checkpoint=job.checkpoint or getattr(model, "checkpoint", None)),
+        dataclasses.replace(job, checkpoint=job.checkpoint or facts.checkpoint),
         evaluation,
         documents=documents,
-        num_parameters=num_parameters,
+        num_parameters=facts.num_parameters,
         token_log_probs_file=(
             os.path.relpath(npy_path, json_path.parent) if npy_path and json_path else None
         ),

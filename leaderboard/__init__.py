@@ -13,7 +13,8 @@
   (:mod:`leaderboard.clean_subset`).
 - ``python -m leaderboard regenerate``: the project's committed tables from ``results/``.
 - ``python -m leaderboard compare A.json B.json``: paired (block) bootstrap of the perplexity
-  difference over the saved per-token log-probabilities.
+  difference over the saved per-token log-probabilities, each result's protocol named; results of
+  two protocols (stream and documents) are refused unless ``--across-protocols``.
 - ``python -m leaderboard plot {bars,frequency,gates,curves,zipf} ...``: the figures.
 - ``python -m leaderboard site RESULTS --output-dir SITE``: the tables, a page per result,
   significance matrices and figures as a static web site (:mod:`leaderboard.site`).

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leaderboard.records import (
+    ACROSS_PROTOCOLS,
     ALLOW_UNAUDITED,
     Collection,
     Result,
@@ -17,6 +18,7 @@ from leaderboard.records import (
     collect,
     load_result,
     load_verified,
+    protocol_setting,
     trust_gap,
 )
 from wikitext_toolkit_core.cli import (
@@ -226,7 +228,7 @@ def _block_length(text: str) -> int | None:
 
 def command_compare(args: argparse.Namespace) -> int:
     from leaderboard.bootstrap import minimum_samples, paired_bootstrap
-    from leaderboard.provenance import check_comparable
+    from leaderboard.provenance import check_comparable, check_same_protocol
 
     needed = minimum_samples(args.confidence)
     if args.samples < needed:
@@ -236,6 +238,7 @@ def command_compare(args: argparse.Namespace) -> int:
         )
     a, b = load_result(args.a), load_result(args.b)
     check_comparable(a, b)
+    check_same_protocol(a, b, args.across_protocols)
     (a, log_a), (b, log_b) = load_verified(a), load_verified(b)
     warning = _check_results([a, b], "compare", args.allow_unaudited)
     try:
@@ -262,9 +265,8 @@ def _print_comparison(
     if warning is not None:
         print(warning)
     level = f"{100 * confidence:g}%"
-    where = f"{a.record.dataset}/{a.split}"
-    print(f"A: {_describe(a)} on {where}: perplexity {result.ppl_a:.2f}")
-    print(f"B: {_describe(b)} on {where}: perplexity {result.ppl_b:.2f}")
+    print(f"A: {_describe(a)} on {_scored_on(a)}: perplexity {result.ppl_a:.2f}")
+    print(f"B: {_describe(b)} on {_scored_on(b)}: perplexity {result.ppl_b:.2f}")
     print(_code_line(a.record.plugin_code, b.record.plugin_code))
     low, high = result.ppl_ci
     nlow, nhigh = result.nll_ci
@@ -289,6 +291,12 @@ def _print_comparison(
         f"{p_text}: two-sided paired bootstrap, {result.samples:,} resamples of {method} over "
         f"{result.tokens:,} tokens, seed {result.seed}; {verdict} at the {level} level"
     )
+
+
+def _scored_on(result: Result) -> str:
+    """What ``compare`` says a result scored: ``DATASET/SPLIT (KIND protocol)``, KIND
+    ``stream`` for a file that names no protocol."""
+    return f"{result.record.dataset}/{result.split} ({result.record.protocol.kind} protocol)"
 
 
 def _code_line(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
@@ -503,7 +511,7 @@ def _valid_to_test(paths: list[str]) -> ValidToTest:
         )
     fields = ("model", "model_args", "checkpoint", "dataset", "vocab_sha256", "scoring")
     differing = [field for field in fields if getattr(valid.record, field) != getattr(test.record, field)]
-    if valid.record.protocol.identity != test.record.protocol.identity:
+    if protocol_setting(valid.record.protocol) != protocol_setting(test.record.protocol):
         differing.append("protocol")
     if differing:
         raise UsageError(
@@ -741,6 +749,13 @@ def _add_compare_parser(commands: Any) -> None:
         "--confidence", type=_confidence, default=0.95, help="level of the intervals (default: 0.95)"
     )
     _add_allow_unaudited_option(compare, use="compare", where="first on stdout")
+    compare.add_argument(
+        ACROSS_PROTOCOLS,
+        dest="across_protocols",
+        action="store_true",
+        help="compare results scored under different protocols (stream and documents) anyway; "
+        "by default refused",
+    )
     compare.set_defaults(handler=command_compare)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.datasets import Dataset, load_dataset
 from harness.results import resolve_recorded_path
-from leaderboard.records import Result, ResultError
+from leaderboard.records import ACROSS_PROTOCOLS, Result, ResultError
 from wikitext_toolkit_core.catalogue import BENCHMARKS
 from wikitext_toolkit_core.files import DatasetError
 
@@ -23,6 +23,18 @@ def check_comparable(a: Result, b: Result) -> None:
             raise ResultError(
                 f"{a.path} and {b.path} are not comparable: {_difference(field, value_a, value_b)}"
             )
+
+
+def check_same_protocol(a: Result, b: Result, allowed: bool) -> None:
+    """Fail unless ``a`` and ``b`` were scored under the same protocol (its
+    :attr:`~wikitext_toolkit_core.result_schema.Protocol.kind`: ``stream`` for a file that names
+    none) or ``allowed`` (:data:`~leaderboard.records.ACROSS_PROTOCOLS`)."""
+    kind_a, kind_b = a.record.protocol.kind, b.record.protocol.kind
+    if kind_a != kind_b and not allowed:
+        raise ResultError(
+            f"{a.path} and {b.path} are not comparable: protocol differs ({kind_a} vs {kind_b}); "
+            f"pass {ACROSS_PROTOCOLS} to compare them anyway"
+        )
 
 
 def _difference(field: str, value_a: object, value_b: object) -> str:

@@ -29,6 +29,7 @@ from wikitext_toolkit_core.result_schema import (
     MAX_LOG_PROB,
     InvalidResultRecord,
     NotAResultRecord,
+    Protocol,
     ResultRecord,
 )
 
@@ -93,10 +94,21 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def protocol_setting(protocol: Protocol) -> str:
+    """The protocol as a run sets it, the same for each split it scores: its
+    :attr:`~wikitext_toolkit_core.result_schema.Protocol.identity` (``KIND/BATCH_SIZE/BPTT``),
+    except that the documents protocol's ``batch_size``, each split's number of documents, is
+    left out (``documents/BPTT``)."""
+    if protocol.kind == "documents":
+        return f"{protocol.kind}/{protocol.bptt}"
+    return protocol.identity
+
+
 def run_key(result: Result) -> tuple[str, ...]:
     """What makes two results (of different splits) the same run: the same model module, model
-    arguments, checkpoint, dataset (name and vocabulary) and evaluation protocol. A valid and a
-    test result with equal keys are merged into one row; anything that differs keeps them apart."""
+    arguments, checkpoint, dataset (name and vocabulary) and evaluation protocol
+    (:func:`protocol_setting`). A valid and a test result with equal keys are merged into one
+    row; anything that differs keeps them apart."""
     record = result.record
     return (
         record.model,
@@ -104,7 +116,7 @@ def run_key(result: Result) -> tuple[str, ...]:
         record.checkpoint or "",
         record.dataset,
         record.vocab_sha256,
-        record.protocol.identity,
+        protocol_setting(record.protocol),
     )
 
 
@@ -396,6 +408,10 @@ def collect(
 #: The option with which ``compare`` and the plots use results that are not audited and
 #: verified (:func:`trust_gap`): they go on, with a warning, where they refuse them otherwise.
 ALLOW_UNAUDITED = "--allow-unaudited"
+
+#: The option with which ``compare`` pairs results scored under different protocols (stream and
+#: documents: :func:`leaderboard.provenance.check_same_protocol`), which it refuses otherwise.
+ACROSS_PROTOCOLS = "--across-protocols"
 
 #: :func:`trust_gap` of a result whose figures were not recomputed from its per-token file.
 UNVERIFIED_GAP = "unverified (figures not recomputed: no per-token log-probabilities)"

@@ -39,7 +39,7 @@ import pandas as pd
 from leaderboard.clean_subset import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
 from wikitext_toolkit_core.files import write_atomically
-from wikitext_toolkit_core.result_schema import ResultRecord, adaptation_of
+from wikitext_toolkit_core.result_schema import Protocol, ResultRecord, adaptation_of
 
 COLUMNS = [
     "rank",
@@ -289,7 +289,7 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         notes.append(f"checkpoint {record.checkpoint}")
     if record.plugin_code is not None:
         notes.append(f"code {record.plugin_code['sha256'][:12]}")
-    notes.append(f"batch {record.protocol.batch_size}, bptt {record.protocol.bptt}")
+    notes.append(_protocol_text(record.protocol))
     notes.append(f"vocab {record.vocab_size} ({record.vocab_sha256[:8]})")
     if any(r.record.dataset_verified is False for r in run.results):
         notes.append("dataset files unverified (no known checksum)")
@@ -312,6 +312,13 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
         **clean_cells,
         "_run": run,
     }
+
+
+def _protocol_text(protocol: Protocol) -> str:
+    """A row's protocol settings: ``batch B, bptt T``; with the documents protocol, whose batch
+    is each split's number of documents, ``one stream per document, bptt T``."""
+    streams = "one stream per document" if protocol.kind == "documents" else f"batch {protocol.batch_size}"
+    return f"{streams}, bptt {protocol.bptt}"
 
 
 def _millions(parameters: int | None) -> float:
@@ -344,7 +351,7 @@ def _disambiguate(rows: list[dict]) -> None:
         record = (row["_run"].test or row["_run"].valid).record
         return {
             "checkpoint": Path(record.checkpoint).name if record.checkpoint else "no checkpoint",
-            "protocol": f"batch {record.protocol.batch_size}, bptt {record.protocol.bptt}",
+            "protocol": _protocol_text(record.protocol),
             "when": f"{row['date']} {row['commit']}".strip() or "undated",
         }
 

@@ -88,8 +88,15 @@ def test_a_torch_model_object_gets_the_command_lines_figures(
     pytest.importorskip("torch")
     monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the command line imports this module
     protocol = ("--batch-size", "2", "--bptt", "3", "--audit", "5")
-    expected = command_line_results(
-        tmp_path / "cli", "test_api:load_tiny_bigram", corpus, "--split", "valid", "test", *protocol
+    expected = command_line_results(  # in its process, as a model object is
+        tmp_path / "cli",
+        "test_api:load_tiny_bigram",
+        corpus,
+        "--split",
+        "valid",
+        "test",
+        "--in-process",
+        *protocol,
     )
     capsys.readouterr()
     dataset = load_dataset(str(corpus))
@@ -106,7 +113,7 @@ def test_a_torch_model_object_gets_the_command_lines_figures(
             record["nll"],
             record["tokens"],
         )
-        assert result.record.audited and record["audited"]
+        assert result.record.audit["passed"] and result.record.causality_audit["passed"]  # both audits ran
         assert_same_evaluation(result.record.to_json(), record, "model", "token_log_probs_file")
         saved = np.load(tmp_path / "cli" / record["token_log_probs_file"])
         assert result.token_log_probs.dtype == np.float64
@@ -287,4 +294,5 @@ def test_a_whole_stream_model_object_is_evaluated_and_audited(corpus: Path) -> N
     (result,) = evaluate_model(WholeStreamUniform(len(dataset.vocab)), dataset, splits="test")
     assert result.record.model == "test_api:WholeStreamUniform"
     assert result.perplexity == pytest.approx(len(dataset.vocab))
-    assert result.record.audited
+    assert result.record.audit["passed"] and result.record.causality_audit["passed"]
+    assert result.record.plugin_process == "harness"  # a model object: scored in this process, not ranked

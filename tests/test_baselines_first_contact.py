@@ -64,23 +64,24 @@ def test_a_run_of_ones_own_never_replaces_the_packaged_model(capsys):
     assert f"zoneout_lstm: using the packaged ptb checkpoint {packaged}\n" in capsys.readouterr().err
 
 
-def test_a_run_is_scored_when_named_and_the_result_says_which_file(toy, tmp_path, capsys):
+def test_a_run_is_scored_when_named_and_the_result_says_which_file(toy, tmp_path, capfd):
+    # capfd: the plugin writes to stderr from its worker processes
     best = train_into_default_run(toy)
-    capsys.readouterr()
+    capfd.readouterr()
     evaluate = ["eval", "baselines.zoneout_lstm", "--dataset", str(toy), "--split", "valid"]
     assert harness_main(evaluate) == 2
     named = shlex.join(["python", "-m", "harness", *evaluate[:4], "--checkpoint", str(best)])
-    assert_one_line_error(capsys, f"your run's {best} is used only when named: `{named}`")
+    assert_one_line_error(capfd, f"your run's {best} is used only when named: `{named}`")
     attention = ["--save-attention", str(tmp_path / "attention.json")]
     for command in (
         ["tune", "--dataset", str(toy)],
         ["analyze", "neural_cache", "--dataset", str(toy), *attention],
     ):
         assert baselines_main([*command, "--device", "cpu"]) == 2
-        assert_one_line_error(capsys, f"your run's {best} is used only when named")
+        assert_one_line_error(capfd, f"your run's {best} is used only when named")
     result = tmp_path / "result.json"
     assert harness_main([*evaluate, "--checkpoint", str(best), "--output", str(result)]) == 0
-    assert f"zoneout_lstm: using checkpoint {best}\n" in capsys.readouterr().err
+    assert f"zoneout_lstm: using checkpoint {best}\n" in capfd.readouterr().err
     record = json.loads(result.read_text(encoding="utf-8"))
     assert record["checkpoint"].endswith("runs/zoneout_lstm/toy/best.pt")  # as the harness writes paths
     assert record["plugin_metadata"] == {"checkpoint_sha256": file_sha256(best), "checkpoint_packaged": False}

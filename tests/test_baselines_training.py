@@ -298,7 +298,11 @@ def test_a_damaged_package_named_explicitly_is_refused_by_every_command(toy, tmp
     named = ["--dataset", str(toy), "--device", "cpu"]
     gates = ["--save-gates", str(tmp_path / "gates.npy")]
     commands = [
-        (harness_main, ["eval", "baselines.pointer_sentinel", *named, "--checkpoint", str(package)]),
+        # in-process: a worker would not see this test's monkeypatched package directory
+        (
+            harness_main,
+            ["eval", "baselines.pointer_sentinel", *named, "--checkpoint", str(package), "--in-process"],
+        ),
         (baselines_main, ["calibrate", str(package), *named, "--output", str(tmp_path / "out.pt")]),
         (baselines_main, ["analyze", "pointer_sentinel", *named, "--checkpoint", str(package), *gates]),
         (baselines_main, ["train", "pointer_sentinel", *named, "--init-from", str(package)]),

@@ -41,6 +41,11 @@ INTERNAL = {
     # A ValueError naming the article: a skipped article in a build, a SourceError naming the
     # file in ``render``.
     "wikitext_builder.render.article.MarkupError",
+    # A call into a plugin's worker process that did not return: the worker's proxy turns it into
+    # a harness.passes.CallFailed (a PluginError) naming the plugin and the call.
+    "harness.worker._Failure",
+    # Scores a worker refuses to send: the reply says so, and the harness raises a PluginError.
+    "harness.worker._Refused",
 }
 
 

@@ -230,7 +230,7 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
 @pytest.mark.parametrize(
     "overrides, reason",
     [
-        ({"schema_version": 5}, "schema_version 5 is not supported"),
+        ({"schema_version": 6}, "schema_version 6 is not supported"),
         ({"perplexity": 99.0}, "is not exp(nll"),
         ({"tokens": "many"}, "tokens must be int"),
         ({"protocol": {"batch_size": 1}}, "protocol.bptt"),
@@ -242,6 +242,7 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
         ({"bits_per_token": 1.0}, "bits_per_token 1.0 is not nll / ln 2"),
         ({"created": 12345}, "created must be str or null, got 12345"),
         ({"scoring": "bpe"}, "scoring 'bpe' is not one of word, subword"),
+        ({"plugin_process": "thread"}, "plugin_process 'thread' is not one of worker, harness"),
         (
             {"plugin_metadata": {"test_time_adaptation": ""}},
             "plugin_metadata: test_time_adaptation must be a non-empty string",

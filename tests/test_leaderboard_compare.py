@@ -109,7 +109,7 @@ def test_compare_prints_the_difference_interval_and_p_value(
     a, b = _results_with_logprobs(tmp_path, shift=0.1)
     assert main(["compare", str(a), str(b), "--samples", "1000", "--seed", "3"]) == 0
     out = capsys.readouterr().out
-    assert "A: model.a on ptb/test: perplexity" in out
+    assert "A: model.a on ptb/test (stream protocol): perplexity" in out
     assert "95% CI [" in out and "p <=" in out and "A is better" in out
     assert "circular blocks of 71 tokens" in out  # ceil(sqrt(5000))
 

@@ -205,8 +205,9 @@ def short_copy(name: str, directory: Path) -> Path:
     "plugin", ["baselines.zoneout_lstm", "baselines.pointer_sentinel", "baselines.neural_cache"]
 )
 def test_plugins_fall_back_to_the_packaged_checkpoint_and_name_it(
-    plugin: str, dataset: str, tmp_path: Path, offline: None, capsys: pytest.CaptureFixture
+    plugin: str, dataset: str, tmp_path: Path, offline: None, capfd: pytest.CaptureFixture
 ) -> None:
+    """The note comes from the plugin's worker process: ``capfd`` reads its stderr."""
     kind = "pointer_sentinel" if plugin.endswith("pointer_sentinel") else "zoneout_lstm"
     packaged = checkpoints.packaged_checkpoint(kind, dataset)
     if packaged is None:
@@ -215,7 +216,7 @@ def test_plugins_fall_back_to_the_packaged_checkpoint_and_name_it(
     directory = short_copy(dataset, tmp_path)
     argv = ["eval", plugin, "--dataset", str(directory), "--split", "test", "--output", str(output)]
     assert harness_main(argv) == 0
-    assert f"using the packaged {dataset} checkpoint" in capsys.readouterr().err
+    assert f"using the packaged {dataset} checkpoint" in capfd.readouterr().err
     record = json.loads(output.read_text(encoding="utf-8"))
     assert record["checkpoint"] == f"<repo>/{packaged.relative_to(SOURCE_ROOT).as_posix()}"
     assert resolve_recorded_path(record["checkpoint"]) == packaged

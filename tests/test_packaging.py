@@ -19,10 +19,14 @@ from builder_fixtures.fake_mediawiki import article_text
 
 REPO = Path(__file__).resolve().parent.parent
 
-#: Run first in the subprocess: every ``import torch`` fails as if torch were not installed.
+#: Run first in the subprocess: every ``import torch`` fails as if torch were not installed, in
+#: it and in the plugins' worker processes (which take its ``sys.path``, where a ``torch`` that
+#: fails to import comes first).
 BLOCK_TORCH = textwrap.dedent("""
     import importlib.abc
+    import pathlib
     import sys
+    import tempfile
 
 
     class NoTorch(importlib.abc.MetaPathFinder):
@@ -33,6 +37,10 @@ BLOCK_TORCH = textwrap.dedent("""
 
 
     sys.meta_path.insert(0, NoTorch())
+    no_torch = pathlib.Path(tempfile.mkdtemp()) / "torch"
+    no_torch.mkdir()
+    (no_torch / "__init__.py").write_text("raise ModuleNotFoundError('No module named torch', name='torch')")
+    sys.path.insert(0, str(no_torch.parent))
 """)
 
 WITHOUT_TORCH = BLOCK_TORCH + textwrap.dedent("""

@@ -76,7 +76,9 @@ def elapsed_seconds(line: str) -> int:
 def test_a_run_shorter_than_the_interval_prints_no_progress(corpus, capsys) -> None:
     err = evaluate_tiny(corpus, capsys)
     assert log_lines(err, "harness.plugins.unigram") == []
-    assert err.startswith("note: nothing was saved") and err.count("\n") == 1, err
+    audited, saved = err.splitlines()  # the audits' line, then the note
+    assert audited.startswith("toy/test: audited: ") and audited.endswith(": passed"), err
+    assert saved.startswith("note: nothing was saved"), err
 
 
 def test_a_terminal_gets_a_bar_redrawn_in_place_and_gone_when_done(corpus, capsys, monkeypatch) -> None:

@@ -146,8 +146,9 @@ def test_the_result_records_both_audits(plugins: str, corpus: Path, tmp_path: Pa
     assert causality["compared"] == "targets and distributions" and causality["compared_positions"] >= 1
     assert causality["max_difference"] == 0.0 and isinstance(causality["seed"], int)
     assert causality["tolerance"] == 0.0 and causality["max_pair_mass"] <= 1
-    assert causality["random_mass"] <= causality["random_mass_bound"]
-    assert record["audited"] is True and record["unaudited_reasons"] == []
+    assert causality["evidence"] <= causality["evidence_bound"]
+    fewer = "causality audit of 3 substitutions, fewer than the default 6 (--causality-audit 3): not ranked"
+    assert record["audited"] is False and record["unaudited_reasons"] == [fewer]  # a quarter of 25 tokens
 
 
 @pytest.mark.parametrize("options", [[], ["--audit", "0"], ["--causality-audit", "0"]])
@@ -262,9 +263,9 @@ def test_a_hand_edited_result_is_rejected_naming_the_log_prob_file(
     assert rejected.startswith(str(out / f"{plugins}.toy.test.logprobs.npy") + ": mean NLL")
     assert "does not match the result's nll 0 (perplexity 1)" in rejected
     assert [r.split for r in collection.results] == ["valid"]
-    # A token count edited alone is caught too.
+    # A token count edited alone is caught too (14 of 15 tokens: the audits' defaults stay the same).
     record = json.loads((out / f"{plugins}.toy.valid.json").read_text())
-    record["tokens"] += 1
+    record["tokens"] -= 1
     (out / f"{plugins}.toy.valid.json").write_text(json.dumps(record))
     assert any("log-probabilities for a result of" in line for line in collect([out]).rejected)
     assert leaderboard_main(["build", str(out), "--output-dir", str(tmp_path / "t"), "--strict"]) == 1

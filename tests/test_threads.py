@@ -3,6 +3,7 @@ every command that runs a model takes the option, and ``harness eval`` hands it 
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -16,6 +17,9 @@ from wikitext_toolkit_core import threads
 from wikitext_toolkit_core.threads import CpuReading, CpuTicks, ThreadChoice, busy_cpus, choose_threads
 
 UNIGRAM = "harness.plugins.unigram"
+#: The plugin in the harness's own process, whose torch the tests replace (a worker process
+#: applies ``--threads`` to its own: :func:`test_a_worker_applies_the_threads_asked`).
+IN_PROCESS = [UNIGRAM, "--in-process"]
 #: Clock ticks of a CPU over the sampled window (0.2 s at 100 a second).
 WINDOW = 20
 
@@ -146,7 +150,7 @@ def torch_calls(monkeypatch):
 
 
 def test_harness_eval_sets_the_threads_asked(corpus, capsys, torch_calls):
-    assert harness_main(["eval", UNIGRAM, "--dataset", str(corpus), "--threads", "1"]) == 0
+    assert harness_main(["eval", *IN_PROCESS, "--dataset", str(corpus), "--threads", "1"]) == 0
     assert torch_calls == [1]
     assert "busy" not in capsys.readouterr().err
 
@@ -157,7 +161,7 @@ def test_harness_eval_auto_leaves_out_a_busy_cpu_and_tells_a_terminal(
 ):
     monkeypatch.setattr(threads, "choose_threads", lambda: ThreadChoice(cpus=2, busy=1))
     monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
-    assert harness_main(["eval", UNIGRAM, "--dataset", str(corpus)]) == 0
+    assert harness_main(["eval", *IN_PROCESS, "--dataset", str(corpus)]) == 0
     assert torch_calls == [1]
     notes = [line for line in capsys.readouterr().err.splitlines() if "busy" in line]
     expected = "note: 1 of 2 CPUs busy with other work: using 1 torch thread (--threads to choose)"
@@ -167,9 +171,33 @@ def test_harness_eval_auto_leaves_out_a_busy_cpu_and_tells_a_terminal(
 def test_harness_eval_auto_on_quiet_cores_keeps_torchs_choice(corpus, capsys, monkeypatch, torch_calls):
     monkeypatch.setattr(threads, "choose_threads", lambda: ThreadChoice(cpus=2, busy=0))
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    assert harness_main(["eval", UNIGRAM, "--dataset", str(corpus)]) == 0
+    assert harness_main(["eval", *IN_PROCESS, "--dataset", str(corpus)]) == 0
     assert torch_calls == [2]
     assert "busy" not in capsys.readouterr().err
+
+
+#: A plugin that uses torch and records the thread count torch has when it is scored.
+TORCH_THREADS_PLUGIN = """
+import torch
+from harness.plugins import unigram
+
+class Counted(unigram.UnigramModel):
+    def result_metadata(self):
+        return {"threads": torch.get_num_threads()}
+
+def load_model(dataset, *, device, checkpoint):
+    return Counted(unigram.load_model(dataset, device=device, checkpoint=checkpoint).log_probs)
+"""
+
+
+def test_a_worker_applies_the_threads_asked(corpus, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    (tmp_path / "torch_threads.py").write_text(TORCH_THREADS_PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    output = ["--split", "test", "--output", str(tmp_path / "r.json")]
+    assert harness_main(["eval", "torch_threads", "--dataset", str(corpus), "--threads", "1", *output]) == 0
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert record["plugin_process"] == "worker" and record["plugin_metadata"] == {"threads": 1}
 
 
 def train_toy(corpus, run_dir, *options: str) -> int:

@@ -27,7 +27,9 @@ leaderboard share, importing none of them.
 - :mod:`~wikitext_toolkit_core.bounded_json`: the reader of every JSON input, which refuses one
   nested too deep;
 - :mod:`~wikitext_toolkit_core.result_schema`: the result files' schema
-  (:class:`~wikitext_toolkit_core.result_schema.ResultRecord`) and its versions.
+  (:class:`~wikitext_toolkit_core.result_schema.ResultRecord`) and its versions;
+- :mod:`~wikitext_toolkit_core.audit_defaults`: the audits' default settings, which the harness
+  applies and the leaderboard requires of what it ranks.
 
 The name is the distribution's (``wikitext-toolkit``): a top-level package called ``core``, as this
 one was, is shadowed by, or shadows, any other distribution's ``core``.

@@ -2,7 +2,7 @@
 reads, as one typed object, :class:`ResultRecord`, with its version (:data:`SCHEMA_VERSION`,
 :data:`SUPPORTED_SCHEMA_VERSIONS`), its JSON form (:meth:`ResultRecord.to_json`,
 :meth:`ResultRecord.from_json`, which validates) and the rule that says which audits a result
-needs (:func:`unaudited_reasons`).
+needs (:func:`unaudited_reasons`) and with which settings it ranks (:func:`audit_setting_reasons`).
 
 The harness builds a record (``harness.results.result_record``) and writes its JSON; the
 leaderboard reads every file through :meth:`ResultRecord.from_json`, whose errors
@@ -22,6 +22,12 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from wikitext_toolkit_core.audit_defaults import (
+    default_audit_positions,
+    default_substitutions,
+    default_tolerance,
+)
+
 #: 2: ``causality_audit``, ``audited``, ``unaudited_reasons``, ``audit.passed`` and
 #: ``train_sha256`` (the train file's, which fixes the vocabulary) added;
 #: ``model`` is ``module`` or, for a factory other than ``load_model``, ``module:attribute``.
@@ -31,10 +37,16 @@ from typing import Any
 #: 4: ``protocol.name`` (``stream``, or ``documents``: each article from a fresh state) and, for
 #: ``documents``, ``document_metrics`` (lm-evaluation-harness's figures); an older reader, which
 #: would rank the two protocols together, refuses it.
-SCHEMA_VERSION = 4
+#: 5: ``plugin_process`` (:data:`PLUGIN_PROCESSES`: whether the plugin scored each pass in a fresh
+#: worker process); ``causality_audit`` holds ``substitutes``, ``evidence`` and ``evidence_bound``
+#: in place of ``random_mass`` and ``random_mass_bound``; ``audited`` and ``unaudited_reasons``
+#: also count an audit with a setting weaker than its default, or one scored in the harness's own
+#: process, as unaudited (:func:`audit_setting_reasons`, which the leaderboard applies to every
+#: version).
+SCHEMA_VERSION = 5
 #: Versions a reader understands; version 1 predates the causality audit: such results are read
 #: but count as unaudited.
-SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4)
+SUPPORTED_SCHEMA_VERSIONS = (1, 2, 3, 4, 5)
 #: ``protocol.name``: ``stream`` (the split as ``batch_size`` contiguous streams, the papers'
 #: protocol) or ``documents`` (each article from a fresh state, one stream each).
 PROTOCOL_NAMES = ("stream", "documents")
@@ -73,6 +85,18 @@ SCORINGS = ("word", "subword")
 #: model is causal and may pass both audits, but its figures compare with other adaptive models,
 #: not with static ones: the leaderboard notes it beside the figure.
 TEST_TIME_ADAPTATION = "test_time_adaptation"
+#: ``plugin_process`` (version 5): ``worker`` (each pass scored in a fresh worker process) or
+#: ``harness`` (in the harness's own process: ``harness eval --in-process``, a model object given
+#: to the API, or the causality audit off).
+PLUGIN_PROCESSES = ("worker", "harness")
+#: The causality audit's default number of audited positions in a version-2 record (short
+#: stretches scored after a reset); from version 3 on it substitutes
+#: :func:`~wikitext_toolkit_core.audit_defaults.default_substitutions` positions.
+VERSION_2_CAUSALITY_POSITIONS = 4
+#: The reason of a version-5 result whose causality audit ran in the harness's own process.
+IN_PROCESS_REASON = (
+    "scored in the harness's own process (--in-process), where a plugin can read the audit: not ranked"
+)
 #: Largest positive log-probability a result may hold for a token (rounding in a model's
 #: log-softmax or mixture): the harness refuses more, and the leaderboard reads what it wrote.
 MAX_LOG_PROB = 1e-6
@@ -92,15 +116,40 @@ class NotAResultRecord(InvalidResultRecord):
     analysis metadata, a config) rather than a broken result."""
 
 
-def unaudited_reasons(*, schema_version: int, scoring: str, audit: Any, causality_audit: Any) -> list[str]:
-    """Why a result's figure is not fully audited, one line each (empty when every audit that
-    applies passed): the rule the harness applies when it writes a record and the leaderboard
-    when it reads one.
+@dataclasses.dataclass(frozen=True)
+class AuditedRun:
+    """What the audit rules (:func:`unaudited_reasons`, :func:`audit_setting_reasons`) read of a
+    result: its ``schema_version``, ``scoring``, ``tokens``, ``device``, ``audit`` and
+    ``causality_audit`` records and ``plugin_process``, as a record holds them."""
+
+    schema_version: int
+    scoring: str
+    tokens: int
+    device: str | None
+    audit: Any
+    causality_audit: Any
+    plugin_process: str | None
+
+
+def unaudited_reasons(run: AuditedRun) -> list[str]:
+    """Why a result's figure is not fully audited, one line each (empty when it is): the rule of
+    version ``schema_version``, which the harness applies when it writes a record and the
+    leaderboard checks when it reads one.
 
     The probability audit (``audit``) must have checked distributions, except for ``subword``
     scoring (see :data:`SCORINGS`), to which it does not apply; the causality audit
-    (``causality_audit``) must have passed (a version-1 record predates it).
+    (``causality_audit``) must have passed (a version-1 record predates it). From version 5 on,
+    the audits that passed must also have their default settings and the plugin must have run in
+    a worker process (:func:`audit_setting_reasons`).
     """
+    reasons = _failed_audit_reasons(run.schema_version, run.scoring, run.audit, run.causality_audit)
+    if run.schema_version >= 5:
+        reasons += audit_setting_reasons(run)
+    return reasons
+
+
+def _failed_audit_reasons(schema_version: int, scoring: str, audit: Any, causality_audit: Any) -> list[str]:
+    """The audits that apply to a result and are off or did not pass, one line each."""
     reasons = []
     if scoring == "subword":
         pass  # no distribution over the word vocabulary: the probability audit does not apply
@@ -108,7 +157,7 @@ def unaudited_reasons(*, schema_version: int, scoring: str, audit: Any, causalit
         reasons.append("no probability audit recorded")
     elif not audit.get("requested"):
         reasons.append("probability audit off (--audit 0)")
-    elif audit.get("passed", audit.get("checked", 0) > 0) is not True:  # version 1: no "passed"
+    elif not _distributions_checked(audit):
         reasons.append("the plugin gives no full distributions: normalization not audited")
     if schema_version < 2:
         reasons.append("written before the causality audit (schema 1): rerun harness eval")
@@ -117,6 +166,88 @@ def unaudited_reasons(*, schema_version: int, scoring: str, audit: Any, causalit
     elif causality_audit.get("passed") is not True:
         reasons.append("causality audit not passed")
     return reasons
+
+
+def audit_setting_reasons(run: AuditedRun) -> list[str]:
+    """Why a result whose audits passed does not rank, one line per setting weaker than its
+    default, each ending ``not ranked``: a causality audit of fewer substitutions than
+    :func:`~wikitext_toolkit_core.audit_defaults.default_substitutions` of ``tokens`` (version 2:
+    fewer positions than :data:`VERSION_2_CAUSALITY_POSITIONS`) or with a tolerance looser than
+    :func:`~wikitext_toolkit_core.audit_defaults.default_tolerance` of ``device``; a probability
+    audit of fewer positions than
+    :func:`~wikitext_toolkit_core.audit_defaults.default_audit_positions` (not for ``subword``
+    scoring); and, from version 5 on, a causality audit run in the harness's own process
+    (``plugin_process`` other than ``worker``). An audit that is off or failed is not looked at:
+    it has its own reason (:func:`unaudited_reasons`)."""
+    reasons = []
+    causality_passed = run.schema_version >= 2 and _causality_passed(run.causality_audit)
+    if causality_passed:
+        reasons += _causality_setting_reasons(run.schema_version, run.tokens, run.device, run.causality_audit)
+    if causality_passed and run.schema_version >= 5 and run.plugin_process != "worker":
+        reasons.append(IN_PROCESS_REASON)
+    if run.scoring != "subword" and _probability_audit_passed(run.audit):
+        reasons += _probability_setting_reasons(run.tokens, run.audit)
+    return reasons
+
+
+def _causality_setting_reasons(
+    schema_version: int, tokens: int, device: str | None, causality_audit: dict[str, Any]
+) -> list[str]:
+    """The settings of a causality audit that passed weaker than its defaults, one line each."""
+    reasons = []
+    points = causality_audit["points"]
+    if schema_version == 2:
+        default, unit = min(VERSION_2_CAUSALITY_POSITIONS, tokens), "position"
+    else:
+        default, unit = default_substitutions(tokens), "substitution"
+    if isinstance(points, int) and points < default:
+        reasons.append(
+            f"causality audit of {_count(points, unit)}, fewer than the default {default:,} "
+            f"(--causality-audit {points}): not ranked"
+        )
+    tolerance, default_limit = causality_audit.get("tolerance"), default_tolerance(device)
+    if isinstance(tolerance, (int, float)) and tolerance > default_limit:
+        reasons.append(
+            f"causality tolerance {tolerance:g}, looser than the default {default_limit:g} "
+            "(--causality-tolerance): not ranked"
+        )
+    return reasons
+
+
+def _probability_setting_reasons(tokens: int, audit: dict[str, Any]) -> list[str]:
+    """The probability audit's positions, when fewer than its default: one line, else none."""
+    requested, default = audit["requested"], default_audit_positions(tokens)
+    if not isinstance(requested, int) or requested >= default:
+        return []
+    return [
+        f"probability audit of {_count(requested, 'position')}, fewer than the default {default:,} "
+        f"(--audit {requested}): not ranked"
+    ]
+
+
+def _probability_audit_passed(audit: Any) -> bool:
+    """Whether the probability audit ``audit`` was on and checked distributions."""
+    return isinstance(audit, dict) and bool(audit.get("requested")) and _distributions_checked(audit)
+
+
+def _distributions_checked(audit: dict[str, Any]) -> bool:
+    """Whether the probability audit ``audit`` checked distributions (version 1 records no
+    ``passed``: whether it ``checked`` any)."""
+    return audit.get("passed", audit.get("checked", 0) > 0) is True
+
+
+def _causality_passed(causality_audit: Any) -> bool:
+    """Whether the causality audit ``causality_audit`` was on and passed."""
+    return (
+        isinstance(causality_audit, dict)
+        and bool(causality_audit.get("points"))
+        and causality_audit.get("passed") is True
+    )
+
+
+def _count(number: int, unit: str) -> str:
+    """``1 position``, ``1,000 substitutions``."""
+    return f"{number:,} {unit}{'' if number == 1 else 's'}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,6 +332,7 @@ class ResultRecord:
     runtime_seconds: float | None = None
     tokens_per_second: float | None = None
     device: str | None = None
+    plugin_process: str | None = None
     torch_version: str | None = None
     package_version: str | None = None
     git_commit: str | None = None
@@ -235,26 +367,35 @@ class ResultRecord:
         record._check_created()
         return record
 
-    def rule_unaudited_reasons(self) -> list[str]:
-        """:func:`unaudited_reasons` applied to this record's audit records."""
-        return unaudited_reasons(
+    def _audited_run(self) -> AuditedRun:
+        """What :func:`unaudited_reasons` and :func:`audit_setting_reasons` read of this record."""
+        return AuditedRun(
             schema_version=self.schema_version,
             scoring=self.scoring,
+            tokens=self.tokens,
+            device=self.device,
             audit=self.audit,
             causality_audit=self.causality_audit,
+            plugin_process=self.plugin_process,
         )
+
+    def rule_unaudited_reasons(self) -> list[str]:
+        """:func:`unaudited_reasons` applied to this record (the rule of its own version)."""
+        return unaudited_reasons(self._audited_run())
 
     @property
     def audit_gaps(self) -> list[str]:
-        """Why this result's figure is not covered by the audits that apply; empty when they all
-        passed: the recorded ``unaudited_reasons`` (version 2, checked against the audit records
-        when read), else the rule applied (version 1)."""
-        if self.unaudited_reasons is not None and self.schema_version >= 2:
-            return list(self.unaudited_reasons)
-        return self.rule_unaudited_reasons()
+        """Why this result's figure is not covered by the audits that apply, with their default
+        settings; empty when it is, as the leaderboard ranks: the recorded ``unaudited_reasons``
+        (version 2 on, checked against the audit records when read; else the rule applied), with
+        the :func:`audit_setting_reasons` of every version."""
+        recorded = self.unaudited_reasons if self.schema_version >= 2 else None
+        reasons = self.rule_unaudited_reasons() if recorded is None else recorded
+        return list(dict.fromkeys([*reasons, *audit_setting_reasons(self._audited_run())]))
 
     def _check_audited(self) -> None:
-        """A version-2 record's ``audited`` must agree with its audit records and its reasons."""
+        """A record's ``audited`` (version 2 on) must agree with its reasons and with the rule of
+        its own version (:func:`unaudited_reasons`: the audits' settings count from version 5)."""
         if self.schema_version < 2:
             return
         if self.audited != (not self.rule_unaudited_reasons()) or self.audited == bool(
@@ -391,8 +532,9 @@ OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
 
 def _check_optional_types(data: dict[str, Any]) -> None:
     """The keys of :data:`OPTIONAL_KEYS` that ``data`` has must have their JSON types;
-    ``unaudited_reasons`` holds strings, ``scoring`` is one of :data:`SCORINGS` and
-    ``plugin_metadata``'s :data:`TEST_TIME_ADAPTATION`, if any, is a non-empty string."""
+    ``unaudited_reasons`` holds strings, ``scoring`` is one of :data:`SCORINGS`,
+    ``plugin_process`` one of :data:`PLUGIN_PROCESSES` and ``plugin_metadata``'s
+    :data:`TEST_TIME_ADAPTATION`, if any, is a non-empty string."""
     for key, json_types in OPTIONAL_KEYS.items():
         if key in data:
             _check_type(key, data[key], json_types)
@@ -401,6 +543,10 @@ def _check_optional_types(data: dict[str, Any]) -> None:
         raise InvalidResultRecord(f"unaudited_reasons must be a list of strings, got {reasons!r}")
     if data.get("scoring", "word") not in SCORINGS:
         raise InvalidResultRecord(f"scoring {data['scoring']!r} is not one of {', '.join(SCORINGS)}")
+    if data.get("plugin_process") not in (None, *PLUGIN_PROCESSES):
+        raise InvalidResultRecord(
+            f"plugin_process {data['plugin_process']!r} is not one of {', '.join(PLUGIN_PROCESSES)}"
+        )
     problem = adaptation_problem(data.get("plugin_metadata"))
     if problem:
         raise InvalidResultRecord(f"plugin_metadata: {problem}")
