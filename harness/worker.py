@@ -72,7 +72,7 @@ from harness.plugin import (
 from wikitext_toolkit_core import bounded_json
 from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.files import DatasetError
-from wikitext_toolkit_core.threads import ThreadRequest
+from wikitext_toolkit_core.threads import AUTO, ThreadRequest, choose_threads
 
 #: Bytes a reply may hold beyond the arrays its request asks for: its line of JSON (a message, a
 #: traceback, the plugin's metadata).
@@ -179,6 +179,7 @@ class WorkerPlugin(ModelPasses):
     plugin_process = "worker"
 
     def __init__(self, load: PluginLoad, vocab_size: int, limits: WorkerLimits = DEFAULT_LIMITS) -> None:
+        load = dataclasses.replace(load, threads=_threads_left(load.threads))
         self._ready: _Worker | None = _Worker.launch(load, limits).loaded()
         self._next: _Worker | None = None
         self._facts = self._ready.facts
@@ -209,6 +210,17 @@ class WorkerPlugin(ModelPasses):
             if worker is not None:
                 worker.close(graceful=False)
         self._ready = self._next = None
+
+
+def _threads_left(request: ThreadRequest | None) -> ThreadRequest | None:
+    """``--threads`` as the workers get it: ``auto`` decided here, before any worker starts, where
+    no worker of this evaluation keeps a CPU busy (a worker that watched the CPUs itself would
+    count the harness and its own next worker as other work): torch's own choice (None) when no
+    other process keeps a CPU busy, else the CPUs they leave (:func:`choose_threads`)."""
+    if request != AUTO:
+        return request
+    choice = choose_threads()
+    return None if choice.busy == 0 else choice.threads
 
 
 @dataclasses.dataclass(frozen=True)
