@@ -24,7 +24,7 @@ import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, BinaryIO, TypeAlias
 
 import torch
 
@@ -91,6 +91,59 @@ def build_model(kind: str, config: Mapping[str, Any]) -> CheckpointedModel:
     """A fresh model of ``kind`` from its config dict (raises ValueError as :func:`model_config`)."""
     validated = model_config(kind, config)
     return MODELS[kind][0](validated)
+
+
+#: Bytes a float32 weight takes.
+WEIGHT_BYTES = 4
+
+
+def check_fits(
+    kind: str, config: Mapping[str, Any], device: torch.device, bytes_per_parameter: int, what: str
+) -> None:
+    """Refuse, before any allocation, a ``kind`` model of ``config`` whose parameters, at
+    ``bytes_per_parameter`` each (``what`` says for what), exceed the memory of ``device``: it
+    would fail deep inside torch, or swap for hours.
+
+    Raises:
+        ValueError: as :func:`parameter_count`, or the model does not fit (the message says how
+            much it needs and ``device`` has).
+    """
+    parameters = parameter_count(kind, config)
+    needed = parameters * bytes_per_parameter
+    available = device_memory_bytes(device)
+    if available is not None and needed > available:
+        raise ValueError(
+            f"a {kind} of {parameters:,} parameters needs {needed / 1e9:,.1f} GB {what}; "
+            f"{device} has {available / 1e9:,.1f} GB"
+        )
+
+
+def parameter_count(kind: str, config: Mapping[str, Any]) -> int:
+    """The parameters of a ``kind`` model of ``config``, counted on the meta device, which holds
+    no data.
+
+    Raises:
+        ValueError: as :func:`model_config`, or sizes that give a weight of more than 2**63 bytes,
+            which torch cannot even describe.
+    """
+    try:
+        with torch.device("meta"):
+            model = build_model(kind, config)
+    except RuntimeError:  # torch's "Storage size calculation overflowed"
+        raise ValueError(
+            f"a {kind} of these sizes has a weight of more than 2**63 bytes, beyond any memory"
+        ) from None
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def device_memory_bytes(device: torch.device) -> int | None:
+    """The memory of ``device``: the GPU's, or this machine's physical memory (None: unknown)."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def packaged_checkpoint(kind: str, dataset_name: str) -> Path | None:
@@ -255,8 +308,42 @@ def float_weights(payload: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
-    """Write a checkpoint atomically: a failure mid-write leaves the previous file intact."""
-    write_atomically(path, lambda handle: torch.save(payload, handle))
+    """Write a checkpoint atomically: a failure mid-write leaves the previous file intact, and a
+    write the file system refuses (a full disk) is its ``OSError``, which names the file."""
+
+    def write(handle: BinaryIO) -> None:
+        recorder = _WriteErrors(handle)
+        try:
+            torch.save(payload, recorder)  # type: ignore[arg-type]  # it calls write and flush only
+        except RuntimeError:
+            if recorder.error is not None:
+                raise recorder.error from None
+            raise
+
+    write_atomically(path, write)
+
+
+class _WriteErrors:
+    """A binary file that keeps the ``OSError`` of a write or flush that failed: ``torch.save``
+    turns one into a ``RuntimeError`` of its own (``unexpected pos``) that names no cause."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.handle.write(data)
+        except OSError as error:
+            self.error = error
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.handle.flush()
+        except OSError as error:
+            self.error = error
+            raise
 
 
 def load(path: str | os.PathLike) -> dict[str, Any]:
@@ -331,6 +418,7 @@ def load_model(
     if vocab is not None:
         check_vocabulary(payload, vocab, path)
     try:
+        check_fits(payload["kind"], payload["config"], torch.device("cpu"), WEIGHT_BYTES, "for its weights")
         model = build_model(payload["kind"], payload["config"])
     except ValueError as error:
         raise CheckpointError(f"checkpoint {path}: {error}") from None

@@ -21,7 +21,7 @@ from baselines.analysis import analyze, attention_record
 from baselines.calibration import calibration_record, fit_sentinel_shift, mixture_parts
 from baselines.dynamic_eval import BASES, DEFAULT_RMS_TOKENS, BaseModel, DynamicFactory, read_tuning_record
 from baselines.dynamic_eval import tuning_path as dynamic_tuning_path
-from baselines.dynamic_tuning import DynamicGrid, tune_dynamic
+from baselines.dynamic_tuning import DynamicGrid, record_tuning, tune_dynamic
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.models.dynamic import METHODS
 from baselines.neural_cache import DEFAULT_WINDOW, cache_from_checkpoint
@@ -34,12 +34,18 @@ from baselines.plugin_bridge import (
 )
 from baselines.processes import distributed
 from baselines.run_directory import RunDirectory, holding_run_dir
-from baselines.training import PRESETS, Session, Trainer, TrainOptions, bfloat16_is_emulated
-from baselines.transfer import PIECE_BYTES, PRECISIONS, pack_run, unpack_run
+from baselines.training import (
+    LARGEST_FLOAT32,
+    PRESETS,
+    Session,
+    Trainer,
+    TrainOptions,
+    bfloat16_is_emulated,
+)
+from baselines.transfer import MIN_PIECE_BYTES, PIECE_BYTES, PRECISIONS, pack_run, unpack_run
 from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tuning_record
 from harness.datasets import load_dataset
 from harness.plugin import parse_model_args
-from harness.results import portable_path
 from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.catalogue import BENCHMARKS
 from wikitext_toolkit_core.cli import (
@@ -58,7 +64,7 @@ from wikitext_toolkit_core.cli import (
     run,
 )
 from wikitext_toolkit_core.devices import resolve_device
-from wikitext_toolkit_core.files import file_sha256, write_atomically
+from wikitext_toolkit_core.files import write_atomically
 from wikitext_toolkit_core.format import SPLITS
 from wikitext_toolkit_core.threads import AUTO, THREADS_HELP, ThreadRequest, set_torch_threads, thread_request
 
@@ -94,10 +100,16 @@ def _prepare_process(threads: ThreadRequest, device: str) -> None:
 
 def _model_config(kind: str, preset: str, overrides: dict[str, Any], vocab_size: int) -> dict[str, Any]:
     """The hyper-parameters of the model to train: the preset's (and for the pointer a window of
-    100), ``--model-args`` over them, the vocabulary size; checked, so that a bad value is a
-    one-line error naming ``--model-args``."""
+    100), ``--model-args`` over them, the vocabulary size; checked, so that a bad value (one
+    beyond float32 too, which the model computes in) is a one-line error naming ``--model-args``."""
     if "vocab_size" in overrides:
         raise UsageError("--model-args: vocab_size is the dataset's vocabulary size; it cannot be set")
+    for name, value in overrides.items():
+        if isinstance(value, float) and not abs(value) <= LARGEST_FLOAT32:
+            raise UsageError(
+                f"--model-args {name}={value:g}: a magnitude beyond {LARGEST_FLOAT32:.3g}, the largest "
+                "float32, which the model computes in"
+            )
     config = {
         **PRESETS[preset],
         **({"window": 100} if kind == "pointer_sentinel" else {}),
@@ -339,10 +351,8 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         check_not_an_input(output, "--output", inputs)
     else:
         check_output_file(output, "the tuning file", inputs=inputs)
-    # a corrupt file fails here, before the tuning run
-    previous = _tuned_on_this_checkpoint(read_tuning_record(output), output, path)
-    searches = previous.get("searches")
-    searches = searches if isinstance(searches, dict) else {}
+    # a corrupt file fails here, before the tuning run; a stale one is noted
+    _tuned_on_this_checkpoint(read_tuning_record(output), output, path)
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
     _prepare_process(args.threads, device)
     base = BaseModel(args.base, args.cache_window, args.theta, args.interpolation, args.rms_tokens)
@@ -366,14 +376,7 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     search = {**results, "split": args.split, "seconds": time.perf_counter() - began}
     del search["best"]
-    record = {
-        "checkpoint": portable_path(path),
-        "checkpoint_sha256": file_sha256(path),
-        "dataset": dataset.name,
-        "best": {**previous.get("best", {}), base.key(args.method): best},
-        "searches": {**searches, base.key(args.method): search},
-    }
-    write_atomically(output, json.dumps(record, indent=2) + "\n")
+    record_tuning(output, path, dataset.name, base.key(args.method), best, search)
     print(f"wrote {output}", file=sys.stderr)
     return 0
 
@@ -511,7 +514,7 @@ def command_pack_run(args: argparse.Namespace) -> int:
     manifest = pack_run(
         args.run_dir,
         args.destination,
-        args.name or args.run_dir.name,
+        args.run_dir.name if args.name is None else args.name,
         args.precision,
         args.piece_bytes,
         with_best=not args.without_best,
@@ -989,6 +992,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _piece_bytes(text: str) -> int:
+    """``--piece-bytes``: at least :data:`baselines.transfer.MIN_PIECE_BYTES`, not a piece per
+    byte."""
+    value = positive_int(text)
+    if value < MIN_PIECE_BYTES:
+        raise argparse.ArgumentTypeError(f"must be at least {MIN_PIECE_BYTES}, got {value}")
+    return value
+
+
 def _add_transfer_parsers(commands: Any) -> None:
     """``pack-run`` and ``unpack-run``: a run directory moved between machines in pieces."""
     pack = commands.add_parser(
@@ -1008,9 +1020,9 @@ def _add_transfer_parsers(commands: Any) -> None:
     )
     pack.add_argument(
         "--piece-bytes",
-        type=positive_int,
+        type=_piece_bytes,
         default=PIECE_BYTES,
-        help="the largest piece (default: %(default)s, under 16 MiB)",
+        help=f"the largest piece, at least {MIN_PIECE_BYTES} (default: %(default)s, under 16 MiB)",
     )
     pack.add_argument(
         "--without-best",

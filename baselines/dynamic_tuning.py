@@ -5,22 +5,27 @@ of ``lr``, ``decay`` and ``segment`` with :class:`~baselines.dynamic_eval.Dynami
 exactly as the harness's evaluation feeds it (one stream, chunks of ``bptt``), and keeps the
 setting of the lowest perplexity; the command writes it to ``dynamic_eval.json`` beside the
 checkpoint, under the key of the base model and method (:meth:`BaseModel.key`), where the
-:mod:`baselines.dynamic_eval` plugin reads it.
+:mod:`baselines.dynamic_eval` plugin reads it (:func:`record_tuning`, one writer at a time).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from baselines.dynamic_eval import DynamicFactory
+from baselines import checkpoint as checkpoints
+from baselines.dynamic_eval import DynamicFactory, read_tuning_record
 from baselines.models.dynamic import DynamicSettings
 from harness.plugin import PluginError
+from harness.results import portable_path
 from harness.streams import stream_grid
+from wikitext_toolkit_core.files import file_sha256, waiting_lock, write_atomically
 from wikitext_toolkit_core.progress import progress_bar
 
 
@@ -89,3 +94,30 @@ def tune_dynamic(
         "tokens": len(ids),
         "protocol": {"batch_size": 1, "bptt": grid.bptt},
     }
+
+
+def record_tuning(
+    output: Path, checkpoint: Path, dataset: str, key: str, best: dict[str, Any], search: dict[str, Any]
+) -> None:
+    """Write the ``best`` setting and the ``search`` of entry ``key`` (a :meth:`BaseModel.key`)
+    into the tuning file ``output`` of ``checkpoint``, keeping the file's other entries where they
+    were tuned on that checkpoint.
+
+    The file is read again and replaced holding an ``flock`` on ``.NAME.lock`` beside it, for
+    which a second ``tune-dynamic`` writing it (in this process or another) waits, so that
+    neither drops the other's entry (a read-modify-write).
+    """
+    waiting = f"waiting for another `baselines tune-dynamic` to finish writing {output}"
+    with waiting_lock(output.with_name(f".{output.name}.lock"), waiting):
+        previous = read_tuning_record(output)
+        if not checkpoints.tuned_on(previous, checkpoint):
+            previous = {}
+        searches = previous.get("searches")
+        record = {
+            "checkpoint": portable_path(checkpoint),
+            "checkpoint_sha256": file_sha256(checkpoint),
+            "dataset": dataset,
+            "best": {**previous.get("best", {}), key: best},
+            "searches": {**(searches if isinstance(searches, dict) else {}), key: search},
+        }
+        write_atomically(output, json.dumps(record, indent=2) + "\n")

@@ -10,7 +10,9 @@ The resume rules: a run continues from ``checkpoint.pt`` exactly where that was 
 the log's records of work the checkpoint does not hold (a run killed after logging and before
 saving left them) are dropped, since the resumed run does that work again and logs it again.
 ``best.pt`` may be newer than the checkpoint (a kill between writing the one and the other):
-its perplexity is read back so that it is never replaced by worse weights.
+its perplexity is read back so that it is never replaced by worse weights. A stop's checkpoint
+says so (``stopped``) and the validation of its weights follows it; where the log holds no
+record of that validation (a kill cut it short), the resumed run does it before training on.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,9 +63,25 @@ class RunDirectory:
             checkpoints.save(self.path / checkpoints.BEST, payload)
 
     def append_log(self, record: dict[str, Any]) -> None:
-        if self.writer:
-            with open(self.path / checkpoints.LOG, "a", encoding="utf-8") as log:
+        """Append ``record`` to ``log.jsonl``, on disk before the run goes on; a write the file
+        system refuses (a full disk) is its ``OSError``, naming the file."""
+        if not self.writer:
+            return
+        path = self.path / checkpoints.LOG
+        try:
+            with open(path, "a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
+                log.flush()
+                os.fsync(log.fileno())
+        except OSError as error:
+            error.filename = error.filename or str(path)
+            raise
+
+    def logged_validation(self, epoch: int, step: int) -> bool:
+        """Whether ``log.jsonl`` records the validation at step ``step`` of epoch ``epoch``."""
+        path = self.path / checkpoints.LOG
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
+        return any(_is_validation_at(line, epoch, step) for line in lines)
 
     def drop_log_records_beyond(self, epochs_done: int, step: int) -> None:
         """Rewrite ``log.jsonl`` without the records of work beyond ``epochs_done`` full epochs
@@ -84,6 +103,19 @@ def _within(line: str, epochs_done: int, step: int) -> bool:
         if record.get("partial"):
             return (record["epoch"], record["step"]) <= (epochs_done + 1, step)
         return record["epoch"] <= epochs_done
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return False  # not a record: a line cut short by a kill
+
+
+def _is_validation_at(line: str, epoch: int, step: int) -> bool:
+    """Whether the log record ``line`` is the mid-epoch validation at step ``step`` of ``epoch``."""
+    try:
+        record = json.loads(line)
+        return (
+            line.endswith("\n")
+            and bool(record.get("partial"))
+            and (record["epoch"], record["step"]) == (epoch, step)
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
         return False  # not a record: a line cut short by a kill
 

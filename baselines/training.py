@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import signal
 import sys
 import threading
@@ -129,6 +128,22 @@ class TrainOptions:
                 "--sampled-softmax and --sampled-softmax-steps go together: the words drawn per "
                 "step and the run's first steps trained that way"
             )
+        self._check_learning_rate()
+
+    def _check_learning_rate(self) -> None:
+        """Refuse a step size beyond the largest float32, which the weights are in (torch would
+        fail on it in the first step): the learning rate, and for the pointer its own parameters'
+        rate, ``pointer_lr_scale`` times it, where that is larger."""
+        scaled = self.kind == PointerSentinelLSTM.kind and self.pointer_lr_scale > 1
+        rate = self.learning_rate * (self.pointer_lr_scale if scaled else 1.0)
+        if not rate <= LARGEST_FLOAT32:
+            given = f"--lr {self.learning_rate:g}"
+            if scaled:
+                given += f" times --pointer-lr-scale {self.pointer_lr_scale:g}"
+            raise TrainingError(
+                f"{given}: a step size beyond {LARGEST_FLOAT32:.3g}, the largest float32, which the "
+                "weights are in; choose a smaller --lr"
+            )
 
 
 def bfloat16_is_emulated(device: str) -> bool:
@@ -152,6 +167,9 @@ class Session:
     validate_every: int | None = None
     progress: bool = True
 
+
+#: The largest float32 number: no weight (float32) can be stepped by more than it times a gradient.
+LARGEST_FLOAT32 = float(torch.finfo(torch.float32).max)
 
 #: How a chunk's per-position losses become the loss: ``sum`` over positions (averaged over
 #: streams) or ``mean`` over all positions.
@@ -181,32 +199,19 @@ class Progress:
 
 
 #: Bytes a float32 parameter costs in training: its value and its gradient.
-TRAINING_BYTES_PER_PARAMETER = 8
+TRAINING_BYTES_PER_PARAMETER = 2 * checkpoints.WEIGHT_BYTES
 
 
 def check_model_fits(kind: str, model_config: dict[str, Any], device: torch.device) -> None:
     """Refuse, before any allocation, a model whose weights and gradients alone exceed the
-    device's memory (``--model-args hidden_size=100000`` would otherwise fail deep inside torch,
-    or swap for hours); the parameters are counted on the meta device, which holds no data."""
-    with torch.device("meta"):
-        parameters = sum(p.numel() for p in checkpoints.build_model(kind, model_config).parameters())
-    needed = parameters * TRAINING_BYTES_PER_PARAMETER
-    available = device_memory_bytes(device)
-    if available is not None and needed > available:
-        raise TrainingError(
-            f"a {kind} of {parameters:,} parameters needs {needed / 1e9:,.1f} GB for its weights and "
-            f"gradients alone; {device} has {available / 1e9:,.1f} GB: choose smaller --model-args sizes"
-        )
-
-
-def device_memory_bytes(device: torch.device) -> int | None:
-    """The memory of ``device``: the GPU's, or this machine's physical memory (None: unknown)."""
-    if device.type == "cuda":
-        return int(torch.cuda.get_device_properties(device).total_memory)
+    device's memory (``--model-args hidden_size=100000``), or whose sizes no tensor can have
+    (``hidden_size=1000000000``), by :func:`checkpoints.check_fits`'s rule."""
     try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+        checkpoints.check_fits(
+            kind, model_config, device, TRAINING_BYTES_PER_PARAMETER, "for its weights and gradients alone"
+        )
+    except ValueError as error:
+        raise TrainingError(f"{error}: choose smaller --model-args sizes") from None
 
 
 def chunk_loss(output: Any, reduction: str) -> torch.Tensor:
@@ -423,6 +428,7 @@ class Trainer:
         self.network = self.processes.wrap(self.model, self.device)
         self.generator = torch.Generator(device=self.device)
         self.stop_signal: int | None = None  # set by run(): the signal that stopped it, if any
+        self.stop_unvalidated = False  # set by resume(): a kill cut short the validation of its stop
         self.initialized_from: dict[str, Any] | None = None  # see initialize_from; kept in checkpoints
 
     @property
@@ -449,6 +455,9 @@ class Trainer:
             states = payload["training"]["states"]
             self.state = self.model.restore_state(_to_device(states[self.processes.rank], self.device))
         self.directory.drop_log_records_beyond(len(self.progress.valid_history), self.progress.next_chunk)
+        if payload is not None and payload["training"].get("stopped", False):
+            validated = self.directory.logged_validation(self.progress.epoch, self.progress.next_chunk)
+            self.stop_unvalidated = not validated
         return payload is not None
 
     def _check_identity(self, saved: dict[str, Any]) -> None:
@@ -469,8 +478,9 @@ class Trainer:
         """Start this new run from another trained model's weights (see :func:`copy_weights`)."""
         self.initialized_from = copy_weights(path, self.model, self.dataset.vocab)
 
-    def save(self) -> None:
-        """Write ``checkpoint.pt`` (all processes join; process 0 writes)."""
+    def save(self, stopped: bool = False) -> None:
+        """Write ``checkpoint.pt`` (all processes join; process 0 writes); ``stopped``: a stop
+        writes it, and the validation of its weights follows (see :meth:`resume`)."""
         states = self.processes.gather(_to_device(detach_state(self.state), "cpu"))
         if not self.processes.writes:
             return
@@ -481,6 +491,7 @@ class Trainer:
             "progress": dataclasses.asdict(self.progress),
             "states": states,
             "initialized_from": self.initialized_from,
+            "stopped": stopped,
         }
         self.directory.write_checkpoint(payload)
 
@@ -498,8 +509,11 @@ class Trainer:
     def _train(self, stop: _StopRequest, bar: EpochBar) -> str:
         """The loop: a step at a time, the epoch's end once its last step is taken, a checkpoint
         every ``checkpoint_minutes``, a validation every ``validate_every`` steps, until the
-        schedule finishes or a stop (``--max-minutes``, ``--max-steps``, a signal) comes."""
+        schedule finishes or a stop (``--max-minutes``, ``--max-steps``, a signal) comes; first,
+        the validation of the last stop, where a kill cut it short."""
         self.model.train()
+        if self.stop_unvalidated:
+            self._validate_partial()
         began = last_save = time.monotonic()
         steps_taken = 0
         apply_learning_rate(self.optimizer.param_groups, self.schedule.learning_rate)
@@ -530,9 +544,10 @@ class Trainer:
 
     def _stop(self, reason: str, steps_taken: int) -> str:
         """Save and validate where the run stopped (unless this invocation took no step: the last
-        stop wrote it all); returns the stop's message."""
+        stop wrote it all, and :meth:`_train` began with its validation where a kill had cut that
+        short); returns the stop's message."""
         if steps_taken > 0 or self._run_steps() == 0:
-            self.save()
+            self.save(stopped=True)
             if not self._validation_due():  # else this step was validated already
                 self._validate_partial()
         again = "a larger --max-steps" if reason.startswith("--max-steps") else "the same command"
@@ -666,6 +681,7 @@ class Trainer:
         if self.progress.next_chunk == 0:
             return
         valid_ppl = self.validate()
+        improved = self._keep_if_best(valid_ppl)  # before the record: a rerun lacking it validates again
         self._log(
             {
                 "epoch": self.progress.epoch,
@@ -676,7 +692,7 @@ class Trainer:
                 **self._sampled_steps_record(),
             }
         )
-        if self._keep_if_best(valid_ppl):
+        if improved:
             self.save()
 
     def _keep_if_best(self, valid_ppl: float) -> bool:

@@ -29,11 +29,23 @@ from harness.plugin import (
     locate_plugin,
 )
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
-from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
+from harness.scoring import (
+    ScoringJob,
+    check_output_directory,
+    check_replaceable,
+    result_paths,
+    save_scores,
+    score_split,
+)
 from harness.worker import DatasetFiles, PluginLoad, WorkerPlugin
-from wikitext_toolkit_core.cli import check_output_dir, check_output_file
+from wikitext_toolkit_core.cli import check_output_file
 from wikitext_toolkit_core.devices import resolve_device
-from wikitext_toolkit_core.result_schema import ResultRecord
+from wikitext_toolkit_core.errors import ToolkitError
+from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES, ResultRecord
+
+
+class ArgumentTypeError(ToolkitError, TypeError):
+    """An argument of :func:`evaluate_model` of the wrong type; the message names it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,10 +127,11 @@ def evaluate_model(
         checkpoint: ``--checkpoint``, given to the factory and recorded.
         data_dir: ``--data-dir``, where a benchmark is looked for first.
         output_dir: ``--output-dir``: each split's record and ``.logprobs.npy`` go there.
-        overwrite: ``--overwrite``: replace a result in ``output_dir`` of other plugin code (or
-            of code it did not record) or of another ``checkpoint``. Without it such a result is
-            refused, before anything is scored; a rerun of the same code on the same checkpoint
-            (or with no ``checkpoint`` named) replaces its result either way.
+        overwrite: ``--overwrite``: replace a result in ``output_dir`` of another dataset of
+            the same name (other checksums), of other plugin code (or of code it did not record)
+            or of another ``checkpoint``. Without it such a result is refused, before anything is
+            scored; a rerun of the same code on the same checkpoint (or with no ``checkpoint``
+            named) and dataset replaces its result either way.
         progress: show each pass's progress on stderr as the command line does (a bar on a
             terminal, else a line a minute); False: print nothing.
         in_process: ``--in-process``: load a plugin in this process rather than in a fresh
@@ -138,19 +151,21 @@ def evaluate_model(
             PluginError too for ``model_args`` that JSON cannot hold.
         UsageError: ``output_dir`` or a file in it cannot be written, or holds a result that
             only ``overwrite`` replaces.
+        ArgumentTypeError: an argument of the wrong type (a ``TypeError`` too), named.
         ValueError: an unknown protocol, a batch size or BPTT below 1 (or above 1 with
             ``documents``), a negative audit or tolerance.
     """
+    _check_argument_types(locals())
+    names = _split_names(splits)
     settings = _checked_protocol(protocol, batch_size, bptt, audit, causality_audit, causality_tolerance)
     if output_dir is not None:
-        check_output_dir(output_dir, "output_dir")
+        check_output_directory(output_dir, "output_dir")
     in_worker = isinstance(model, str) and not in_process and causality_audit > 0
     plugin, factory = (locate_plugin(str(model)), None) if in_worker else _identify(model)
     arguments = _recordable_model_args(model_args)
     device = resolve_device(device)
     data_root = None if data_dir is None else os.fspath(data_dir)
     data = dataset if isinstance(dataset, Dataset) else load_dataset(os.fspath(dataset), data_root)
-    names = _split_names(splits)
     outputs = {
         split: _output_paths(output_dir, plugin, arguments, data.name, split, settings.name)
         for split in names
@@ -159,9 +174,14 @@ def evaluate_model(
         data.tokens(split)  # an unknown or empty split fails here, before the model is made
     checkpoint_path = None if checkpoint is None else os.fspath(checkpoint)
     if not overwrite:
-        for json_path, _ in outputs.values():
+        for split, (json_path, _) in outputs.items():
             check_replaceable(
-                json_path, plugin, checkpoint_path, data_dir=data_root, overwrite_option="overwrite=True"
+                json_path,
+                plugin,
+                checkpoint_path,
+                scored=(data, split),
+                data_dir=data_root,
+                overwrite_option="overwrite=True",
             )
     job = ScoringJob(
         plugin=plugin,
@@ -207,25 +227,56 @@ def _load_model(plugin: str | Callable[..., Model], job: ScoringJob) -> ModelPas
     return WorkerPlugin(load, len(job.dataset.vocab))
 
 
+#: The types each argument of :func:`evaluate_model` takes (but ``model``, which
+#: :func:`_identify` checks, and ``splits``, :func:`_split_names`), and how a message says them; a
+#: bool is no integer here (``batch_size=True``), though Python counts it as one.
+_ARGUMENT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "dataset": ((str, os.PathLike, Dataset), "a benchmark name, a directory or a Dataset"),
+    "protocol": ((str,), f"a string ({' or '.join(PROTOCOL_NAMES)})"),
+    **{name: ((int,), "an integer") for name in ("batch_size", "bptt", "audit", "causality_audit")},
+    "causality_tolerance": ((int, float, type(None)), "a number or None"),
+    "device": ((str,), "a string"),
+    "model_args": ((Mapping, type(None)), "a mapping or None"),
+    **{
+        name: ((str, os.PathLike, type(None)), "a path or None")
+        for name in ("checkpoint", "data_dir", "output_dir")
+    },
+    **{name: ((bool,), "True or False") for name in ("overwrite", "progress", "in_process")},
+}
+
+
+def _check_argument_types(arguments: Mapping[str, Any]) -> None:
+    """Raise :class:`ArgumentTypeError` for the first of ``arguments`` (:func:`evaluate_model`'s,
+    by name) whose type :data:`_ARGUMENT_TYPES` does not list, naming it."""
+    for name, (types, described) in _ARGUMENT_TYPES.items():
+        value = arguments[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            raise ArgumentTypeError(f"{name} must be {described}, got {value!r} ({type(value).__name__})")
+
+
 def _split_names(splits: str | Iterable[str]) -> list[str]:
-    """The splits to score, in order, each once (a string is one split); ValueError for none."""
-    names = [splits] if isinstance(splits, str) else list(dict.fromkeys(splits))
+    """The splits to score, in order, each once (a string is one split); ArgumentTypeError for
+    anything but a string or an iterable of strings, ValueError for none."""
+    names = [splits] if isinstance(splits, str) else list(splits) if isinstance(splits, Iterable) else None
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise ArgumentTypeError(f"splits must be a split name or an iterable of split names, got {splits!r}")
     if not names:
         raise ValueError("splits names no split: name one or more of train, valid, test")
-    return names
+    return list(dict.fromkeys(names))
 
 
 def _checked_protocol(
     name: str, batch_size: int, bptt: int, audit: int, causality_audit: int, causality_tolerance: float | None
 ) -> EvaluationProtocol:
-    """The protocol, its values checked as the command line's options are; ValueError otherwise."""
+    """The protocol, its values (of the types :func:`_check_argument_types` checked) checked as the
+    command line's options are; ValueError otherwise."""
     for option, value, least in (
         ("batch_size", batch_size, 1),
         ("bptt", bptt, 1),
         ("audit", audit, 0),
         ("causality_audit", causality_audit, 0),
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if value < least:
             raise ValueError(f"{option} must be an integer of at least {least}, got {value!r}")
     if causality_tolerance is not None and not 0 <= causality_tolerance < math.inf:
         raise ValueError(

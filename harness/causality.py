@@ -59,6 +59,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import secrets
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -274,38 +275,56 @@ class PassScores:
     seconds: float
 
 
-def check_audit(
-    plan: AuditPlan,
-    evaluation: PassScores,
-    audit: PassScores,
-    *,
-    starts: np.ndarray,
-    tolerance: float | None,
-    name: str,
-) -> CausalityAudit:
-    """The three checks of the module docstring on the two passes of ``plan`` (``starts``: int64
-    ``[B]``, each stream's first token in the split, for messages); raises :class:`PluginError`
-    with one line naming a token where one fails."""
+@dataclasses.dataclass(frozen=True)
+class AuditedStreams:
+    """Streams scored side by side from one ``reset`` (the split's, or a batch of its documents
+    under the documents protocol) and what the causality audit has of them.
+
+    Attributes:
+        plan: their audit's plan (:func:`plan_audit`).
+        evaluation, audit: the two passes' scores of them.
+        starts: int64 ``[B]``, each stream's first token in the split, for messages.
+    """
+
+    plan: AuditPlan
+    evaluation: PassScores
+    audit: PassScores
+    starts: np.ndarray
+
+
+def check_audit(sections: Sequence[AuditedStreams], *, tolerance: float | None, name: str) -> CausalityAudit:
+    """The three checks of the module docstring on ``sections`` (at least one): checks 1 and 2 of
+    each, check 3 of all their substitutions together (one bet, whose false alarms stay within
+    :data:`FALSE_ALARM` however many sections); raises :class:`PluginError` with one line naming
+    a token where one fails."""
     if tolerance is None:
-        on_accelerator = evaluation.on_accelerator or audit.on_accelerator
+        on_accelerator = any(part.evaluation.on_accelerator or part.audit.on_accelerator for part in sections)
         tolerance = ACCELERATOR_TOLERANCE if on_accelerator else 0.0
-    before = (np.cumsum(plan.substituted, axis=1) == 0) & plan.mask  # [B, W]: before each first
-    difference, compared = _compare_history(plan, evaluation, audit, before, starts, tolerance, name)
-    pair_mass = _check_pairs(plan, evaluation, audit, starts, name)
-    evidence = _check_evidence(plan, audit, starts, name)
+    differences, compared, pair_masses, positions = [], set(), [], 0
+    for part in sections:
+        plan = part.plan
+        before = (np.cumsum(plan.substituted, axis=1) == 0) & plan.mask  # [B, W]: before each first
+        difference, what = _compare_history(
+            plan, part.evaluation, part.audit, before, part.starts, tolerance, name
+        )
+        differences.append(difference)
+        compared.add(what)
+        pair_masses.append(_check_pairs(plan, part.evaluation, part.audit, part.starts, name))
+        positions += int(before.sum() + plan.compared.sum())
+    first = sections[0].plan
     return CausalityAudit(
-        points=int(plan.substituted.sum()),
-        seed=plan.seed,
-        audit_pass="first" if plan.audit_first else "second",
+        points=sum(int(part.plan.substituted.sum()) for part in sections),
+        seed=first.seed,
+        audit_pass="first" if first.audit_first else "second",
         substitutes=SUBSTITUTES,
-        compared=compared,
-        compared_positions=int(before.sum() + plan.compared.sum()),
-        max_difference=difference,
-        max_pair_mass=pair_mass,
-        evidence=evidence,
+        compared=compared.pop() if len(compared) == 1 else "targets",
+        compared_positions=positions,
+        max_difference=max(differences),
+        max_pair_mass=max(pair_masses),
+        evidence=_check_evidence(sections, name),
         evidence_bound=EVIDENCE_BOUND,
         tolerance=tolerance,
-        seconds=audit.seconds,
+        seconds=sum(part.audit.seconds for part in sections),
     )
 
 
@@ -391,18 +410,25 @@ def substitution_evidence(ratios: np.ndarray) -> float:
     return float(peak + np.log(np.mean(np.exp(log_wealths - peak))))
 
 
-def _check_evidence(plan: AuditPlan, audit: PassScores, starts: np.ndarray, name: str) -> float:
+def _check_evidence(sections: Sequence[AuditedStreams], name: str) -> float:
     """Check 3: the evidence of the substitutes' probabilities (the audit pass's) against their
-    draw law (:func:`substitution_evidence`) is within :data:`EVIDENCE_BOUND`. Returns it."""
-    ratios = np.exp(audit.log_probs[plan.substituted]) / plan.proposal[plan.substituted]  # row-major
+    draw law (:func:`substitution_evidence`), over the substitutions of all ``sections`` in
+    order, is within :data:`EVIDENCE_BOUND`. Returns it."""
+    ratios = np.concatenate(
+        [
+            np.exp(part.audit.log_probs[part.plan.substituted]) / part.plan.proposal[part.plan.substituted]
+            for part in sections
+        ]
+    )  # each section's row-major
     evidence = substitution_evidence(ratios)
     if evidence > EVIDENCE_BOUND:
-        first = _token(starts, *(int(i) for i in np.argwhere(plan.first)[0]))
+        part = next(part for part in sections if part.plan.first.any())
+        first = _token(part.starts, *(int(i) for i in np.argwhere(part.plan.first)[0]))
         raise PluginError(
             f"{name}: causality audit failed: the {len(ratios)} tokens substituted in the text from "
             f"token {first} on get {ratios.mean():.3g} times the probability they were drawn with "
             f"on average, where an honest model's mean is at most 1 (evidence {evidence:.1f} nats "
-            f"against it, above the bound {EVIDENCE_BOUND:.1f}): {_reads_or_unnormalised(audit)}"
+            f"against it, above the bound {EVIDENCE_BOUND:.1f}): {_reads_or_unnormalised(part.audit)}"
         )
     return evidence
 

@@ -25,7 +25,14 @@ from harness.plugin import (
 )
 from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
 from harness.results import token_log_probs_name
-from harness.scoring import ScoringJob, check_replaceable, result_paths, save_scores, score_split
+from harness.scoring import (
+    ScoringJob,
+    check_output_directory,
+    check_replaceable,
+    result_paths,
+    save_scores,
+    score_split,
+)
 from harness.worker import DatasetFiles, PluginLoad, WorkerPlugin
 from wikitext_toolkit_core import ngrams
 from wikitext_toolkit_core.allocator import retain_freed_memory
@@ -36,7 +43,6 @@ from wikitext_toolkit_core.cli import (
     UsageError,
     add_data_dir_option,
     check_not_an_input,
-    check_output_dir,
     check_output_file,
     non_negative_float,
     non_negative_int,
@@ -127,7 +133,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
                 f"--output and --save-token-logprobs name the same file ({args.output}); name two files"
             )
     if args.output_dir is not None:
-        check_output_dir(args.output_dir, "--output-dir")
+        check_output_directory(args.output_dir, "--output-dir")
 
 
 def _single_file_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -281,6 +287,7 @@ def command_eval(args: argparse.Namespace) -> int:
                     _output_paths(args, plugin, model_args, dataset, split)[0],
                     plugin,
                     args.checkpoint,
+                    scored=(dataset, split),
                     data_dir=args.data_dir,
                     overwrite_option="--overwrite",
                 )
@@ -594,8 +601,9 @@ def _add_eval_output_options(evaluation: argparse.ArgumentParser) -> None:
     evaluation.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace a result of other plugin code or another checkpoint (default: refuse, naming it; "
-        "a rerun of the same code on the same checkpoint replaces its result)",
+        help="replace a result of another dataset of the same name, other plugin code or another "
+        "checkpoint (default: refuse, naming it; a rerun of the same code on the same checkpoint and "
+        "dataset replaces its result)",
     )
 
 

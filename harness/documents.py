@@ -29,6 +29,10 @@ from wikitext_toolkit_core.result_schema import perplexity_of
 
 _SPACE = re.compile(r"\s+")
 
+#: The most positions (documents times its longest) a batch of documents scored side by side,
+#: from one ``reset``, lays out, unless one document alone is longer.
+MAX_BATCH_POSITIONS = 1 << 20
+
 
 def is_article_heading(line: str) -> bool:
     """Whether ``line`` is an article heading (``= Title =``, module docstring)."""
@@ -89,3 +93,22 @@ def split_documents(text: str) -> Documents | None:
         words=sum(len(_SPACE.split(page)) for page in pages),
         bytes=sum(len(page.encode("utf-8")) for page in pages),
     )
+
+
+def document_batches(lengths: np.ndarray, max_positions: int = MAX_BATCH_POSITIONS) -> list[np.ndarray]:
+    """The documents of ``lengths`` (int64 ``[D]``, tokens each) in batches scored side by side,
+    from one ``reset`` each: a batch's indices (int64, in split order) lay its documents out as
+    rows padded to its longest. Longest first, a document joins the batch of the longer ones while
+    it is at least half as long as that batch's longest and the batch keeps within
+    ``max_positions``, so that the padding is less than the tokens and the batches' memory is
+    linear in the split, where one grid of every document padded to the longest grows with their
+    product (one long article among thousands of short ones)."""
+    batches: list[list[int]] = []
+    for index in np.argsort(-lengths, kind="stable").tolist():
+        batch = batches[-1] if batches else []
+        longest = int(lengths[batch[0]]) if batch else 0
+        if not batch or 2 * int(lengths[index]) < longest or (len(batch) + 1) * longest > max_positions:
+            batches.append([index])
+        else:
+            batch.append(index)
+    return [np.sort(np.asarray(batch, dtype=np.int64)) for batch in batches]

@@ -1,9 +1,10 @@
 """Exact streaming perplexity: every token of a split scored once, and audited.
 
 The split is laid out as ``B`` contiguous streams (or, under the documents protocol, one stream
-per article) cut into chunks of ``T`` positions (:mod:`harness.streams`), each chunk scored by the
-plugin (each stream whole, for a model with ``score_stream``) and checked, and the ``N``
-log-probabilities summed in float64.
+per article, in batches of articles of similar lengths, each from a reset of its own, so that the
+padding stays below the tokens) cut into chunks of ``T`` positions (:mod:`harness.streams`), each
+chunk scored by the plugin (each stream whole, for a model with ``score_stream``) and checked, and
+the ``N`` log-probabilities summed in float64.
 
 Two audits guard the number: the probability audit (full distributions at a few positions sum to
 1 and agree with the reported target scores), here, and the causality audit (no log-probability
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import secrets
 import sys
@@ -30,12 +32,14 @@ from tqdm import tqdm
 
 from harness.causality import (
     CAUSALITY_OFF,
+    AuditedStreams,
     AuditPlan,
     CausalityAudit,
     PassScores,
     check_audit,
     plan_audit,
 )
+from harness.documents import document_batches
 from harness.passes import CallFailed, ModelPasses, passes_of, scores_on_accelerator
 from harness.plugin import (
     Chunk,
@@ -49,6 +53,7 @@ from harness.plugin import (
 from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
 from harness.streams import Block, StreamGrid, stream_grid
 from harness.substitutes import SubstituteModel
+from wikitext_toolkit_core.audit_defaults import MAX_SUBSTITUTED_SHARE
 from wikitext_toolkit_core.cli import UsageError
 from wikitext_toolkit_core.files import DatasetError
 from wikitext_toolkit_core.progress import progress_bar
@@ -314,7 +319,9 @@ def evaluate(
         protocol: the streams, chunks and audits, the causality audit's seed included
             (:class:`harness.protocol.EvaluationProtocol`).
         documents: with the ``documents`` protocol, the documents' starts and lengths (int64
-            ``[D]`` each, :class:`harness.documents.Documents`): one stream each.
+            ``[D]`` each, :class:`harness.documents.Documents`): one stream each, scored in
+            batches of similar lengths (:func:`harness.documents.document_batches`), each from a
+            ``reset`` of its own.
         name: the plugin's name, for error messages.
         progress: show progress on stderr (a bar on a terminal, else a line a minute:
             ``wikitext_toolkit_core.progress``).
@@ -337,36 +344,56 @@ def evaluate(
         raise ValueError(
             f"the {protocol.name} protocol {'takes' if documents is None else 'takes no'} documents"
         )
-    grid = stream_grid(ids, eos_id=eos_id, batch_size=protocol.batch_size, bounds=documents)
+    grids = _grids(ids, eos_id, protocol.batch_size, documents)
     seed = secrets.randbits(63) if protocol.causality_seed is None else protocol.causality_seed
-    audited = _audit_mask(grid, protocol.audit_positions, np.random.default_rng([seed, 1]))
-    plan = _causality_plan(grid, ids, eos_id, vocab_size, protocol.causality_points, seed)
+    audited = _audit_masks(grids, len(ids), protocol.audit_positions, np.random.default_rng([seed, 1]))
+    plans = _causality_plans(grids, ids, eos_id, vocab_size, protocol.causality_points, seed)
     scoring = _Scoring(
         passes_of(model),
-        audited=audited,
-        # asked for in both passes: a request tells the plugin nothing
-        rows_wanted=audited.copy() if plan is None else audited | plan.requested,
-        rows_kept=None if plan is None else plan.compared,
+        sections=tuple(_Section(grid, mask, plan) for grid, mask, plan in zip(grids, audited, plans)),
         bptt=protocol.bptt,
         vocab_size=vocab_size,
         name=name,
         progress=progress,
     )
     tally = _Tally()
-    evaluation_pass, metadata, causality = _scored_passes(
-        scoring, grid, tally, plan, protocol.causality_tolerance
-    )
+    evaluation_pass, metadata, causality = _scored_passes(scoring, tally, protocol.causality_tolerance)
     _check_nll(-tally.total_log_prob / tally.tokens, name)
     return Evaluation(
         tokens=tally.tokens,
         total_log_prob=tally.total_log_prob,
-        seconds=evaluation_pass.seconds,
+        seconds=sum(scores.seconds for scores in evaluation_pass),
         audit=Audit(tally.requested, tally.checked, tally.max_sum_error, tally.max_target_error),
         causality=causality,
-        token_log_probs=evaluation_pass.log_probs[grid.mask],
+        token_log_probs=_in_split_order(grids, evaluation_pass, len(ids)),
         metadata=metadata,
         plugin_process=scoring.passes.plugin_process,
     )
+
+
+def _grids(
+    ids: np.ndarray, eos_id: int, batch_size: int, documents: tuple[np.ndarray, np.ndarray] | None
+) -> list[StreamGrid]:
+    """The split ``ids`` laid out as ``batch_size`` streams, one grid; or, with ``documents``
+    (starts and lengths), as one stream per document in the grids of
+    :func:`harness.documents.document_batches`, each padded to its own longest document."""
+    if documents is None:
+        return [stream_grid(ids, eos_id=eos_id, batch_size=batch_size)]
+    starts, lengths = documents
+    return [
+        stream_grid(ids, eos_id=eos_id, bounds=(starts[batch], lengths[batch]))
+        for batch in document_batches(lengths)
+    ]
+
+
+def _in_split_order(grids: list[StreamGrid], passes: list[PassScores], num_tokens: int) -> np.ndarray:
+    """The log-probabilities of a pass over ``grids`` (one :class:`PassScores` each) as float64
+    ``[N]``, each at its token's place in the split."""
+    log_probs = np.empty(num_tokens)
+    for grid, scores in zip(grids, passes):
+        rows, columns = np.nonzero(grid.mask)
+        log_probs[grid.starts[rows] + columns] = scores.log_probs[rows, columns]
+    return log_probs
 
 
 def _check_nll(nll: float, name: str) -> None:
@@ -385,83 +412,158 @@ def _check_nll(nll: float, name: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Section:
+    """Streams scored side by side from one ``reset``: the split's ``B`` streams, or a batch of
+    its documents (:func:`harness.documents.document_batches`), with what the audits ask there.
+
+    Attributes:
+        grid: the streams.
+        audited: bool ``[B, W]``, like ``grid.mask``, the probability audit's positions
+            (:func:`_audit_masks`): only these count in its figures.
+        plan: the causality audit of the streams (:func:`_causality_plans`), or None without it.
+    """
+
+    grid: StreamGrid
+    audited: np.ndarray
+    plan: AuditPlan | None
+
+    @functools.cached_property
+    def rows_wanted(self) -> np.ndarray:
+        """bool ``[B, W]``, where full distributions are asked for in each pass: the audited
+        positions and the causality audit's requested ones (its first substitutions and decoys),
+        asked for in both passes, so that a request tells the plugin nothing."""
+        return self.audited if self.plan is None else self.audited | self.plan.requested
+
+    @property
+    def rows_kept(self) -> np.ndarray | None:
+        """bool ``[B, W]``, where the distributions are kept for the causality audit's check 1
+        (its ``compared`` positions), or None without that audit."""
+        return None if self.plan is None else self.plan.compared
+
+
+@dataclasses.dataclass(frozen=True)
 class _Scoring:
-    """What the passes of one :func:`evaluate` share: the model, how a grid is chunked and where
-    full distributions are asked for.
+    """What the passes of one :func:`evaluate` share: the model, the sections each pass scores in
+    order, how their grids are chunked and where full distributions are asked for.
 
     Attributes:
         passes: opens the plugin's model for each pass; ``name``: its name, for messages.
-        audited: bool ``[B, W]``, the probability audit's positions (:func:`_audit_mask`): only
-            these count in its figures.
-        rows_wanted: bool ``[B, W]``, where full distributions are asked for in each pass (the
-            audited positions and the causality audit's requested ones: its first substitutions
-            and decoys); each pass works on a copy, which it clears when the model gives none.
-        rows_kept: bool ``[B, W]``, where the distributions are kept for the causality audit's
-            check 1 (its ``compared`` positions), or None without that audit.
+        sections: the streams, in the order they are scored, each from a ``reset`` of a chunk
+            model (a whole-stream model is reset once for all of them).
         bptt, vocab_size, progress: as given to :func:`evaluate`.
     """
 
     passes: ModelPasses
-    audited: np.ndarray
-    rows_wanted: np.ndarray
-    rows_kept: np.ndarray | None
+    sections: tuple[_Section, ...]
     bptt: int
     vocab_size: int
     name: str
     progress: bool
 
+    @property
+    def audited_positions(self) -> int:
+        """The probability audit's positions in all the sections."""
+        return sum(int(section.audited.sum()) for section in self.sections)
 
-def _causality_plan(
-    grid: StreamGrid, ids: np.ndarray, eos_id: int, vocab_size: int, points: int, seed: int
-) -> AuditPlan | None:
-    """The causality audit of ``grid`` (:func:`harness.causality.plan_audit`: ``points``
-    substitutions drawn from ``seed``, their tokens from a trigram model of the split ``ids``,
-    integer ``[N]``); None when it is off (``points`` 0, or a vocabulary of one word, where
+
+def _causality_plans(
+    grids: list[StreamGrid], ids: np.ndarray, eos_id: int, vocab_size: int, points: int, seed: int
+) -> list[AuditPlan | None]:
+    """The causality audit of each of ``grids`` (:func:`harness.causality.plan_audit`: the
+    ``points`` substitutions shared among them by :func:`_shared_points`, drawn from ``seed``
+    (plus the grid's index), their tokens from a trigram model of the split ``ids``, integer
+    ``[N]``); None for each when it is off (``points`` 0, or a vocabulary of one word, where
     nothing can be substituted)."""
     if points <= 0 or vocab_size <= 1:
-        return None
+        return [None] * len(grids)
     substitutes = SubstituteModel(ids, vocab_size=vocab_size, eos_id=eos_id)
-    return plan_audit(
-        grid.inputs, grid.targets, grid.mask, substitutes=substitutes, eos_id=eos_id, points=points, seed=seed
-    )
+    shares = _shared_points([int(grid.mask.sum()) for grid in grids], points)
+    return [
+        plan_audit(
+            grid.inputs,
+            grid.targets,
+            grid.mask,
+            substitutes=substitutes,
+            eos_id=eos_id,
+            points=share,
+            seed=seed + index,
+        )
+        for index, (grid, share) in enumerate(zip(grids, shares))
+    ]
+
+
+def _shared_points(sizes: list[int], points: int) -> list[int]:
+    """The causality audit's ``points`` substitutions shared among sections of ``sizes`` positions:
+    as many as one grid of them all would get (at most :data:`MAX_SUBSTITUTED_SHARE` of the
+    positions, at least one), in proportion to the sizes, the largest remainders rounded up, and
+    none beyond what :func:`harness.causality.plan_audit` takes of a section."""
+    if len(sizes) == 1:
+        return [points]
+    total = min(points, _most_points(sum(sizes)))
+    exact = [total * size / sum(sizes) for size in sizes]
+    shares = [int(value) for value in exact]  # within each section's most, as total is within all's
+    for index in sorted(range(len(sizes)), key=lambda index: shares[index] - exact[index]):
+        if sum(shares) < total and shares[index] < _most_points(sizes[index]):
+            shares[index] += 1
+    return shares
+
+
+def _most_points(size: int) -> int:
+    """The most substitutions :func:`harness.causality.plan_audit` makes in ``size`` positions."""
+    return max(1, int(size * MAX_SUBSTITUTED_SHARE))
 
 
 def _scored_passes(
-    scoring: _Scoring, grid: StreamGrid, tally: _Tally, plan: AuditPlan | None, tolerance: float | None
-) -> tuple[PassScores, dict[str, Any] | None, CausalityAudit]:
-    """The evaluation's pass over ``grid``, adding to ``tally``, and with a ``plan`` the causality
-    audit's pass, before or after it as the plan drew, and the audit's checks (``tolerance``: as
-    :func:`evaluate`'s ``causality_tolerance``). Returns the evaluation's scores, the model's
-    metadata right after its pass, and the causality audit's record."""
+    scoring: _Scoring, tally: _Tally, tolerance: float | None
+) -> tuple[list[PassScores], dict[str, Any] | None, CausalityAudit]:
+    """The evaluation's pass over the sections, adding to ``tally``, and with the causality audit
+    its pass, before or after it as the first section's plan drew, and the audit's checks
+    (``tolerance``: as :func:`evaluate`'s ``causality_tolerance``). Returns the evaluation's
+    scores (one :class:`PassScores` per section), the model's metadata right after its pass, and
+    the causality audit's record."""
+    plan = scoring.sections[0].plan
     if plan is not None and plan.audit_first:
-        audit_pass = _causality_pass(scoring, grid, plan)
+        audit_pass = _causality_pass(scoring)
     with scoring.passes.open_pass(scoring.name) as model:
-        evaluation_pass = _score_pass(scoring, model, grid, tally, audit=False)
+        grids = [section.grid for section in scoring.sections]
+        evaluation_pass = _score_pass(scoring, model, grids, tally, audit=False)
         metadata = _pass_metadata(scoring, model)  # now: the audit's pass may follow
     if plan is None:
         return evaluation_pass, metadata, CAUSALITY_OFF
     if not plan.audit_first:
-        audit_pass = _causality_pass(scoring, grid, plan)
-    causality = check_audit(
-        plan,
-        evaluation_pass,
-        audit_pass,
-        starts=grid.starts,
-        tolerance=tolerance,
-        name=scoring.name,
-    )
-    return evaluation_pass, metadata, causality
+        audit_pass = _causality_pass(scoring)
+    return evaluation_pass, metadata, _checked_causality(scoring, evaluation_pass, audit_pass, tolerance)
 
 
-def _causality_pass(scoring: _Scoring, grid: StreamGrid, plan: AuditPlan) -> PassScores:
-    """The causality audit's pass: the evaluation's ``grid`` with the plan's substituted tokens,
-    scored as the evaluation is (from ``reset(B)``, the same chunks, distributions asked for at the
-    same positions) into a tally of its own, which counts for nothing."""
-    audit_grid = dataclasses.replace(grid, inputs=plan.inputs, targets=plan.targets)
+def _causality_pass(scoring: _Scoring) -> list[PassScores]:
+    """The causality audit's pass: the evaluation's grids with the plans' substituted tokens,
+    scored as the evaluation is (from the same resets, the same chunks, distributions asked for
+    at the same positions) into a tally of its own, which counts for nothing."""
+    grids = [
+        dataclasses.replace(section.grid, inputs=section.plan.inputs, targets=section.plan.targets)
+        for section in scoring.sections
+        if section.plan is not None
+    ]
     with scoring.passes.open_pass(scoring.name) as model:
-        audit_pass = _score_pass(scoring, model, audit_grid, _Tally(), audit=True)
+        audit_pass = _score_pass(scoring, model, grids, _Tally(), audit=True)
         _pass_metadata(scoring, model)  # asked, as of the evaluation's pass, and not recorded
     return audit_pass
+
+
+def _checked_causality(
+    scoring: _Scoring,
+    evaluation_pass: list[PassScores],
+    audit_pass: list[PassScores],
+    tolerance: float | None,
+) -> CausalityAudit:
+    """The causality audit's checks (:func:`harness.causality.check_audit`) of the sections
+    audited, and its record."""
+    audited = [
+        AuditedStreams(section.plan, evaluation, audit, section.grid.starts)
+        for section, evaluation, audit in zip(scoring.sections, evaluation_pass, audit_pass)
+        if section.plan is not None
+    ]
+    return check_audit(audited, tolerance=tolerance, name=scoring.name)
 
 
 def _pass_metadata(scoring: _Scoring, model: Model) -> dict[str, Any] | None:
@@ -480,6 +582,8 @@ class _Tally:
         total_log_prob, tokens: the sum of the log-probabilities scored, and their number.
         requested, checked, max_sum_error, max_target_error: the probability audit's figures
             (see :class:`Audit`).
+        gives_distributions: False once the model gave no distributions where asked: none is
+            asked for again in the pass.
     """
 
     total_log_prob: float = 0.0
@@ -488,44 +592,63 @@ class _Tally:
     checked: int = 0
     max_sum_error: float = 0.0
     max_target_error: float = 0.0
+    gives_distributions: bool = True
 
 
 def _score_pass(
-    scoring: _Scoring, model: Model, grid: StreamGrid, tally: _Tally, *, audit: bool
-) -> PassScores:
-    """Score every position of ``grid`` with ``model`` (the pass's: :meth:`ModelPasses.open_pass`)
-    from ``reset(B)`` (when the model has it), chunk by chunk or, for a model that scores whole
-    streams, stream by stream, adding to ``tally`` and auditing the distributions asked for
-    (``scoring.rows_wanted``; no longer asked for once the model gives none), and keep those at
-    ``scoring.rows_kept``. ``audit`` names the causality audit's pass in the progress bar and
-    messages."""
-    name = scoring.name
-    whole = scores_whole_streams(model)
-    method = "score_stream" if whole else "score"
+    scoring: _Scoring, model: Model, grids: list[StreamGrid], tally: _Tally, *, audit: bool
+) -> list[PassScores]:
+    """Score every position of ``grids`` (the sections', or the audit's versions of them) with
+    ``model`` (the pass's: :meth:`ModelPasses.open_pass`), section by section, adding to ``tally``;
+    returns each section's scores. ``audit`` names the causality audit's pass in the progress bar
+    and messages. A chunk model is reset for each section (``reset(B)``, its streams); a model
+    that scores whole streams, once for all of them, when it has ``reset``."""
+    method = "score_stream" if scores_whole_streams(model) else "score"
     what = " in the causality audit" if audit else ""
+    streams = [len(grid.starts) for grid in grids]
+    if method == "score_stream":  # reset once, if it has reset, for all its streams
+        streams = [sum(streams)] + [0] * (len(grids) - 1)
     reset = getattr(model, "reset", None)
-    if callable(reset):  # a chunk model's always; a whole-stream model's if it has one
-        with _naming_the_plugin(name, f"reset({grid.mask.shape[0]}){what}"):
-            reset(grid.mask.shape[0])
-    rows_wanted = scoring.rows_wanted.copy()
+    desc = f"{scoring.name} causality audit" if audit else scoring.name
+    total = sum(int(grid.mask.sum()) for grid in grids)
+    scores = []
+    with progress_bar(total=total, unit="tok", desc=desc, show=scoring.progress, unit_scale=True) as bar:
+        for section, grid, batch_size in zip(scoring.sections, grids, streams):
+            if callable(reset) and batch_size:  # a chunk model's always
+                with _naming_the_plugin(scoring.name, f"reset({batch_size}){what}"):
+                    reset(batch_size)
+            scores.append(_score_section(scoring, model, section, grid, tally, bar, method, what))
+    return scores
+
+
+def _score_section(
+    scoring: _Scoring,
+    model: Model,
+    section: _Section,
+    grid: StreamGrid,
+    tally: _Tally,
+    bar: Any,
+    method: str,
+    what: str,
+) -> PassScores:
+    """Score ``grid`` (``section``'s, or the audit's version of it) with ``model``'s ``method``:
+    ``score``, chunk by chunk, or ``score_stream``, stream by stream, adding to ``tally`` and
+    ``bar`` (the pass's progress) and auditing the distributions asked for
+    (``section.rows_wanted``, while the model gives them), and keep those at ``section.rows_kept``."""
     log_probs = np.zeros(grid.mask.shape)
     kept: dict[tuple[int, int], np.ndarray] = {}
     on_accelerator = False
     began = time.perf_counter()
-    desc = f"{name} causality audit" if audit else name
-    with progress_bar(
-        total=int(grid.mask.sum()), unit="tok", desc=desc, show=scoring.progress, unit_scale=True
-    ) as bar:
-        for block in grid.streams() if whole else grid.chunks(scoring.bptt):
-            scores = _score_block(scoring, model, block, grid.starts, rows_wanted, tally, method, what)
-            log_probs[block.place] = scores.log_probs
-            on_accelerator |= scores.on_accelerator
-            if scoring.rows_kept is not None and scores.rows is not None:
-                for (row, column), values in zip(np.argwhere(scores.requested), scores.rows):
-                    if scoring.rows_kept[block.rows.start + row, block.begin + column]:
-                        kept[block.rows.start + int(row), block.begin + int(column)] = values
-            bar.update(int(block.chunk.mask.sum()))
-    rows = _kept_rows(kept, scoring.rows_kept)
+    for block in grid.streams() if method == "score_stream" else grid.chunks(scoring.bptt):
+        scores = _score_block(scoring, model, block, section, tally, method, what)
+        log_probs[block.place] = scores.log_probs
+        on_accelerator |= scores.on_accelerator
+        if section.rows_kept is not None and scores.rows is not None:
+            for (row, column), values in zip(np.argwhere(scores.requested), scores.rows):
+                if section.rows_kept[block.rows.start + row, block.begin + column]:
+                    kept[block.rows.start + int(row), block.begin + int(column)] = values
+        bar.update(int(block.chunk.mask.sum()))
+    rows = _kept_rows(kept, section.rows_kept)
     return PassScores(log_probs, rows, on_accelerator, time.perf_counter() - began)
 
 
@@ -537,17 +660,25 @@ def _kept_rows(kept: dict[tuple[int, int], np.ndarray], rows_kept: np.ndarray | 
     return np.stack([kept[key] for key in wanted]) if wanted and all(key in kept for key in wanted) else None
 
 
-def _audit_mask(grid: StreamGrid, audit_positions: int, rng: np.random.Generator) -> np.ndarray:
-    """Where (bool ``[B, W]``, like ``grid.mask``) the probability audit asks for the full
-    distribution: ``audit_positions`` predictions drawn with ``rng`` (none when 0), seeded from
-    the evaluation's secret seed, so that no position is known in advance."""
-    num_tokens = int(grid.mask.sum())
-    audit_mask = np.zeros_like(grid.mask)
+def _audit_masks(
+    grids: list[StreamGrid], num_tokens: int, audit_positions: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Where (bool ``[B, W]`` for each of ``grids``, like its ``mask``) the probability audit asks
+    for the full distribution: ``audit_positions`` of the split's ``num_tokens`` predictions
+    drawn with ``rng`` (none when 0), seeded from the evaluation's secret seed, so that no position
+    is known in advance."""
+    chosen = np.zeros(0, dtype=np.int64)
     if audit_positions > 0:
         chosen = rng.choice(num_tokens, min(audit_positions, num_tokens), replace=False)
+    masks = []
+    for grid in grids:
+        mask = np.zeros_like(grid.mask)
         stream = np.searchsorted(grid.starts, chosen, side="right") - 1
-        audit_mask[stream, chosen - grid.starts[stream]] = True
-    return audit_mask
+        column = chosen - grid.starts[stream]
+        inside = (stream >= 0) & (column < grid.mask.sum(axis=1)[stream])
+        mask[stream[inside], column[inside]] = True
+        masks.append(mask)
+    return masks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -566,22 +697,20 @@ def _score_block(
     scoring: _Scoring,
     model: Model,
     block: Block,
-    starts: np.ndarray,
-    rows_wanted: np.ndarray,
+    section: _Section,
     tally: _Tally,
     method: str,
     what: str,
 ) -> _ChunkResult:
-    """Score ``block`` of a stream grid (``starts``: int64 ``[B]``, each stream's first token in
-    the split) with ``model``'s ``score`` (a chunk of all the streams) or ``score_stream`` (one
-    whole stream) and add it to ``tally``, auditing the distributions asked for where ``rows_wanted``
-    (bool ``[B, W]``) is true, counting those of ``scoring.audited`` in the tally. A model that
-    gives no distributions clears ``rows_wanted``: it is not asked again. ``method``: the
-    model's method to call (``score`` or ``score_stream``); ``what`` says which pass it is in
-    messages."""
+    """Score ``block`` of ``section``'s grid (or the audit's version of it) with ``model``'s
+    ``score`` (a chunk of all the streams) or ``score_stream`` (one whole stream) and add it to
+    ``tally``, auditing the distributions asked for where ``section.rows_wanted`` is true while
+    the model gives them (``tally.gives_distributions``), counting those of ``section.audited``
+    in the tally. ``method``: the model's method to call (``score`` or ``score_stream``);
+    ``what`` says which pass it is in messages."""
     name, view = scoring.name, block.chunk
-    place = _Place(starts, block)
-    wanted = rows_wanted[block.place].copy()
+    place = _Place(section.grid.starts, block)
+    wanted = section.rows_wanted[block.place] & tally.gives_distributions
     requested = wanted if wanted.any() else None
     # Copies: whatever a plugin does to its chunk cannot reach the harness's arrays.
     chunk = Chunk(
@@ -606,10 +735,10 @@ def _score_block(
     tally.tokens += int(view.mask.sum())
     if requested is None:
         return result
-    counted = int((requested & scoring.audited[block.place]).sum())
+    counted = int((requested & section.audited[block.place]).sum())
     if rows is None:  # the model gives no distributions: every audited position counts as asked
-        tally.requested = int(scoring.audited.sum())  # for in vain, and none is asked for again
-        rows_wanted[:] = False
+        tally.requested = scoring.audited_positions  # for in vain, and none is asked for again
+        tally.gives_distributions = False
         return result
     tally.requested += counted
     sum_error, target_error = _probability_audit(rows, requested, log_probs, view.targets, name, place=place)

@@ -3,10 +3,13 @@
 A plugin loaded in the harness's own process can read the harness (its stack frames, its progress
 bars, ``gc.get_objects()``), tell the causality audit's pass from the evaluation's
 (:mod:`harness.causality`) and cheat in the evaluation only. So :class:`WorkerPlugin` (a
-:class:`harness.passes.ModelPasses`) starts a worker process for each pass, with the ``spawn``
-context: a fresh interpreter that holds nothing of the harness's memory (``fork`` would copy it,
-and breaks CUDA). The worker rebuilds the dataset from its files (:class:`DatasetFiles`; the token
-cache serves its streams), loads the plugin as the harness would (:func:`harness.plugin.load_factory`,
+:class:`harness.passes.ModelPasses`) runs each pass in a process of its own, started with the
+``spawn`` context: a fresh interpreter that holds nothing of the harness's memory (``fork`` of the
+harness would copy it, and breaks CUDA). On a CPU the first worker loads the model once and forks
+a process for each pass from it (:func:`serve`), which starts from the loaded model and nothing
+else; elsewhere each pass gets a worker of its own, which loads the model again. The worker
+rebuilds the dataset from its files (:class:`DatasetFiles`; the token cache serves its streams),
+loads the plugin as the harness would (:func:`harness.plugin.load_factory`,
 :func:`harness.plugin.create_model`, then ``--threads``) and answers the calls of one pass:
 ``reset``, ``score``, ``score_stream``, ``result_metadata``. It never receives the audit's plan nor
 which pass it serves. In the harness a proxy with exactly the plugin model's methods and its
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import multiprocessing
 import os
@@ -157,6 +161,8 @@ class PluginLoad:
             (``harness eval`` on a CPU).
         quiet_load: drop what the factory prints (the workers after the first load the same
             model, whose notes the first has shown).
+        fork_passes: load the model once and fork a process for each pass (:func:`serve`), where
+            it is safe; otherwise each pass is served by a worker of its own.
     """
 
     plugin: str
@@ -167,25 +173,35 @@ class PluginLoad:
     threads: ThreadRequest | None
     retain_memory: bool
     quiet_load: bool = False
+    fork_passes: bool = False
 
 
 class WorkerPlugin(ModelPasses):
-    """A plugin loaded afresh in a worker process for each pass of an evaluation. The first
-    worker loads the model at once, so that the factory's errors (:class:`ModelUnavailable`
-    among them) are raised here, and serves the first pass. Each pass launches the worker of the
-    next, which imports the plugin meanwhile and loads its model when that pass opens (one model
-    in memory at a time). ``vocab_size``: the dataset's, the width of a reply's distributions."""
+    """A plugin loaded afresh in a worker process for each pass of an evaluation.
+
+    The first worker loads the model at once, so that the factory's errors
+    (:class:`ModelUnavailable` among them) are raised here. On a CPU, where it is safe (see
+    :func:`serve`), that worker is a template: it never scores, and each pass is served by a
+    process forked from it, a copy of the loaded model that has seen nothing of any pass, which
+    ends with its pass. Otherwise (an accelerator, or a factory that set torch's threads itself)
+    the first worker serves the first pass, and each pass launches the worker of the next, which
+    imports the plugin meanwhile and loads its model when that pass opens (one model in memory at
+    a time). ``vocab_size``: the dataset's, the width of a reply's distributions."""
 
     plugin_process = "worker"
 
     def __init__(self, load: PluginLoad, vocab_size: int, limits: WorkerLimits = DEFAULT_LIMITS) -> None:
-        load = dataclasses.replace(load, threads=_threads_left(load.threads))
-        self._ready: _Worker | None = _Worker.launch(load, limits).loaded()
+        load = dataclasses.replace(
+            load, threads=_threads_left(load.threads), fork_passes=load.device == "cpu" and _can_fork()
+        )
+        first = _Worker.launch(load, limits).loaded()
+        self._template = first if first.facts.forks else None
+        self._ready: _Worker | None = None if first.facts.forks else first
         self._next: _Worker | None = None
-        self._facts = self._ready.facts
+        self._facts = first.facts
         threads = self._facts.threads  # later workers take the first one's count: `auto` decides once
         self._load = dataclasses.replace(
-            load, threads=load.threads if threads is None else threads, quiet_load=True
+            load, threads=load.threads if threads is None else threads, quiet_load=True, fork_passes=False
         )
         self._limits = limits
         self._vocab_size = vocab_size
@@ -196,6 +212,10 @@ class WorkerPlugin(ModelPasses):
 
     @contextlib.contextmanager
     def open_pass(self, name: str) -> Iterator[Model]:
+        if self._template is not None:
+            with self._template.forked_pass():
+                yield self._template.model(name, self._vocab_size)
+            return
         worker, self._ready = self._ready, None
         if worker is None:
             launched, self._next = self._next or _Worker.launch(self._load, self._limits), None
@@ -205,11 +225,17 @@ class WorkerPlugin(ModelPasses):
             yield worker.model(name, self._vocab_size)
 
     def close(self) -> None:
-        """End the workers that no pass used (they have done nothing but load the plugin)."""
-        for worker in (self._ready, self._next):
+        """End the template, and the workers that no pass used (they have done nothing but load
+        the plugin)."""
+        for worker in (self._template, self._ready, self._next):
             if worker is not None:
-                worker.close(graceful=False)
-        self._ready = self._next = None
+                worker.close(graceful=worker is self._template)
+        self._template = self._ready = self._next = None
+
+
+def _can_fork() -> bool:
+    """Whether this platform forks processes (:func:`os.fork`; not Windows)."""
+    return "fork" in multiprocessing.get_all_start_methods()
 
 
 def _threads_left(request: ThreadRequest | None) -> ThreadRequest | None:
@@ -231,11 +257,13 @@ class _Facts:
         methods: those of :data:`METHODS` the model has.
         model: what the result records of it.
         threads: the torch thread count the worker set (None: the plugin does not use torch).
+        forks: whether the worker is a template that forks a process for each pass (:func:`serve`).
     """
 
     methods: frozenset[str]
     model: ModelFacts
     threads: int | None
+    forks: bool
 
     @classmethod
     def read(cls, value: object) -> _Facts:
@@ -244,8 +272,8 @@ class _Facts:
         if not isinstance(value, dict) or not isinstance(value.get("methods"), list):
             raise _Failure.unreadable("no facts of the model")
         methods = frozenset(value["methods"])
-        parameters, checkpoint, threads = (
-            value.get(key) for key in ("num_parameters", "checkpoint", "threads")
+        parameters, checkpoint, threads, forks = (
+            value.get(key) for key in ("num_parameters", "checkpoint", "threads", "forks")
         )
         if not methods <= set(METHODS) or not ("score_stream" in methods or {"reset", "score"} <= methods):
             raise _Failure.unreadable("the model's methods")
@@ -253,9 +281,9 @@ class _Facts:
             threads is None or _is_count(threads, least=1)
         ):
             raise _Failure.unreadable("a count")
-        if not (checkpoint is None or isinstance(checkpoint, str)):
-            raise _Failure.unreadable("the checkpoint")
-        return cls(methods, ModelFacts(parameters, checkpoint), threads)
+        if not (checkpoint is None or isinstance(checkpoint, str)) or not isinstance(forks, bool):
+            raise _Failure.unreadable("the checkpoint or the passes' processes")
+        return cls(methods, ModelFacts(parameters, checkpoint), threads, forks)
 
 
 def _is_count(value: object, *, least: int) -> bool:
@@ -286,6 +314,7 @@ class _Worker:
         self._process = process
         self._connection = connection
         self._plugin = plugin
+        self._closed = False
         self.limits = limits
         self.facts: _Facts
 
@@ -314,6 +343,30 @@ class _Worker:
             self.close(graceful=False)
             raise
         return self
+
+    @contextlib.contextmanager
+    def forked_pass(self) -> Iterator[None]:
+        """Within the context, this worker, a template (:func:`serve`), answers through a process
+        forked from it for the pass, which ends with the context. An error in the context ends
+        the template (its forked process dies with it)."""
+        try:
+            self._confirmed(("pass", ()), "ok", "forking a process for a pass")
+            yield
+            self._confirmed(("end", ()), "ended", "ending a pass's process")
+        except BaseException:
+            self.close(graceful=False)
+            raise
+
+    def _confirmed(self, message: tuple[Any, ...], key: str, doing: str) -> None:
+        """Send the template ``message`` and read its reply, which holds ``key``; a
+        :class:`PluginError` saying what went wrong ``doing`` it otherwise."""
+        try:
+            header, _ = self.request(message, seconds=self.limits.call_seconds, max_bytes=REPLY_ALLOWANCE)
+            if key not in header:
+                _answer(header)
+                raise _Failure.unreadable(f"no {key!r}")
+        except _Failure as failure:
+            raise PluginError(f"plugin {self._plugin!r}: {doing}: it {failure.reason}") from None
 
     def model(self, name: str, vocab_size: int) -> Model:
         """The proxy of the worker's model; ``name`` names the plugin in messages."""
@@ -359,13 +412,15 @@ class _Worker:
         if code is None:
             self._process.kill()
             return "closed its worker's connection to the harness"
-        if code < 0:
-            return f"ended its worker process: killed by {_signal_name(-code)}"
-        return f"ended its worker process (exit status {code})"
+        return _ending(code)
 
     def close(self, *, graceful: bool) -> None:
         """End the worker and reap it: ``graceful``, it is asked to exit (its connection closed)
-        and killed if it has not within the limit; otherwise killed at once."""
+        and killed if it has not within the limit; otherwise killed at once. Once closed, it
+        stays so."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             if not graceful:
                 self._process.kill()
@@ -411,6 +466,14 @@ class _Watchdog:
         self._timer.cancel()
 
 
+def _ending(code: int) -> str:
+    """How a process that ended with ``code`` (:attr:`multiprocessing.Process.exitcode`: minus the
+    signal's number when killed by one) ended, in words that follow the call it did not answer."""
+    if code < 0:
+        return f"ended its worker process: killed by {_signal_name(-code)}"
+    return f"ended its worker process (exit status {code})"
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -440,6 +503,8 @@ def _answer(header: dict[str, Any]) -> Any:
     kind, message = header.get("error"), header.get("message")
     if kind in ONE_LINE_ERRORS and isinstance(message, str):
         raise ONE_LINE_ERRORS[kind](message)
+    if _is_count(header.get("ended"), least=-255):  # a template's process forked for a pass ended
+        raise _Failure(_ending(header["ended"]))
     if isinstance(header.get("exit"), str):
         raise _Failure(f"called sys.exit({header['exit']}); a plugin returns its scores or raises")
     raised, trace = header.get("raised"), header.get("traceback")
@@ -528,12 +593,24 @@ class _WorkerModel:
 
 def serve(parent: int, connection: Connection, load: PluginLoad) -> None:
     """The worker process, started by process ``parent``: import the plugin at once, load its
-    model when the harness asks (its pass opens), report what the harness records of it, then
-    answer each request on ``connection`` until the harness closes it."""
+    model when the harness asks (its first pass opens), report what the harness records of it,
+    then answer each request on ``connection`` until the harness closes it or ends the pass.
+
+    **Forking a process for each pass** (``load.fork_passes``: the harness's process on a CPU).
+    Forking a process whose OpenMP threads have started leaves the copy hanging at its first
+    parallel operation (GNU OpenMP keeps no record of the fork). So torch, where installed, is
+    imported first and told to use one thread while the plugin loads; where the factory leaves it
+    so, the worker is a template: it reports ``forks``, never scores, and for each pass forks a
+    process (:func:`_fork_each_pass`) that takes ``--threads`` (or torch's own count), answers the
+    pass's calls and ends with it. Each pass thus starts from the loaded model and nothing else,
+    as a fresh worker would, without a model load of its own. A factory that set torch's threads
+    itself keeps the worker a plain one: it serves one pass and the harness starts one per pass.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the harness's, which stops the worker
     end_with_parent(parent)
     if load.retain_memory:
         retain_freed_memory()
+    torch_threads = _one_torch_thread() if load.fork_passes else None
     try:
         imported: tuple[str, Callable[..., Model]] | BaseException = load_factory(load.plugin)
     except (Exception, SystemExit) as error:
@@ -547,9 +624,60 @@ def serve(parent: int, connection: Connection, load: PluginLoad) -> None:
         connection.send_bytes(_failure_reply(error))
         _exit()
     connection.send_bytes(_reply({"ok": facts}))
+    if facts["forks"]:
+        _fork_each_pass(connection)
+        _set_pass_threads(load.threads if isinstance(load.threads, int) else torch_threads)
+        connection.send_bytes(_reply({"ok": None}))
     while True:
         method, arguments = _next_request(connection)
+        if method == "end":  # the pass of a forked process is over
+            _exit()
         connection.send_bytes(_answered(model, method, arguments, vocab_size))
+
+
+def _one_torch_thread() -> int | None:
+    """Import torch, when installed, and give it one thread; returns the count it had chosen
+    (None: no torch)."""
+    try:
+        torch: Any = importlib.import_module("torch")
+    except ImportError:
+        return None
+    threads: int = torch.get_num_threads()
+    torch.set_num_threads(1)
+    return threads
+
+
+def _on_one_torch_thread() -> bool:
+    """Whether torch, if imported, still uses one thread (:func:`_one_torch_thread`)."""
+    torch: Any = sys.modules.get("torch")
+    return torch is None or torch.get_num_threads() == 1
+
+
+def _set_pass_threads(threads: int | None) -> None:
+    """Give torch, if imported, ``threads`` (None: leave it as it is)."""
+    torch: Any = sys.modules.get("torch")
+    if torch is not None and threads is not None:
+        torch.set_num_threads(threads)
+
+
+def _fork_each_pass(connection: Connection) -> None:
+    """A template's loop: for each pass the harness opens, fork a process to serve it, which
+    returns from here, and, once it has ended, tell the harness its exit code. The template ends
+    when the harness closes ``connection``; each process forked from it dies with it."""
+    template = os.getpid()
+    while True:
+        _next_request(connection)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        forked = os.fork()
+        if forked == 0:
+            end_with_parent(template)
+            return
+        _, status = os.waitpid(forked, 0)
+        try:
+            connection.send_bytes(_reply({"ended": os.waitstatus_to_exitcode(status)}))
+        except OSError:  # the harness has gone
+            _exit()
 
 
 def _next_request(connection: Connection) -> tuple[Any, ...]:
@@ -571,7 +699,9 @@ def _loaded(
     load: PluginLoad, identity: str, factory: Callable[..., Model]
 ) -> tuple[Model, int, dict[str, Any]]:
     """The model that the plugin's ``factory`` (its ``identity``: :func:`load_factory`) makes as
-    ``load`` says, the dataset's vocabulary size and the facts the harness records."""
+    ``load`` says, the dataset's vocabulary size and the facts the harness records, ``forks``
+    among them: whether this worker is a template (:func:`serve`), whose torch keeps one thread
+    until a process is forked for a pass."""
     dataset = load.dataset.load()
     with _dropped_output() if load.quiet_load else contextlib.nullcontext():
         model = create_model(
@@ -582,7 +712,11 @@ def _loaded(
             checkpoint=load.checkpoint,
             model_args=load.model_args,
         )
-    threads = None if load.threads is None else set_model_threads(load.threads)
+    forks = load.fork_passes and _on_one_torch_thread()
+    if forks:  # the threads are set in each pass's process
+        threads = load.threads if isinstance(load.threads, int) else None
+    else:
+        threads = None if load.threads is None else set_model_threads(load.threads)
     facts = model_facts(model, identity)
     return (
         model,
@@ -592,6 +726,7 @@ def _loaded(
             "num_parameters": facts.num_parameters,
             "checkpoint": facts.checkpoint,
             "threads": threads,
+            "forks": forks,
         },
     )
 

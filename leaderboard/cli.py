@@ -526,12 +526,7 @@ def command_project(args: argparse.Namespace) -> int:
 
     parts, name = _curve_spec(args.log)
     run = _training_curve(parts)
-    references = {}
-    for spec in args.reference:
-        reference_parts, label = _curve_spec(spec)
-        if label in references or label == name:
-            raise UsageError(f"--reference {spec}: the label {label!r} is taken; give it another (LOG=LABEL)")
-        references[label] = _training_curve(reference_parts)
+    references = _references(args.reference, name, run, args.log)
     try:
         projection = project_run(run, name, references)
     except ValueError as error:
@@ -540,6 +535,26 @@ def command_project(args: argparse.Namespace) -> int:
     lines = describe_projection(projection, name, hours_by_device(run), last_epoch_pace(run), valid_to_test)
     print("\n".join(lines))
     return 0
+
+
+def _references(specs: list[str], name: str, run: pd.DataFrame, run_spec: str) -> dict[str, pd.DataFrame]:
+    """``project``'s ``--reference`` curves by label, each label and each log once: a label
+    taken (by the run ``name`` too) is refused, and so is a log whose records are those of
+    another reference or of the run (``run_spec``), under any path or label: one run counted
+    twice would weigh twice."""
+    references: dict[str, pd.DataFrame] = {}
+    given = {f"the run ({run_spec})": run}
+    for spec in specs:
+        parts, label = _curve_spec(spec)
+        if label in references or label == name:
+            raise UsageError(f"--reference {spec}: the label {label!r} is taken; give it another (LOG=LABEL)")
+        frame = _training_curve(parts)
+        same = next((other for other, seen in given.items() if frame.equals(seen)), None)
+        if same is not None:
+            raise UsageError(f"--reference {spec}: the same log as {same}; each run counts once")
+        references[label] = frame
+        given[f"--reference {spec}"] = frame
+    return references
 
 
 def command_plot_zipf(args: argparse.Namespace) -> int:
@@ -576,7 +591,7 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 
 def command_site(args: argparse.Namespace) -> int:
     from leaderboard.bootstrap import minimum_samples
-    from leaderboard.site import SiteSettings, build_site
+    from leaderboard.site import SiteSettings, build_site, figure_images
     from leaderboard.table import ranked_tables
 
     confidence = SiteSettings.confidence
@@ -590,6 +605,7 @@ def command_site(args: argparse.Namespace) -> int:
     for directory in args.figures:
         if not Path(directory).is_dir():
             raise UsageError(f"--figures {directory}: no such directory")
+        figure_images(Path(directory))  # a symbolic link among them is refused before any work
     for source in args.results:
         if not Path(source).exists():
             raise UsageError(f"{source}: no such file or directory")
@@ -865,13 +881,13 @@ def _add_zipf_parser(plots: Any) -> None:
 def _check_site_dir(out: Path, inputs: list[Path]) -> None:
     """Refuse, before any work, a site directory that holds files but no site built there, or
     that lies inside an input (its copies of the results would be read as results next time)."""
-    from leaderboard.site import MANIFEST
+    from leaderboard.site import MANIFEST, holds_a_site_or_nothing
 
     for source in inputs:
         source = source.resolve()
         if source.is_dir() and (out.resolve() == source or source in out.resolve().parents):
             raise UsageError(f"--output-dir {out}: is inside {source}, an input; choose another directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+    if out.is_dir() and not holds_a_site_or_nothing(out):
         raise UsageError(
             f"--output-dir {out}: holds files and no site built here ({MANIFEST} missing); "
             "name an empty or new directory"

@@ -18,6 +18,11 @@ any static host (GitHub Pages, say). Its files, under the output directory:
 rebuilding the same results gives byte-identical files (nothing records the time of the build,
 and the bootstrap is seeded). Everything a result file says is escaped: a model named
 ``<script>`` is shown as text.
+
+A build writes the site in a staging directory inside the output directory and then moves its
+files into place, holding a lock on the directory throughout (:func:`build_site`): a second
+build into the same directory waits for the first, and a build killed midway leaves only what
+the next one recognises as its own and finishes.
 """
 
 from __future__ import annotations
@@ -27,10 +32,12 @@ import hashlib
 import html
 import json
 import math
+import os
 import re
 import shlex
+import shutil
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -50,11 +57,16 @@ from leaderboard.table import (
     write_tables,
 )
 from wikitext_toolkit_core.catalogue import BENCHMARKS
-from wikitext_toolkit_core.files import write_atomically
+from wikitext_toolkit_core.cli import UsageError
+from wikitext_toolkit_core.files import waiting_lock, write_atomically
 
 #: The file in a site's directory that lists the files the last build wrote, so that the next
 #: build removes those it no longer writes, and never touches a directory that is not a site.
 MANIFEST = ".leaderboard-site"
+#: The file a build holds an ``flock`` on while it writes the site's directory.
+LOCK = f"{MANIFEST}.lock"
+#: The directory, in the site's, where a build writes the site before moving it into place.
+STAGING = f"{MANIFEST}.staging"
 #: The style sheet and script every page uses, copied from the package.
 ASSETS = Path(__file__).with_name("site_assets")
 #: Image files ``--figures`` embeds.
@@ -105,7 +117,28 @@ def build_site(
 ) -> list[Path]:
     """Write the site of ``tables`` (:func:`leaderboard.table.ranked_tables`, each row's ``run``
     kept) to ``out``; returns the files written, in order. Files of an earlier build that this
-    one does not write are removed."""
+    one does not write are removed.
+
+    The site is written to ``out/STAGING`` and then moved into place (:func:`_publish`), under
+    ``out/LOCK``: a second build waits for the first to finish, and what a build killed midway
+    leaves (:func:`holds_a_site_or_nothing`) the next one removes or lists in its manifest."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = out / STAGING
+    with waiting_lock(out / LOCK, f"--output-dir {out}: another build is writing this site; waiting for it"):
+        shutil.rmtree(staging, ignore_errors=True)  # a killed build's
+        try:
+            written = _write_site(tables, collection, staging, settings)
+            names = [path.relative_to(staging).as_posix() for path in written]
+            _publish(staging, out, names)
+            return [out / name for name in names]
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _write_site(
+    tables: dict[str, pd.DataFrame], collection: Collection, out: Path, settings: SiteSettings
+) -> list[Path]:
+    """Write the files of the site of ``tables`` to ``out``; returns them, in order."""
     slugs = {result.path: result_slug(result) for frame in tables.values() for result in _results(frame)}
     written = [write_atomically(out / name, (ASSETS / name).read_bytes()) for name in ("site.css", "site.js")]
     for frame in tables.values():
@@ -123,7 +156,6 @@ def build_site(
     written += figures
     index = _page(settings.title, _index_body(settings.title, sections, figures, collection, out), "")
     written.append(write_atomically(out / "index.html", index))
-    _replace_manifest(out, written)
     return written
 
 
@@ -152,13 +184,30 @@ def _write_bars(dataset: str, frame: pd.DataFrame, out: Path) -> Path | None:
         return None
 
 
+def figure_images(directory: Path) -> list[Path]:
+    """The images ``--figures`` copies from ``directory``: its regular files with an image
+    suffix (:data:`FIGURE_SUFFIXES`), sorted by name.
+
+    Raises:
+        UsageError: one of them is a symbolic link, which could point anywhere (``/etc/passwd``)
+            while the site is public.
+    """
+    images = sorted(path for path in directory.iterdir() if path.suffix.lower() in FIGURE_SUFFIXES)
+    for image in images:
+        if image.is_symlink():
+            raise UsageError(
+                f"--figures {directory}: {image.name} is a symbolic link; the site copies regular "
+                "files only (copy the image there instead)"
+            )
+    return [image for image in images if image.is_file()]
+
+
 def _copy_figures(directories: Sequence[Path], out: Path) -> list[Path]:
-    """The images of ``directories`` (sorted by name; a name taken by an earlier directory gets
-    its directory's position as a prefix), copied to ``out/figures``."""
+    """The images of ``directories`` (:func:`figure_images`; a name taken by an earlier directory
+    gets its directory's position as a prefix), copied to ``out/figures``."""
     copied: list[Path] = []
     for number, directory in enumerate(directories, start=1):
-        images = (p for p in directory.iterdir() if p.suffix.lower() in FIGURE_SUFFIXES and p.is_file())
-        for image in sorted(images):
+        for image in figure_images(directory):
             target = out / "figures" / image.name
             if target in copied:
                 target = target.with_name(f"{number}-{image.name}")
@@ -166,17 +215,75 @@ def _copy_figures(directories: Sequence[Path], out: Path) -> list[Path]:
     return copied
 
 
-def _replace_manifest(out: Path, written: list[Path]) -> None:
-    """Remove what the previous build wrote and this one did not, then record this build's files."""
+# ---- the site's directory ----------------------------------------------------------------------
+
+
+def holds_a_site_or_nothing(out: Path) -> bool:
+    """Whether a site may be built in the existing directory ``out``: it holds a site (its
+    manifest), or nothing but what a build killed before writing its manifest leaves (the lock,
+    the staging directory, a temporary of the manifest)."""
+    return (out / MANIFEST).is_file() or all(_is_the_builds_own(entry.name) for entry in out.iterdir())
+
+
+def _is_the_builds_own(name: str) -> bool:
+    """Whether a name in a site's directory is one of a build's own files rather than the
+    site's: the manifest, the lock, the staging directory, or a temporary of the manifest
+    (``.MANIFEST.PID-RANDOM.tmp``, :func:`wikitext_toolkit_core.files.write_atomically`)."""
+    return name in (MANIFEST, LOCK, STAGING) or (name.startswith(f".{MANIFEST}.") and name.endswith(".tmp"))
+
+
+def _publish(staging: Path, out: Path, names: list[str]) -> None:
+    """Move the files of a site built in ``staging`` (``names``, relative paths) into ``out``,
+    remove those the previous build wrote and this one did not, and list this one's in the
+    manifest. While the files move, the manifest lists the files of both builds, so that a build
+    killed meanwhile leaves none of its files unlisted."""
+    _check_nothing_in_the_way(out, names)
+    previous = _listed_files(out)
+    _write_manifest(out, previous | set(names))
+    for name in names:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / name, out / name)
+    _remove_files(out, previous - set(names))
+    _write_manifest(out, names)
+
+
+def _check_nothing_in_the_way(out: Path, names: Iterable[str]) -> None:
+    """Refuse, in one line, a directory where the site writes a file, or a file where it keeps
+    a folder: neither is the site's own (it makes neither), so neither is removed."""
+    for name in sorted(names):
+        for folder in Path(name).parents[:-1]:  # the last parent is "." (``out`` itself)
+            if os.path.lexists(out / folder) and not (out / folder).is_dir():
+                raise UsageError(
+                    f"--output-dir {out}: {folder.as_posix()} is a file, where the site keeps a folder; "
+                    "move it away or choose another directory"
+                )
+        if (out / name).is_dir() and not (out / name).is_symlink():
+            raise UsageError(
+                f"--output-dir {out}: {name} is a directory, where the site writes a file; move it "
+                "away or choose another directory"
+            )
+
+
+def _listed_files(out: Path) -> set[str]:
+    """The files the manifest of the site in ``out`` lists (none without a manifest)."""
     manifest = out / MANIFEST
-    names = sorted(path.relative_to(out).as_posix() for path in written)
-    if manifest.is_file():
-        top = out.resolve()
-        for name in set(manifest.read_text(encoding="utf-8").splitlines()) - set(names):
-            stale = (out / name).resolve()
-            if top in stale.parents:  # never a file outside the site, whatever the list says
-                stale.unlink(missing_ok=True)
-    write_atomically(manifest, "".join(f"{name}\n" for name in names))
+    return set(manifest.read_text(encoding="utf-8").splitlines()) if manifest.is_file() else set()
+
+
+def _write_manifest(out: Path, names: Iterable[str]) -> None:
+    """List ``names`` (relative paths) in the manifest of the site ``out``, sorted."""
+    write_atomically(out / MANIFEST, "".join(f"{name}\n" for name in sorted(names)))
+
+
+def _remove_files(out: Path, names: Iterable[str]) -> None:
+    """Remove the files ``names`` of the site ``out``; whatever a hand-edited manifest says, only
+    regular files inside ``out`` (never a directory, a link, or a file outside)."""
+    top = out.resolve()
+    for name in names:
+        path = out / name
+        folder = path.parent.resolve()
+        if (folder == top or top in folder.parents) and path.is_file() and not path.is_symlink():
+            path.unlink()
 
 
 # ---- significance ------------------------------------------------------------------------------

@@ -546,15 +546,22 @@ def to_csv(frame: pd.DataFrame) -> str:
 EXTENSIONS = {"csv": "csv", "markdown": "md", "html": "html"}
 
 
+#: The most characters of a dataset's name that its file names keep (a builder corpus is named
+#: after its directory, and a result file may name anything): beyond, a write would fail on a
+#: file name longer than the file system takes.
+MAX_FILE_STEM = 80
+
+
 def file_stem(dataset: str) -> str:
     """A file name for a dataset name (builder corpora are named after their directory): the name
-    itself when it is a safe file name (``ptb``, ``my_corpus``), else its safe characters and the
-    first 8 hex digits of its sha256 (``my corpus`` -> ``my_corpus-954a6719``), so that two names
-    never share a file."""
+    itself when it is a safe file name (``ptb``, ``my_corpus``) of at most :data:`MAX_FILE_STEM`
+    characters, else its first :data:`MAX_FILE_STEM` safe characters and the first 8 hex digits
+    of its sha256 (``my corpus`` -> ``my_corpus-954a6719``), so that two names never share a
+    file."""
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", dataset).strip("._") or "dataset"
-    if stem == dataset:
+    if stem == dataset and len(stem) <= MAX_FILE_STEM:
         return stem
-    return f"{stem}-{hashlib.sha256(dataset.encode('utf-8')).hexdigest()[:8]}"
+    return f"{stem[:MAX_FILE_STEM]}-{hashlib.sha256(dataset.encode('utf-8')).hexdigest()[:8]}"
 
 
 def table_path(dataset: str, out: Path, fmt: str) -> Path:

@@ -53,9 +53,17 @@ def load_training_log(path: str | Path) -> pd.DataFrame:
     validation mid-epoch, else None), ``epochs`` (epochs trained up to the record, a fraction for
     a validation mid-epoch), ``minutes`` (training time up to the record, validation excluded),
     ``valid_ppl``, ``learning_rate``, ``partial`` (a validation mid-epoch) and ``device`` (where
-    the record's training ran; None in logs older than that field)."""
+    the record's training ran; None in logs older than that field).
+
+    Raises:
+        ValueError: a path that is no regular file (a FIFO would block the read forever,
+            ``/dev/zero`` never ends), or a line that is not a training-log record.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{path}: not a regular file; a training log is a file")
     rows, finished_seconds = [], 0.0
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:

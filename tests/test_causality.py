@@ -56,18 +56,21 @@ class Bigram:
         return ChunkScores(targets, log_dists[wanted] if give else None)
 
 
+def half_on_targets(log_dists: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The log-distributions ``log_dists`` (``[B, T, V]``) with half of each moved onto its
+    target (``targets``: int ``[B, T]``): still normalised, and reading the target."""
+    mixed = 0.5 * np.exp(log_dists)
+    np.put_along_axis(
+        mixed, targets[..., None], np.take_along_axis(mixed, targets[..., None], axis=2) + 0.5, axis=2
+    )
+    return np.log(mixed)
+
+
 class ReadsCurrentTargets(Bigram):
     """Mixes a point mass on the target it is scoring into a normalised distribution."""
 
     def log_dists(self, chunk: Chunk) -> np.ndarray:
-        mixed = 0.5 * np.exp(super().log_dists(chunk))
-        np.put_along_axis(
-            mixed,
-            chunk.targets[..., None],
-            np.take_along_axis(mixed, chunk.targets[..., None], axis=2) + 0.5,
-            axis=2,
-        )
-        return np.log(mixed)
+        return half_on_targets(super().log_dists(chunk), chunk.targets)
 
 
 class ReadsLaterInputs(Bigram):

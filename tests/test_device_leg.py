@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import REPO, write_corpus
 from test_baselines_training import REPEATED
-from test_run_transfer import SIZES
+from test_run_transfer import SIZES, write_small_run
 
 from baselines import checkpoint as checkpoints
 from baselines.cli import main as baselines_main
@@ -194,7 +194,10 @@ def test_a_leg_goes_out_trains_comes_back_in_pieces_and_lands_in_place_of_the_ru
     )
 
     monkeypatch.chdir(repository)
+    came_back = {path: path.read_bytes() for folder in out for path in folder.iterdir()}
     assert device_leg.main(["land", "--from", *map(str, out), "--", str(home)]) == 0
+    assert {path: path.read_bytes() for folder in out for path in folder.iterdir()} == came_back
+    assert not list((tmp_path / "runs").glob(".toy-run.leg-pieces*"))  # the scratch folder is gone
     assert git("status", "--porcelain", cwd=repository) == ""  # the index is back
     landed = checkpoints.load(home / "checkpoint.pt")
     trained = checkpoints.load(leg / "checkpoint.pt")
@@ -211,3 +214,56 @@ def test_a_leg_goes_out_trains_comes_back_in_pieces_and_lands_in_place_of_the_ru
     assert device_leg.main(["land", "--from", *map(str, out), "--", str(home)]) == 2
     assert "exists from an earlier leg" in capsys.readouterr().err
     assert git("status", "--porcelain", cwd=repository) == ""
+
+
+def test_landing_never_deletes_the_pieces_it_lands_from(repository, tmp_path, capsys):
+    """``--from RUN.leg-pieces`` (where an earlier ``land`` gathered the pieces) is read, never
+    emptied: whether the landing fails, as here, or succeeds."""
+    run = tmp_path / "runs" / "toy-run"
+    run.mkdir(parents=True)
+    pieces = tmp_path / "runs" / "toy-run.leg-pieces"
+    pieces.mkdir()
+    (pieces / "toy-run.manifest.json").write_text("{}")
+    (pieces / "toy-run.part00").write_bytes(b"piece")
+    assert device_leg.main(["land", "--from", str(pieces), "--", str(run)]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert sorted(path.name for path in pieces.iterdir()) == ["toy-run.manifest.json", "toy-run.part00"]
+    assert (pieces / "toy-run.part00").read_bytes() == b"piece"
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["toy-run", "toy-run.leg-pieces"]
+
+
+@pytest.mark.parametrize("command", ["pack toy-run", "fetch"])
+def test_an_out_folder_that_does_not_exist_is_one_line_before_any_work(
+    tmp_path, monkeypatch, command, capsys
+):
+    monkeypatch.setattr(device_leg, "THERE", tmp_path / "there")
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "there" / "runs" / "toy-run"
+    run.mkdir(parents=True)
+    write_small_run(run)
+    missing = tmp_path / "no-such-parent" / "out"
+    assert device_leg.main([*command.split(), "--out", str(missing)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and str(missing) in error
+    assert not (tmp_path / "there" / "back").exists()  # nothing packed
+
+
+@pytest.mark.parametrize("minutes", ["nan", "inf", "-inf", "0", "-3", "soon"])
+def test_device_minutes_that_are_not_a_finite_positive_number_are_one_line(repository, minutes, capsys):
+    before = git("status", "--porcelain", cwd=repository)
+    assert device_leg.main(["send", "runs/toy-run", f"--device-minutes={minutes}"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and "--device-minutes" in error
+    assert git("status", "--porcelain", cwd=repository) == before  # the index untouched
+
+
+def test_the_calls_quote_the_names_they_print():
+    name = 'my run"; rm -rf ~'
+    first, second, _ = device_leg.device_calls([name, "pointer"], 15)
+    command = json.loads(first.removeprefix("run(command=").split(", carry=")[0])
+    assert shlex.split(command)[3] == name
+    carry = json.loads(first.split(", carry=")[1].removesuffix(", timeout_s=300)"))
+    assert carry == [f".device-leg/{name}"]
+    command = json.loads(second.removeprefix("run(command=").split(", carry=")[0])
+    assert shlex.split(command.removesuffix(" --out $OUT"))[-2:] == [name, "pointer"]
+    assert command.endswith(" --out $OUT")  # the device tool's folder, for the shell to expand

@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 from conftest import REPO, assert_one_line_error
 from evaluation_options import protocol_options
+from test_causality import half_on_targets
 
+import harness.evaluate as evaluation
 from harness.api import evaluate_model
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
-from harness.documents import is_article_heading, split_documents
+from harness.documents import document_batches, is_article_heading, split_documents
 from harness.evaluate import evaluate
-from harness.plugin import Chunk, ChunkScores
+from harness.plugin import Chunk, ChunkScores, PluginError
 from harness.plugins import unigram
 from harness.tools.lm_eval_wikitext import lm_eval_pages
 from leaderboard.records import collect
@@ -94,7 +96,7 @@ class Recorder:
 
 def _documents_corpus(tmp_path: Path) -> Path:
     directory = tmp_path / "articles"
-    directory.mkdir()
+    directory.mkdir(parents=True)
     for split in ("train", "valid", "test"):
         (directory / f"wiki.{split}.tokens").write_text(TEXT * 3, encoding="utf-8")
     return directory
@@ -114,8 +116,11 @@ def test_each_document_is_a_stream_from_a_fresh_state(tmp_path: Path) -> None:
         progress=False,
         **protocol_options({"protocol_name": "documents", "causality_seed": 0, "bptt": 4}),
     )
-    assert model.resets == [len(documents.starts)] * 2  # the evaluation's pass and the audit's
-    assert (model.first_inputs[0] == dataset.vocab.eos_id).all()  # each from <eos>, as a split starts
+    batches = [len(batch) for batch in document_batches(documents.lengths)]
+    assert sum(batches) == len(documents.starts)
+    assert model.resets == batches * 2  # a reset per batch, in the evaluation's pass and the audit's
+    for first_inputs in model.first_inputs:  # each from <eos>, as a split starts
+        assert (first_inputs == dataset.vocab.eos_id).all()
     streamed = evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab))
     np.testing.assert_array_equal(result.token_log_probs, streamed.token_log_probs)  # in the split's order
     assert result.causality.passed
@@ -212,3 +217,125 @@ def test_a_byte_order_mark_is_no_token_of_the_first_document(tmp_path: Path) -> 
     metrics = result.record.document_metrics
     assert metrics["documents"] == 3 and result.tokens == len(load_dataset(str(directory)).tokens("test").ids)
     assert metrics["bytes"] == sum(len(page.encode("utf-8")) for page in lm_eval_pages(text))
+
+
+def test_crlf_line_ends_give_the_figures_of_lf_ones(tmp_path: Path) -> None:
+    lf = _documents_corpus(tmp_path / "lf")
+    crlf = _documents_corpus(tmp_path / "crlf")
+    for split in ("train", "valid", "test"):
+        path = crlf / f"wiki.{split}.tokens"
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    metrics = [
+        evaluate_model("unigram", directory, splits="test", protocol="documents", causality_audit=0)[
+            0
+        ].record.document_metrics
+        for directory in (lf, crlf)
+    ]
+    assert metrics[0] == metrics[1]
+    assert metrics[0]["bytes"] == sum(len(page.encode("utf-8")) for page in lm_eval_pages(TEXT * 3))
+
+
+class StreamCache:
+    """An honest stateful model: ``p(w)`` in proportion to 1 plus how often ``w`` was an input of
+    its stream since ``reset``, so that its scores differ wherever a stream's history does."""
+
+    def __init__(self, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+
+    def reset(self, batch_size: int) -> None:
+        self.counts = np.zeros((batch_size, self.vocab_size))
+
+    def log_dists(self, chunk: Chunk) -> np.ndarray:
+        """float64 ``[B, T, V]``, the distributions at the chunk's positions."""
+        log_dists = np.zeros((*chunk.targets.shape, self.vocab_size))
+        for column in range(chunk.targets.shape[1]):
+            real = chunk.mask[:, column]
+            self.counts[real, chunk.inputs[real, column]] += 1
+            log_dists[:, column] = np.log((1 + self.counts) / (1 + self.counts).sum(axis=1, keepdims=True))
+        return log_dists
+
+    def score(self, chunk: Chunk) -> ChunkScores:
+        log_dists = self.log_dists(chunk)
+        targets = np.take_along_axis(log_dists, chunk.targets[..., None], axis=2)[..., 0]
+        wanted = chunk.distribution_mask
+        return ChunkScores(targets, None if wanted is None else log_dists[wanted])
+
+
+class StreamCacheReadingTargets(StreamCache):
+    """The cache with half of each distribution moved onto the target it is shown."""
+
+    def log_dists(self, chunk: Chunk) -> np.ndarray:
+        return half_on_targets(super().log_dists(chunk), chunk.targets)
+
+
+def _evaluate_documents(model, dataset, documents, **options):
+    return evaluate(
+        model,
+        dataset.tokens("test").ids,
+        eos_id=dataset.vocab.eos_id,
+        vocab_size=len(dataset.vocab),
+        documents=(documents.starts, documents.lengths),
+        progress=False,
+        name="m",
+        **protocol_options({"protocol_name": "documents", "bptt": 4, **options}),
+    )
+
+
+def test_documents_in_batches_score_as_in_one_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = load_dataset(str(_documents_corpus(tmp_path)))
+    documents = split_documents(TEXT * 3)
+    one_grid = _evaluate_documents(StreamCache(len(dataset.vocab)), dataset, documents, causality_seed=1)
+    assert len(document_batches(documents.lengths, max_positions=1 << 30)) > 1  # the halving rule
+    monkeypatch.setattr(evaluation, "document_batches", lambda lengths: [np.arange(len(lengths))])
+    plain = _evaluate_documents(StreamCache(len(dataset.vocab)), dataset, documents, causality_seed=1)
+    np.testing.assert_array_equal(one_grid.token_log_probs, plain.token_log_probs)
+    assert one_grid.causality.points == plain.causality.points == 30  # a quarter of the 120 tokens
+    monkeypatch.setattr(
+        evaluation, "document_batches", lambda lengths: document_batches(lengths, max_positions=8)
+    )
+    for seed in range(3):
+        batched = _evaluate_documents(
+            StreamCache(len(dataset.vocab)), dataset, documents, causality_seed=seed
+        )
+        np.testing.assert_array_equal(batched.token_log_probs, plain.token_log_probs)
+        assert batched.causality.passed
+        fewer = _evaluate_documents(StreamCache(len(dataset.vocab)), dataset, documents, causality_points=10)
+        assert fewer.causality.points == 10  # shared among the batches, as many as one grid gets
+        assert batched.audit.checked == plain.audit.checked > 0
+        with pytest.raises(PluginError, match="^m: causality audit failed"):
+            _evaluate_documents(
+                StreamCacheReadingTargets(len(dataset.vocab)), dataset, documents, causality_seed=seed
+            )
+
+
+def test_one_long_article_among_thousands_of_short_ones_is_no_dense_grid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = " = Long = \n" + " the cat sat on the mat . \n" * 2500 + " = Short = \n a cat . \n" * 2000
+    directory = tmp_path / "skewed"
+    directory.mkdir()
+    for split in ("train", "valid", "test"):
+        (directory / f"wiki.{split}.tokens").write_text(text, encoding="utf-8")
+    dataset = load_dataset(str(directory))
+    documents = split_documents(text)
+    tokens = int(documents.lengths.sum())
+    assert len(documents.starts) * int(documents.lengths.max()) > 1000 * tokens  # a dense grid's size
+    real_grid, laid_out = evaluation.stream_grid, []
+
+    def checked_grid(ids, *, eos_id, batch_size=1, bounds=None):
+        """The grid, once its size is checked (before it is allocated)."""
+        if bounds is not None:
+            starts, lengths = bounds
+            laid_out.append(len(starts) * int(lengths.max()))
+            assert laid_out[-1] <= 2 * len(ids), f"a grid of {len(starts):,} x {int(lengths.max()):,}"
+        return real_grid(ids, eos_id=eos_id, batch_size=batch_size, bounds=bounds)
+
+    monkeypatch.setattr(evaluation, "stream_grid", checked_grid)
+    model = unigram.load_model(dataset, device="cpu", checkpoint=None)
+    result = _evaluate_documents(model, dataset, documents, bptt=100)
+    assert sum(laid_out) <= 2 * tokens  # the padding is less than the tokens
+    assert result.causality.passed and result.tokens == tokens
+    streamed = evaluate(
+        model, dataset.tokens("test").ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab)
+    )
+    np.testing.assert_array_equal(result.token_log_probs, streamed.token_log_probs)

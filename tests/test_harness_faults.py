@@ -10,6 +10,8 @@ import io
 import json
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 import time
@@ -22,12 +24,14 @@ from conftest import REPO, TEST, TRAIN, assert_one_line_error, write_corpus
 from evaluation_options import protocol_options
 
 from harness import datasets
+from harness.api import ArgumentTypeError, evaluate_model
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import Chunk, ChunkScores, PluginError
 from wikitext_toolkit_core import benchmarks
 from wikitext_toolkit_core.benchmarks import PACKAGED_DATA
+from wikitext_toolkit_core.cli import UsageError
 from wikitext_toolkit_core.files import DatasetError
 
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -117,7 +121,7 @@ def test_the_result_records_the_checksum_of_the_file_it_scored(
     monkeypatch.undo()
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "user-cache"))
     train.write_bytes(original)
-    assert harness_main(arguments) == 0
+    assert harness_main([*arguments, "--overwrite"]) == 0  # a result of the other train file is in place
     record = json.loads(output.read_text())
     assert record["train_sha256"] == hashlib.sha256(original).hexdigest()
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "fresh-cache"))
@@ -749,3 +753,124 @@ def test_a_dead_writers_temporary_changed_recently_is_spared_when_asked(tmp_path
     os.utime(scratch, (hours_ago, hours_ago))
     assert remove_stale_temporaries(tmp_path, idle_seconds=3600) == [old]
     assert remove_stale_temporaries(tmp_path) == sorted([scratch, recent])
+
+
+# ---- output directories -------------------------------------------------------------------------------
+
+
+def _eval_into(directory: Path, out: Path, *options: str) -> int:
+    """``harness eval unigram`` of the test split of ``directory`` into ``--output-dir out``."""
+    arguments = ["eval", "unigram", "--dataset", str(directory), "--split", "test", "--output-dir", str(out)]
+    return harness_main([*arguments, *UNAUDITED, *options])
+
+
+def test_output_dir_refuses_a_same_named_result_of_another_dataset_unless_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    first = write_corpus(tmp_path / "a" / "toy")
+    second = write_corpus(tmp_path / "b" / "toy", test=TEST.replace("red cat", "red dog"))
+    out = tmp_path / "out"
+    assert _eval_into(first, out) == 0
+    assert _eval_into(first, out) == 0  # the same dataset: a rerun replaces it
+    path = out / "harness.plugins.unigram.toy.test.json"
+    before = path.read_bytes()
+    recorded = json.loads(before)["dataset_sha256"]
+    now = hashlib.sha256((second / "wiki.test.tokens").read_bytes()).hexdigest()
+    capsys.readouterr()
+    assert _eval_into(second, out) == 2
+    message = (
+        f"{path}: holds a result of another dataset named toy (test split {recorded[:12]}, now {now[:12]}); "
+        "pass "
+    )
+    assert capsys.readouterr().err == f"error: {message}--overwrite to replace it, or write elsewhere\n"
+    with pytest.raises(UsageError, match=re.escape(f"{message}overwrite=True to replace it")):
+        evaluate_model("unigram", second, splits="test", output_dir=out, causality_audit=0, audit=0)
+    assert path.read_bytes() == before  # refused before scoring: nothing written
+    assert _eval_into(second, out, "--overwrite") == 0
+    assert json.loads(path.read_text())["dataset_sha256"] == now
+
+
+def test_a_full_disk_while_the_token_log_probabilities_are_written_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """numpy writes an array with ``fwrite``, whose short write on a full disk it reports as an
+    ``OSError`` with no error number (or not at all): here the file size limit cuts the write as
+    a full disk does (``EFBIG`` rather than ``ENOSPC``)."""
+    directory = write_corpus(tmp_path / "c", test=TEST * 2000)  # 400 kB of log-probabilities
+    out = tmp_path / "out"
+    assert _eval_into(directory, tmp_path / "warm") == 0  # the token cache is written beforehand
+    capsys.readouterr()
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, limits[1]))
+    try:
+        status = _eval_into(directory, out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "perplexity" in captured.out  # the figure is not lost
+    last = captured.err.splitlines()[-1]
+    assert re.fullmatch(
+        r"error: .* writing .*\.logprobs\.npy; free some space and rerun the same command", last
+    )
+    assert str(out) in last
+    assert not [path for path in out.iterdir() if path.name != ".lock"]  # nothing half-written
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("where", ["/proc", "/proc/results"])
+def test_an_output_dir_whose_file_system_takes_no_files_is_refused_before_scoring(
+    corpus: Path, capsys: pytest.CaptureFixture, where: str
+) -> None:
+    assert _eval_into(corpus, Path(where)) == 2
+    assert_one_line_error(capsys, f"--output-dir {where}: cannot ")
+    with pytest.raises(UsageError, match=f"^output_dir {where}: cannot "):
+        evaluate_model("unigram", corpus, splits="test", output_dir=where, causality_audit=0)
+
+
+def test_an_empty_output_dir_is_refused_not_read_as_the_working_directory(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert harness_main(["eval", "unigram", "--dataset", str(corpus), "--output-dir", "", *UNAUDITED]) == 2
+    assert_one_line_error(capsys, "--output-dir is empty")
+    with pytest.raises(UsageError, match="^output_dir is empty"):
+        evaluate_model("unigram", corpus, splits="test", output_dir="", causality_audit=0)
+    assert not list(tmp_path.glob("*.json"))
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"dataset": 3}, "dataset must be a benchmark name, a directory or a Dataset, got 3 (int)"),
+        ({"splits": None}, "splits must be a split name or an iterable of split names, got None"),
+        (
+            {"splits": ["test", 1]},
+            "splits must be a split name or an iterable of split names, got ['test', 1]",
+        ),
+        ({"protocol": 5}, "protocol must be a string (stream or documents), got 5 (int)"),
+        ({"batch_size": "10"}, "batch_size must be an integer, got '10' (str)"),
+        ({"bptt": 2.5}, "bptt must be an integer, got 2.5 (float)"),
+        ({"audit": True}, "audit must be an integer, got True (bool)"),
+        ({"causality_audit": "x"}, "causality_audit must be an integer, got 'x' (str)"),
+        ({"causality_tolerance": "0"}, "causality_tolerance must be a number or None, got '0' (str)"),
+        ({"device": None}, "device must be a string, got None (NoneType)"),
+        ({"model_args": [("a", 1)]}, "model_args must be a mapping or None, got [('a', 1)] (list)"),
+        ({"checkpoint": 7}, "checkpoint must be a path or None, got 7 (int)"),
+        ({"data_dir": 1}, "data_dir must be a path or None, got 1 (int)"),
+        ({"output_dir": 1.5}, "output_dir must be a path or None, got 1.5 (float)"),
+        ({"overwrite": "yes"}, "overwrite must be True or False, got 'yes' (str)"),
+        ({"progress": None}, "progress must be True or False, got None (NoneType)"),
+        ({"in_process": 1}, "in_process must be True or False, got 1 (int)"),
+    ],
+)
+def test_evaluate_model_names_a_wrongly_typed_argument(
+    corpus: Path, capsys: pytest.CaptureFixture, options: dict, message: str
+) -> None:
+    arguments = {"dataset": corpus, "splits": "test", **options}
+    with pytest.raises(ArgumentTypeError, match=f"^{re.escape(message)}$") as raised:
+        evaluate_model("unigram", **arguments)
+    assert isinstance(raised.value, TypeError)
+    assert capsys.readouterr() == ("", "")

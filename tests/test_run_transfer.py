@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
@@ -90,7 +94,7 @@ def test_float16_halves_the_tensors_keeps_them_close_and_keeps_shared_storage_sh
 def test_pieces_are_bounded_and_a_damaged_piece_is_refused_before_anything_is_written(toy, tmp_path, capsys):
     train_steps(toy, tmp_path / "run", 3)
     wire = tmp_path / "wire"
-    assert baselines_main(["pack-run", str(tmp_path / "run"), str(wire), "--piece-bytes", "5000"]) == 0
+    transfer.pack_run(tmp_path / "run", wire, "run", piece_bytes=5000)  # below the command's least
     manifest = json.loads((wire / "run.manifest.json").read_text())
     assert len(manifest["pieces"]) > 2
     assert all((wire / piece["file"]).stat().st_size <= 5000 for piece in manifest["pieces"])
@@ -217,3 +221,204 @@ def test_leaving_best_behind_records_a_best_newer_than_the_checkpoint(toy, tmp_p
     assert (
         checkpoints.load(tmp_path / "leg" / "checkpoint.pt")["training"]["progress"]["best_file_valid"] == 1.5
     )
+
+
+# ---- refusals: inputs that are not what they claim, outputs that would lose work ------------------
+
+
+def write_small_run(run: Path) -> None:
+    """A run directory that packs in an instant: checkpoints of one tensor (no training)."""
+    payload = {
+        "format": checkpoints.FORMAT,
+        "model": {"weight": torch.arange(3000, dtype=torch.float32)},
+        "training": {"progress": {"best_file_valid": 5.0}},
+    }
+    for name in (checkpoints.RESUME, checkpoints.BEST):
+        checkpoints.save(run / name, payload)
+    (run / checkpoints.LOG).write_text('{"epoch": 1}\n', encoding="utf-8")
+    (run / "config.json").write_text("{}", encoding="utf-8")
+
+
+@pytest.fixture
+def small_pack(tmp_path: Path) -> Path:
+    """The manifest of a small run packed in pieces of 2000 bytes."""
+    write_small_run(tmp_path / "run")
+    return transfer.pack_run(tmp_path / "run", tmp_path / "wire", "run", piece_bytes=2000)
+
+
+def refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line that ``baselines ARGV`` refuses with (exit status 2)."""
+    capsys.readouterr()
+    assert baselines_main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1, error
+    return error
+
+
+def _edit(change):
+    """A case of :data:`MALFORMED`: the manifest's JSON object changed by ``change``."""
+
+    def edit(manifest: dict) -> str:
+        change(manifest)
+        return json.dumps(manifest)
+
+    return edit
+
+
+def _tensor(key: str, value: object):
+    return _edit(lambda manifest: manifest["tensors"][0].__setitem__(key, value))
+
+
+def _piece(key: str, value: object):
+    return _edit(lambda manifest: manifest["pieces"][0].__setitem__(key, value))
+
+
+def _set(key: str, value: object):
+    return _edit(lambda manifest: manifest.__setitem__(key, value))
+
+
+#: Manifests that are not what ``pack-run`` writes: each the manifest's new text, from its object.
+MALFORMED = {
+    "not JSON": lambda manifest: "{",
+    "not UTF-8": lambda manifest: b"\xff\xfe\xfa{".decode("latin-1"),
+    "nested too deep": lambda manifest: "[" * 100_000,
+    "not an object": lambda manifest: "[]",
+    "a missing key": _edit(lambda manifest: manifest.pop("pieces")),
+    "another format": _set("format", "wikitext-toolkit/run-transfer/2"),
+    "an unknown precision": _set("precision", "float8"),
+    "a negative size": _set("skeleton_bytes", -1),
+    "a size as text": _set("skeleton_bytes", "12"),
+    "a size as a boolean": _set("skeleton_bytes", True),
+    "a non-finite size": _set("skeleton_bytes", float("nan")),
+    "an infinite size": _set("skeleton_bytes", float("inf")),
+    "a digest that is not hex": _set("sha256", "z" * 64),
+    "a short digest": _set("sha256", "ab"),
+    "tensors not a list": _set("tensors", {}),
+    "a tensor not an object": _set("tensors", [1]),
+    "an unknown dtype": _tensor("stored", "load"),
+    "a dtype alias": _tensor("dtype", "float"),
+    "a dtype stored as another": _tensor("stored", "int8"),
+    "a negative dimension": _tensor("shape", [-1, 3]),
+    "a fractional dimension": _tensor("shape", [2.5]),
+    "a huge shape": _tensor("shape", [10**12, 10**12]),
+    "aliases not a list": _set("aliases", None),
+    "an alias out of range": _edit(lambda manifest: manifest["aliases"].append(len(manifest["tensors"]))),
+    "a negative alias": _edit(lambda manifest: manifest["aliases"].append(-1)),
+    "no pieces": _set("pieces", []),
+    "a piece not an object": _set("pieces", ["run.part00"]),
+    "a piece in another directory": _piece("file", "../wire/run.part00"),
+    "an absolute piece": _piece("file", "/etc/passwd"),
+    "a piece named ..": _piece("file", ".."),
+    "a piece named by a number": _piece("file", 7),
+    "a duplicate piece": _edit(lambda manifest: manifest["pieces"].append(manifest["pieces"][0])),
+    "a negative piece size": _piece("bytes", -5),
+    "a piece larger than stated": _piece("bytes", 1999),
+    "a piece digest in capitals": _edit(
+        lambda manifest: manifest["pieces"][0].__setitem__("sha256", manifest["pieces"][0]["sha256"].upper())
+    ),
+    "texts not an object": _set("texts", "log"),
+    "a text outside the run": _edit(lambda manifest: manifest["texts"].__setitem__("../evil", "")),
+    "a text missing": _edit(lambda manifest: manifest["texts"].pop("config.json")),
+    "a text that is not text": _edit(lambda manifest: manifest["texts"].__setitem__("config.json", 1)),
+}
+
+
+@pytest.mark.parametrize("case", MALFORMED)
+def test_a_malformed_manifest_is_one_line_and_nothing_is_written(small_pack, tmp_path, case, capsys):
+    manifest = json.loads(small_pack.read_text())
+    small_pack.write_text(MALFORMED[case](manifest), encoding="latin-1")
+    error = refused(["unpack-run", str(small_pack), str(tmp_path / "there")], capsys)
+    assert str(small_pack.parent) in error  # the manifest, or the piece it misstates
+    assert not (tmp_path / "there").exists() or not any((tmp_path / "there").iterdir())
+
+
+def _refused_with_peak_memory(manifest, run_dir, capsys):
+    """``unpack-run manifest run_dir``'s one-line error, and the peak of Python's allocations
+    meanwhile (bytes)."""
+    tracemalloc.start()
+    try:
+        error = refused(["unpack-run", str(manifest), str(run_dir)], capsys)
+        return error, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_huge_manifest_is_refused_without_reading_it(small_pack, tmp_path, capsys):
+    with small_pack.open("a") as handle:
+        handle.truncate(64 * 2**20)  # a sparse file: its size, not its bytes
+    error, peak = _refused_with_peak_memory(small_pack, tmp_path / "there", capsys)
+    assert "bytes" in error and str(small_pack) in error
+    assert peak < 32 * 2**20
+
+
+def test_a_piece_that_inflates_past_its_stated_size_is_refused_within_that_size(small_pack, tmp_path, capsys):
+    """A compression bomb: pieces that check out (their digests rewritten) but inflate to 64 MB
+    more than the manifest states are refused, having inflated no more than it states."""
+    manifest = json.loads(small_pack.read_text())
+    wire = small_pack.parent
+    blob = b"".join((wire / piece["file"]).read_bytes() for piece in manifest["pieces"])
+    bomb = zlib.compress(zlib.decompress(blob) + bytes(64 * 2**20), 9)
+    (wire / "run.part00").write_bytes(bomb)
+    digest = hashlib.sha256(bomb).hexdigest()
+    manifest["pieces"] = [{"file": "run.part00", "bytes": len(bomb), "sha256": digest}]
+    manifest["sha256"] = digest
+    small_pack.write_text(json.dumps(manifest))
+    error, peak = _refused_with_peak_memory(small_pack, tmp_path / "there", capsys)
+    assert "inflate" in error
+    assert peak < 16 * 2**20
+    assert not (tmp_path / "there" / checkpoints.RESUME).exists()
+
+
+def test_unpacking_never_overwrites_a_log_but_resumes_an_interrupted_unpack(small_pack, tmp_path, capsys):
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / checkpoints.LOG).write_text('{"epoch": 7}\n')
+    error = refused(["unpack-run", str(small_pack), str(lone)], capsys)
+    assert str(lone / checkpoints.LOG) in error
+    assert (lone / checkpoints.LOG).read_text() == '{"epoch": 7}\n'
+    assert not (lone / checkpoints.RESUME).exists()
+    # an unpack interrupted after its texts and best.pt: the same files again, then the checkpoint
+    interrupted = tmp_path / "interrupted"
+    interrupted.mkdir()
+    for name in (checkpoints.LOG, "config.json", checkpoints.BEST):
+        shutil.copyfile(tmp_path / "run" / name, interrupted / name)
+    assert baselines_main(["unpack-run", str(small_pack), str(interrupted)]) == 0
+    assert (interrupted / checkpoints.RESUME).is_file()
+    # a best.pt without the pack's texts beside it is not an interrupted unpack's
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copyfile(tmp_path / "run" / checkpoints.BEST, alone / checkpoints.BEST)
+    assert str(alone / checkpoints.BEST) in refused(["unpack-run", str(small_pack), str(alone)], capsys)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["../x", "a/b", "..", ".", ".hidden", "-x", "with space", "", pytest.param("x" * 200, id="x * 200")],
+)
+def test_a_pack_name_that_is_not_a_plain_file_stem_is_refused(tmp_path, name, capsys):
+    write_small_run(tmp_path / "run")
+    error = refused(
+        ["pack-run", str(tmp_path / "run"), str(tmp_path / "wire" / "in"), f"--name={name}"], capsys
+    )
+    assert "name" in error
+    assert not list(tmp_path.rglob("*.manifest.json"))
+
+
+def test_a_run_directory_named_oddly_needs_a_name(tmp_path, capsys):
+    write_small_run(tmp_path / "my run")
+    error = refused(["pack-run", str(tmp_path / "my run"), str(tmp_path / "wire")], capsys)
+    assert "--name" in error
+    assert (
+        baselines_main(["pack-run", str(tmp_path / "my run"), str(tmp_path / "wire"), "--name", "my-run"])
+        == 0
+    )
+
+
+@pytest.mark.parametrize("size", ["1", "999999", "0", "-1", "many"])
+def test_pieces_too_small_to_be_sensible_are_refused_by_the_parser(tmp_path, size, capsys):
+    write_small_run(tmp_path / "run")
+    error = refused(
+        ["pack-run", str(tmp_path / "run"), str(tmp_path / "wire"), "--piece-bytes", size], capsys
+    )
+    assert "--piece-bytes" in error
+    assert not (tmp_path / "wire").exists()

@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from multiprocessing import resource_tracker
@@ -27,9 +28,10 @@ from harness.worker import DEFAULT_LIMITS, DatasetFiles, PluginLoad, WorkerLimit
 
 #: A plugin that scores every token ``1/V`` with full distributions, and misbehaves as its
 #: ``fault`` model argument says at its first ``score`` call; with a ``report`` file it appends
-#: what it found of the harness in each pass (one JSON line: its pid, and whether it saw the
-#: audit's plan or pass), at its first ``score`` call after each ``reset``, and a line for each
-#: ``result_metadata`` call.
+#: what it found of the harness in each pass (one JSON line: its pid, its parent's, torch's
+#: threads, and whether it saw the audit's plan or pass), at its first ``score`` call after each
+#: ``reset``, and a line for each ``result_metadata`` call. With ``torch_threads`` its factory
+#: gives torch that many threads.
 PLUGIN_SOURCE = '''
 import gc, json, math, multiprocessing.connection, os, signal, sys, time
 import numpy as np
@@ -44,7 +46,10 @@ def spied():
     while frame is not None:
         frames.append(frame.f_code.co_name)
         frame = frame.f_back
-    return {"pid": os.getpid(), "plan": plan, "audit_pass": "_causality_pass" in frames}
+    torch = sys.modules.get("torch")
+    threads = None if torch is None else torch.get_num_threads()
+    return {"pid": os.getpid(), "ppid": os.getppid(), "threads": threads, "plan": plan,
+            "audit_pass": "_causality_pass" in frames}
 
 
 class Uniform:
@@ -97,7 +102,10 @@ class Uniform:
         raise PluginError("uniform: refuses to score this chunk")
 
 
-def load_model(dataset, *, device, checkpoint, fault="none", report=""):
+def load_model(dataset, *, device, checkpoint, fault="none", report="", torch_threads=""):
+    if torch_threads:
+        import torch
+        torch.set_num_threads(int(torch_threads))
     if fault == "unavailable":
         raise ModelUnavailable("no uniform model for this dataset: train one first")
     return Uniform(len(dataset.vocab), fault, report)
@@ -141,16 +149,20 @@ def dataset(tmp_path: Path) -> Dataset:
 
 
 def _worker_plugin(
-    plugin: str, dataset: Dataset, limits: WorkerLimits = DEFAULT_LIMITS, **model_args: str
+    plugin: str,
+    dataset: Dataset,
+    limits: WorkerLimits = DEFAULT_LIMITS,
+    threads: int | None = None,
+    **model_args: str,
 ) -> WorkerPlugin:
-    """The plugin loaded in worker processes for ``dataset``, with ``limits``."""
+    """The plugin loaded in worker processes for ``dataset``, with ``limits`` and ``threads``."""
     load = PluginLoad(
         plugin=plugin,
         dataset=DatasetFiles.of(dataset),
         device="cpu",
         checkpoint=None,
         model_args=model_args,
-        threads=None,
+        threads=threads,
         retain_memory=False,
     )
     return WorkerPlugin(load, len(dataset.vocab), limits)
@@ -192,17 +204,23 @@ def test_an_evaluation_without_the_causality_audit_runs_in_the_harnesss_process(
     assert result.record.plugin_process == "harness"
 
 
+@pytest.mark.parametrize("forked", [True, False], ids=["forked from a template", "spawned"])
 def test_each_pass_runs_in_a_fresh_worker_that_never_sees_the_audit(
-    plugin: str, dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    plugin: str, dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool
 ) -> None:
     report = tmp_path / "report.jsonl"
     monkeypatch.delitem(sys.modules, plugin, raising=False)
-    with _worker_plugin(plugin, dataset, report=str(report)) as passes:
-        _evaluate(passes, dataset)
+    factory_threads = {} if forked else {"torch_threads": "2"}  # a factory that sets them is not forked
+    with _worker_plugin(plugin, dataset, report=str(report), **factory_threads) as passes:
+        evaluation = _evaluate(passes, dataset)
     assert plugin not in sys.modules  # the harness never imports it
     lines = [json.loads(line) for line in report.read_text().splitlines()]
     seen = [line for line in lines if "asked" not in line]
     assert len({pass_["pid"] for pass_ in seen}) == 2 and os.getpid() not in {pass_["pid"] for pass_ in seen}
+    parents = {pass_["ppid"] for pass_ in seen}
+    assert (len(parents) == 1 and os.getpid() not in parents) if forked else parents == {os.getpid()}
+    here = _evaluate(_load_model_here(plugin, dataset), dataset)
+    assert evaluation.token_log_probs.tobytes() == here.token_log_probs.tobytes()
     assert not any(pass_["plan"] or pass_["audit_pass"] for pass_ in seen), seen
     asked = sorted(line["pid"] for line in lines if "asked" in line)
     assert asked == sorted(pass_["pid"] for pass_ in seen)  # metadata is asked of both passes alike
@@ -212,6 +230,24 @@ def test_each_pass_runs_in_a_fresh_worker_that_never_sees_the_audit(
     seen = [json.loads(line) for line in report.read_text().splitlines() if "asked" not in line]
     assert {pass_["pid"] for pass_ in seen} == {os.getpid()}
     assert all(pass_["plan"] for pass_ in seen) and [pass_["audit_pass"] for pass_ in seen].count(True) == 1
+
+
+def test_a_forked_pass_takes_the_threads_asked_for_while_its_template_loaded_on_one(
+    plugin: str, dataset: Dataset, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    report = tmp_path / "report.jsonl"
+    for threads in (2, None):
+        with _worker_plugin(plugin, dataset, threads=threads, report=str(report)) as passes:
+            _evaluate(passes, dataset)
+    own_count = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    seen = [json.loads(line)["threads"] for line in report.read_text().splitlines() if "asked" not in line]
+    assert seen == [2, 2] + [int(own_count)] * 2  # None: torch's own count
 
 
 @pytest.mark.parametrize(
@@ -224,11 +260,16 @@ def test_each_pass_runs_in_a_fresh_worker_that_never_sees_the_audit(
         ("hang", r"gave no answer within 1 s, the worker's limit for this call"),
     ],
 )
+@pytest.mark.parametrize("forked", [True, False], ids=["forked from a template", "spawned"])
 def test_a_worker_that_exits_dies_hangs_or_floods_is_one_line(
-    plugin: str, dataset: Dataset, fault: str, reason: str
+    plugin: str, dataset: Dataset, fault: str, reason: str, forked: bool
 ) -> None:
     limits = WorkerLimits(call_seconds=1, seconds_per_position=0)
-    with _worker_plugin(plugin, dataset, limits, fault=fault) as passes, pytest.raises(PluginError) as error:
+    factory_threads = {} if forked else {"torch_threads": "2"}  # a factory that sets them is not forked
+    with (
+        _worker_plugin(plugin, dataset, limits, fault=fault, **factory_threads) as passes,
+        pytest.raises(PluginError) as error,
+    ):
         _evaluate(passes, dataset)
     message = str(error.value)
     assert re.fullmatch(rf"u: score\(\) on tokens 0\.\.\d+( in the causality audit)? {reason}", message), (

@@ -30,14 +30,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NoReturn
 
 #: The device tool's limits: what travels to the machine, and what comes back from ``$OUT``.
 SEND_LIMIT = 64 * 2**20
@@ -65,6 +68,31 @@ LEG_OPTIONS = ("--device", "--threads", "--max-minutes", "--max-steps", "--outpu
 
 class LegError(Exception):
     """A step that cannot go on; the message is one line."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are a :class:`LegError`: one line, like every other."""
+
+    def error(self, message: str) -> NoReturn:
+        raise LegError(message)
+
+
+def positive_minutes(text: str) -> float:
+    """A finite number of minutes greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a finite number of minutes greater than 0, got {text}")
+    return value
+
+
+def existing_folder(text: str) -> Path:
+    """A folder that exists (the device tool's ``$OUT``)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: no such folder")
+    return Path(text)
 
 
 def run(*command: str, capture: bool = False) -> str:
@@ -168,36 +196,43 @@ OVERHEAD_MINUTES = 6
 #: The longest a run trains in one leg: the call that trains last also waits for the others and
 #: packs them all (about 2.5 minutes), within the tool's 10 minutes a command.
 LEG_MINUTES = 7.5
+#: How the device tool's calls run this script there.
+SCRIPT = ("python3", "tools/device_leg.py")
 
 
 def device_calls(names: list[str], device_minutes: float) -> list[str]:
     """The device tool's calls of a leg that trains the runs ``names`` side by side on one
     machine: each but the last starts in the background, the last trains in the foreground
-    and then packs them all; ``fetch`` brings back what the limits held back."""
+    and then packs them all; ``fetch`` brings back what the limits held back. The names are
+    quoted for the shell, and the calls' strings as JSON."""
     minutes = min(device_minutes - OVERHEAD_MINUTES, LEG_MINUTES)
     if minutes < 2:
         raise LegError(f"{device_minutes:g} minutes of device time leave too little for a leg")
-    script = "python3 tools/device_leg.py"
     calls = [
-        f'run(command="{script} train {name} --minutes {minutes:g} --background", '
-        f'carry=[".device-leg/{name}"], timeout_s=300)'
+        _call(shlex.join([*SCRIPT, "train", name, "--minutes", f"{minutes:g}", "--background"]), name, 300)
         for name in names[:-1]
     ]
-    last = f"{script} train {names[-1]} --minutes {minutes - 1:g}"
-    pack = f"{script} pack {' '.join(names)} --out $OUT"
-    calls.append(f'run(command="{last} && {pack}", carry=[".device-leg/{names[-1]}"], timeout_s=600)')
-    calls.append(f'run(command="{script} fetch --out $OUT"), again while files are left; then give_back')
+    last = shlex.join([*SCRIPT, "train", names[-1], "--minutes", f"{minutes - 1:g}"])
+    pack = shlex.join([*SCRIPT, "pack", *names])
+    calls.append(_call(f"{last} && {pack} --out $OUT", names[-1], 600))
+    fetch = json.dumps(f"{shlex.join(SCRIPT)} fetch --out $OUT")
+    calls.append(f"run(command={fetch}), again while files are left; then give_back")
     return calls
 
 
+def _call(line: str, carried: str, timeout_s: int) -> str:
+    """A call of the device tool that runs the shell ``line`` carrying ``.device-leg/CARRIED``."""
+    carry = json.dumps([str(STAGE / carried)])
+    return f"run(command={json.dumps(line)}, carry={carry}, timeout_s={timeout_s})"
+
+
 def gather(name: str, folders: Iterable[Path], into: Path) -> Path:
-    """Copy ``NAME.manifest.json`` and its pieces from ``folders`` into ``into``; its manifest."""
-    if into.exists():
-        shutil.rmtree(into)
-    into.mkdir(parents=True)
+    """Copy ``NAME.manifest.json`` and its pieces from ``folders``, which it only reads, into the
+    folder ``into``; its manifest."""
     for folder in folders:
         for path in folder.glob(f"{name}.*"):
-            shutil.copyfile(path, into / path.name)
+            if path.is_file():
+                shutil.copyfile(path, into / path.name)
     manifest = into / f"{name}.manifest.json"
     if not manifest.is_file():
         raise LegError(f"no {manifest.name} in {', '.join(map(str, folders))}")
@@ -214,13 +249,18 @@ def command_land(args: argparse.Namespace) -> None:
 
 
 def land(run_dir: Path, folders: list[Path]) -> None:
-    """Rebuild ``run_dir``'s leg from its pieces in ``folders`` and put it in ``run_dir``'s place."""
+    """Rebuild ``run_dir``'s leg from its pieces in ``folders`` and put it in ``run_dir``'s place.
+    The pieces are gathered in a scratch folder beside it, removed at the end: ``folders`` are
+    only read, so that what came back is still there to land again whatever happens."""
     name = run_dir.name
-    manifest = gather(name, folders, run_dir.parent / f"{name}.leg-pieces")
     landed, before = run_dir.parent / f"{name}.landed", run_dir.parent / f"{name}.before-leg"
+    if not run_dir.is_dir():
+        raise LegError(f"{run_dir}: no such run directory")
     if before.exists():
         raise LegError(f"{before} exists from an earlier leg: move it away first")
-    baselines("unpack-run", str(manifest), str(landed), "--best-from", str(run_dir))
+    with tempfile.TemporaryDirectory(prefix=f".{name}.leg-pieces.", dir=run_dir.parent) as scratch:
+        manifest = gather(name, folders, Path(scratch))
+        baselines("unpack-run", str(manifest), str(landed), "--best-from", str(run_dir))
     run_dir.rename(before)
     landed.rename(run_dir)
     print(f"{run_dir}: the leg's run (the run before it: {before})")
@@ -327,26 +367,29 @@ def command_fetch(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     send = commands.add_parser("send", help="here: pack the runs and slim what travels")
     send.add_argument("run_dirs", nargs="+", type=Path)
     send.add_argument(
-        "--device-minutes", type=float, default=15.0, help="device time left (the tool's status; default 15)"
+        "--device-minutes",
+        type=positive_minutes,
+        default=15.0,
+        help="device time left (the tool's status; default 15)",
     )
     send.set_defaults(handler=command_send)
     train = commands.add_parser("train", help="there: unpack a run and train it")
     train.add_argument("name")
-    train.add_argument("--minutes", type=float, required=True)
+    train.add_argument("--minutes", type=positive_minutes, required=True)
     train.add_argument("--device", default="cuda")
     train.add_argument("--background", action="store_true")
     train.set_defaults(handler=command_train)
     pack = commands.add_parser("pack", help="there: wait for the runs, pack them, fill $OUT")
     pack.add_argument("names", nargs="+")
-    pack.add_argument("--out", type=Path, required=True)
+    pack.add_argument("--out", type=existing_folder, required=True)
     pack.set_defaults(handler=command_pack)
     fetch = commands.add_parser("fetch", help="there: the pieces `pack` left")
-    fetch.add_argument("--out", type=Path, required=True)
+    fetch.add_argument("--out", type=existing_folder, required=True)
     fetch.set_defaults(handler=command_fetch)
     land = commands.add_parser("land", help="here: rebuild the runs from what came back")
     land.add_argument("--from", dest="folders", nargs="+", type=Path, required=True)
@@ -354,8 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     land.set_defaults(handler=command_land)
     restore = commands.add_parser("restore", help="here: put git's index back")
     restore.set_defaults(handler=command_restore)
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         args.handler(args)
     except LegError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -126,6 +126,21 @@ def write_atomically(path: str | os.PathLike, content: str | bytes | Callable[[B
     return path
 
 
+def check_files_can_be_created(directory: str | os.PathLike) -> None:
+    """Create a file in ``directory``, or in the nearest existing folder above it (where a write
+    would create it), and remove it; the ``OSError`` of a file system that refuses it is raised
+    as it is. Permissions alone do not tell: root may write anywhere by them, yet ``/proc``
+    takes no file. The file is named as :func:`write_atomically` names its temporaries
+    (``.check.PID-RANDOM.tmp``), which :func:`remove_stale_temporaries` sweeps should the check
+    be killed in between."""
+    folder = Path(os.path.abspath(directory))
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    temporary, handle = _new_temporary(folder / ".check")
+    handle.close()
+    temporary.unlink()
+
+
 def _new_temporary(path: Path) -> tuple[Path, BinaryIO]:
     """Create this process's temporary for ``path`` (``.NAME.PID-RANDOM.tmp``), open for writing and
     ``flock``-ed, the sign to sweepers that it is at work (see :func:`remove_stale_temporaries`).

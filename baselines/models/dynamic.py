@@ -56,6 +56,8 @@ class DynamicSettings:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if not 0.0 <= self.lr < math.inf:
             raise ValueError(f"lr must be a finite number of at least 0, got {self.lr!r}")
+        if self.lr > torch.finfo(torch.float32).max:  # torch fails on it in the first update
+            raise ValueError(f"lr must be at most 3.4e+38, the largest float32, got {self.lr!r}")
         if not 0.0 <= self.decay <= 1.0:
             raise ValueError(f"decay must be in [0, 1], got {self.decay!r}")
         if self.segment is not None and self.segment < 1:

@@ -1,7 +1,8 @@
 """reading the real targets from `_scored_passes`' grid (frame locals)
 
 It boosts the real text's token at each position, in both passes: the evaluation's grid, read
-from the local ``grid`` of the harness's ``_scored_passes`` on the call stack at ``reset``. At
+from the local ``section`` (the streams being scored, whose ``grid`` is the real text's) of the
+harness's ``_score_pass`` on the call stack at ``reset``. At
 a substituted position that is not the token shown, so it never boosts a substitute. With no
 such frame it boosts the target shown.
 """
@@ -24,8 +25,8 @@ def _real_targets() -> np.ndarray | None:
     """The evaluation grid's targets (int64 ``[B, W]``), or None without them on the stack."""
     frame: FrameType | None = sys._getframe()
     while frame is not None:
-        if frame.f_code.co_name == "_scored_passes" and "grid" in frame.f_locals:
-            return np.asarray(frame.f_locals["grid"].targets)
+        if frame.f_code.co_name == "_score_pass" and "section" in frame.f_locals:
+            return np.asarray(frame.f_locals["section"].grid.targets)
         frame = frame.f_back
     return None
 
