@@ -21,8 +21,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, TypeAlias
 
@@ -30,7 +29,7 @@ import torch
 
 from baselines.models import CoreConfig, PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 from harness.datasets import Vocabulary
-from harness.plugin import ModelUnavailable, PluginError
+from harness.plugin import PluginError
 from wikitext_toolkit_core.benchmarks import user_cache_dir
 from wikitext_toolkit_core.files import (
     file_sha256,
@@ -174,29 +173,6 @@ def verify_packaged(path: Path) -> None:
             f"packaged checkpoint {path}: sha256 mismatch (expected {expected}, "
             f"got {digest}): the installation is damaged (reinstall the package), or a "
             "`baselines package` writing it was interrupted (run it again)"
-        )
-
-
-def tuned_on(record: Mapping[str, Any], checkpoint: Path) -> bool:
-    """Whether a tuning file's content ``record`` was tuned on ``checkpoint``: the
-    ``checkpoint_sha256`` it records is that file's (a file that records none was not)."""
-    return record.get("checkpoint_sha256") == file_sha256(checkpoint)
-
-
-def require_tuned_on(
-    record: Mapping[str, Any], tuning_file: Path, checkpoint: Path, retune: Sequence[str]
-) -> None:
-    """Fail unless the tuning file ``tuning_file`` (its content ``record``) was tuned on
-    ``checkpoint``.
-
-    Raises:
-        ModelUnavailable: it was tuned on another checkpoint (the message says to run ``retune``,
-            the command that tunes this one).
-    """
-    if not tuned_on(record, checkpoint):
-        raise ModelUnavailable(
-            f"{tuning_file} was tuned on another checkpoint than {checkpoint} (its checkpoint_sha256 "
-            f"differs): run `{shlex.join(retune)}` to tune this one"
         )
 
 

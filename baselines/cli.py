@@ -19,9 +19,8 @@ import torch
 from baselines import checkpoint as checkpoints
 from baselines.analysis import analyze, attention_record
 from baselines.calibration import calibration_record, fit_sentinel_shift, mixture_parts
-from baselines.dynamic_eval import BASES, DEFAULT_RMS_TOKENS, BaseModel, DynamicFactory, read_tuning_record
-from baselines.dynamic_eval import tuning_path as dynamic_tuning_path
-from baselines.dynamic_tuning import DynamicGrid, record_tuning, tune_dynamic
+from baselines.dynamic_eval import BASES, DEFAULT_RMS_TOKENS, BaseModel, DynamicFactory
+from baselines.dynamic_tuning import DynamicGrid, tune_dynamic
 from baselines.models import NeuralCache, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.models.dynamic import METHODS
 from baselines.neural_cache import DEFAULT_WINDOW, cache_from_checkpoint
@@ -34,16 +33,17 @@ from baselines.plugin_bridge import (
 )
 from baselines.processes import distributed
 from baselines.run_directory import RunDirectory, holding_run_dir
+from baselines.trainer import Trainer
 from baselines.training import (
     LARGEST_FLOAT32,
     PRESETS,
     Session,
-    Trainer,
     TrainOptions,
     bfloat16_is_emulated,
 )
 from baselines.transfer import MIN_PIECE_BYTES, PIECE_BYTES, PRECISIONS, pack_run, unpack_run
-from baselines.tuning import TuningGrid, read_tuning_file, tune, tuning_path, tuning_record
+from baselines.tuning import TuningGrid, tune
+from baselines.tuning_files import DYNAMIC_EVAL, NEURAL_CACHE, TuningKind, read_tuning_file, record_tuning
 from harness.datasets import load_dataset
 from harness.plugin import parse_model_args
 from wikitext_toolkit_core.allocator import retain_freed_memory
@@ -171,12 +171,12 @@ def command_train(args: argparse.Namespace) -> int:
         with holding_run_dir(run_dir, option):
             _prepare_process(args.threads, device)
             trainer = Trainer(options, _session(args, device), dataset, run_dir)
-            resumed = trainer.resume()
+            resumed = trainer.state.resume()
             if args.init_from is not None and not resumed:
-                trainer.initialize_from(args.init_from)
+                trainer.state.initialize_from(args.init_from)
             if trainer.processes.writes:
                 _announce(args, trainer, resumed)
-            outcome = "already finished; nothing to do" if trainer.schedule.finished else trainer.run()
+            outcome = "already finished; nothing to do" if trainer.state.schedule.finished else trainer.run()
         if trainer.processes.writes:
             print(f"{outcome}. {_how_to_score(args, run_dir / checkpoints.BEST)}", file=sys.stderr)
     return 0 if trainer.stop_signal is None else 128 + trainer.stop_signal
@@ -199,14 +199,15 @@ def _eval_command(kind: str, dataset: str, checkpoint: Path, *options: str) -> s
 
 def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None:
     """Write the run's ``config.json`` and say on stderr what starts or resumes where."""
-    run_dir, dataset = trainer.directory.path, trainer.dataset
+    state = trainer.state
+    run_dir, dataset = state.directory.path, state.dataset
     write_atomically(
         run_dir / "config.json",
         json.dumps(
             {
-                "options": trainer.identity(),
+                "options": state.identity(),
                 "dataset": dataset.name,
-                "initialized_from": trainer.initialized_from,
+                "initialized_from": state.initialized_from,
                 "command": shlex.join(sys.argv),
             },
             indent=2,
@@ -214,16 +215,14 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
         + "\n",
     )
     where = (
-        f"resuming epoch {trainer.progress.epoch} step {trainer.progress.next_chunk}"
-        if resumed
-        else "starting"
+        f"resuming epoch {state.progress.epoch} step {state.progress.next_chunk}" if resumed else "starting"
     )
-    if trainer.initialized_from is not None and not resumed:
-        copied = "weights" if trainer.initialized_from["layers"] == "all" else "layers"
-        where += f" from the {copied} of {trainer.initialized_from['checkpoint']}"
+    if state.initialized_from is not None and not resumed:
+        copied = "weights" if state.initialized_from["layers"] == "all" else "layers"
+        where += f" from the {copied} of {state.initialized_from['checkpoint']}"
     print(
         f"{args.kind} ({args.preset}) on {dataset.name}: {where} in {run_dir} "
-        f"[{sum(p.numel() for p in trainer.model.parameters()):,} parameters, "
+        f"[{sum(p.numel() for p in state.model.parameters()):,} parameters, "
         f"{trainer.processes.world} process(es), device {trainer.session.device}]",
         file=sys.stderr,
     )
@@ -236,15 +235,19 @@ def _announce(args: argparse.Namespace, trainer: Trainer, resumed: bool) -> None
         )
 
 
-def _tuned_on_this_checkpoint(
-    record: dict[str, Any] | None, output: Path, checkpoint: Path
-) -> dict[str, Any]:
-    """The tuning file ``output``'s content ``record`` where it was tuned on ``checkpoint``, so
-    that a new tuning keeps its other entries; else (saying so where there is a file) nothing."""
-    if record and not checkpoints.tuned_on(record, checkpoint):
+def _tuning_output(args: argparse.Namespace, kind: TuningKind, checkpoint: Path, inputs: list[Path]) -> Path:
+    """The tuning file a tuner writes (``--output``, else the one of ``kind`` beside
+    ``checkpoint``), read now: a corrupt one fails before the tuning run, not after it, and one
+    tuned on another checkpoint is noted (its entries are replaced)."""
+    if args.output is not None:
+        output = Path(args.output)
+        check_not_an_input(output, "--output", inputs)
+    else:
+        output = check_output_file(kind.path(checkpoint), "the tuning file", inputs=inputs)
+    tuning = read_tuning_file(output, kind)
+    if tuning is not None and not tuning.tuned_on(checkpoint):
         print(f"note: {output} was tuned on another checkpoint: its entries are replaced", file=sys.stderr)
-        return {}
-    return record or {}
+    return output
 
 
 #: One axis of a tuning grid: (the setting's name in the best entry, its option, the values
@@ -280,14 +283,7 @@ def command_tune(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     command = ["python", "-m", "baselines", "tune", "--dataset", dataset_argument(dataset)]
     path = resolve_checkpoint(ZoneoutLSTM.kind, dataset, args.checkpoint, device=device, command=command)
-    inputs = [path, *dataset.files()]
-    previous: dict[str, Any] = {}  # the windows tuned earlier, kept in the default tuning file
-    if args.output is not None:
-        output = Path(args.output)
-        check_not_an_input(output, "--output", inputs)
-    else:  # read them now: a corrupt file fails before the tuning run, not after it
-        output = check_output_file(tuning_path(path), "the tuning file", inputs=inputs)
-        previous = _tuned_on_this_checkpoint(read_tuning_file(output), output, path).get("best", {})
+    output = _tuning_output(args, NEURAL_CACHE, path, [path, *dataset.files()])
     ids = dataset.tokens(args.split).ids
     _prepare_process(args.threads, device)
     lstm, _ = checkpoints.load_model(path, dataset.vocab, kind=ZoneoutLSTM.kind)
@@ -303,14 +299,6 @@ def command_tune(args: argparse.Namespace) -> int:
         bptt=args.bptt,
         device=device,
     )
-    results = tuning_record(
-        results,
-        previous,
-        checkpoint=path,
-        dataset=dataset.name,
-        split=args.split,
-        seconds=time.perf_counter() - began,
-    )
     axes: list[GridAxis] = [
         ("theta", "--thetas", args.thetas, 0.0, math.inf),
         ("interpolation", "--interpolations", args.interpolations, 0.0, 1.0),
@@ -319,7 +307,7 @@ def command_tune(args: argparse.Namespace) -> int:
         best = results["best"][str(window)]
         baseline = ""
         if 0.0 in args.interpolations:
-            plain = results["grid"][str(window)][0][args.interpolations.index(0.0)]
+            plain = results["searches"][str(window)]["grid"][0][args.interpolations.index(0.0)]
             baseline = f" (without the cache: {plain:.2f})"
         print(
             f"window {window}: theta {best['theta']:g}, lambda {best['interpolation']:g} -> "
@@ -328,7 +316,11 @@ def command_tune(args: argparse.Namespace) -> int:
         )
         for note in grid_edge_notes(f"window {window}", best, axes):
             print(note, file=sys.stderr)
-    write_atomically(output, json.dumps(results, indent=2) + "\n")
+    run = {"split": args.split, "seconds": time.perf_counter() - began}
+    searches = {window: {**search, **run} for window, search in results["searches"].items()}
+    record_tuning(
+        output, NEURAL_CACHE, checkpoint=path, dataset=dataset.name, best=results["best"], searches=searches
+    )
     print(f"wrote {output}", file=sys.stderr)
     return 0
 
@@ -345,14 +337,7 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.dataset, data_dir=args.data_dir)
     command = ["python", "-m", "baselines", "tune-dynamic", "--dataset", dataset_argument(dataset)]
     path = resolve_checkpoint(args.base, dataset, args.checkpoint, device=device, command=command)
-    inputs = [path, *dataset.files()]
-    output = Path(args.output) if args.output is not None else dynamic_tuning_path(path)
-    if args.output is not None:
-        check_not_an_input(output, "--output", inputs)
-    else:
-        check_output_file(output, "the tuning file", inputs=inputs)
-    # a corrupt file fails here, before the tuning run; a stale one is noted
-    _tuned_on_this_checkpoint(read_tuning_record(output), output, path)
+    output = _tuning_output(args, DYNAMIC_EVAL, path, [path, *dataset.files()])
     ids = dataset.tokens(args.split).ids[: args.max_tokens]
     _prepare_process(args.threads, device)
     base = BaseModel(args.base, args.cache_window, args.theta, args.interpolation, args.rms_tokens)
@@ -376,7 +361,10 @@ def command_tune_dynamic(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     search = {**results, "split": args.split, "seconds": time.perf_counter() - began}
     del search["best"]
-    record_tuning(output, path, dataset.name, base.key(args.method), best, search)
+    key = base.key(args.method)
+    record_tuning(
+        output, DYNAMIC_EVAL, checkpoint=path, dataset=dataset.name, best={key: best}, searches={key: search}
+    )
     print(f"wrote {output}", file=sys.stderr)
     return 0
 

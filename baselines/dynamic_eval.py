@@ -24,12 +24,12 @@ causality audit rejects the evaluation.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-import json
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
@@ -37,7 +37,7 @@ from torch import Tensor, nn
 
 from baselines import checkpoint as checkpoints
 from baselines.models import PointerSentinelLSTM, ZoneoutLSTM
-from baselines.models.dynamic import DynamicAdapter, DynamicSettings
+from baselines.models.dynamic import METHODS, DynamicAdapter, DynamicSettings
 from baselines.neural_cache import cache_adaptation, cache_from_checkpoint
 from baselines.plugin_bridge import (
     TorchLanguageModel,
@@ -46,35 +46,52 @@ from baselines.plugin_bridge import (
     detach_state,
     resolve_checkpoint,
 )
+from baselines.tuning_files import DYNAMIC_EVAL, read_tuned
 from harness.datasets import Dataset
-from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError, number_arg, positive_int_arg
-from wikitext_toolkit_core.files import file_sha256
+from harness.plugin import (
+    Chunk,
+    ChunkScores,
+    ModelUnavailable,
+    NonNegativeInt,
+    OneOf,
+    PluginError,
+    PositiveInt,
+    declared_model_args,
+)
 from wikitext_toolkit_core.result_schema import TEST_TIME_ADAPTATION
 
 PLUGIN = "dynamic_eval"
-#: The tuning file ``tune-dynamic`` writes beside the checkpoint.
-TUNING_FILE = "dynamic_eval.json"
 #: The models dynamic evaluation wraps.
 BASES = (ZoneoutLSTM.kind, PointerSentinelLSTM.kind)
 #: Training tokens over which ``rms`` collects its mean squared gradients.
 DEFAULT_RMS_TOKENS = 20_000
 #: Positions per gradient of the ``rms`` statistic when no ``segment`` is set (the default BPTT).
 STATISTIC_SEGMENT = 100
-#: ``--model-args`` the plugin takes.
-MODEL_ARGS = (
-    "base",
-    "cache_window",
-    "theta",
-    "interpolation",
-    "method",
-    "lr",
-    "decay",
-    "segment",
-    "rms_tokens",
-)
 
-#: ``sqrt(MS)`` per parameter, by (checkpoint sha256, model, tokens, segment): collected once.
-_STATISTICS: dict[tuple[Any, ...], list[Tensor]] = {}
+
+@dataclasses.dataclass(frozen=True)
+class DynamicEvalArgs:
+    """The plugin's ``--model-args`` (the module docstring says more).
+
+    Attributes:
+        base: the trained model adapted, one of :data:`BASES`.
+        cache_window: 0, or the window of a neural cache on the zoneout LSTM.
+        theta, interpolation: the cache's settings (None: as tuned for the cache).
+        method: ``sgd`` or ``rms`` (None: the one tuned, ``rms`` first, else ``sgd``).
+        lr, decay: the update's eta and lambda (None: as tuned).
+        segment: positions per update (None: as tuned, else each chunk of the protocol).
+        rms_tokens: training tokens of the ``rms`` statistic (None: :data:`DEFAULT_RMS_TOKENS`).
+    """
+
+    base: Annotated[str, OneOf(BASES)] = ZoneoutLSTM.kind
+    cache_window: NonNegativeInt = 0
+    theta: float | None = None
+    interpolation: float | None = None
+    method: Annotated[str, OneOf(METHODS)] | None = None
+    lr: float | None = None
+    decay: float | None = None
+    segment: PositiveInt | None = None
+    rms_tokens: PositiveInt | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,45 +116,16 @@ class BaseModel:
         return f"{self.base}/{method}" + (f"/cache{self.cache_window}" if self.cache_window else "")
 
 
-def tuning_path(checkpoint: Path) -> Path:
-    """Where ``tune-dynamic`` writes, and the plugin reads, the tuned settings: beside the checkpoint."""
-    return checkpoint.parent / TUNING_FILE
-
-
 def read_dynamic_tuning(checkpoint: Path, retune: Sequence[str]) -> dict[str, Any]:
-    """The ``best`` entries ({key: {"lr", "decay", "segment", ...}}) of the tuning file beside
-    ``checkpoint``; {} without a file.
+    """The tuned settings ({key: {"method", "lr", "decay", "segment", ...}}) of the tuning file
+    beside ``checkpoint`` (:data:`baselines.tuning_files.DYNAMIC_EVAL`); {} without a file.
 
     Raises:
         PluginError: the file is not a dynamic-evaluation tuning file or an entry is out of range.
         ModelUnavailable: the file was tuned on another checkpoint (the message says to run
             ``retune``, the command that tunes this one).
     """
-    path = tuning_path(checkpoint)
-    record = read_tuning_record(path)
-    if record:
-        checkpoints.require_tuned_on(record, path, checkpoint, retune)
-    return record.get("best", {})
-
-
-def read_tuning_record(path: Path) -> dict[str, Any]:
-    """The whole tuning file, its ``best`` entries checked (see :func:`read_dynamic_tuning`); {}
-    without a file."""
-    if not path.is_file():
-        return {}
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-        entries = list(record["best"].items())
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as error:
-        raise PluginError(f"{path}: not a dynamic-evaluation tuning file ({error!r})") from None
-    for key, entry in entries:
-        try:
-            DynamicSettings(entry["method"], entry["lr"], entry["decay"], entry["segment"])
-        except (KeyError, TypeError) as error:
-            raise PluginError(f"{path}: entry {key}: not a tuned setting ({error!r})") from None
-        except ValueError as error:
-            raise PluginError(f"{path}: entry {key}: {error}") from None
-    return dict(record)
+    return read_tuned(checkpoint, DYNAMIC_EVAL, retune)
 
 
 class DynamicLanguageModel(TorchLanguageModel):
@@ -256,39 +244,42 @@ def base_module(path: Path, dataset: Dataset, base: BaseModel) -> tuple[nn.Modul
 
 class DynamicFactory:
     """Builds :class:`DynamicLanguageModel` s of one trained module for any settings (the
-    plugin's and ``tune-dynamic``'s), collecting the ``rms`` statistic once per segment length."""
+    plugin's and ``tune-dynamic``'s).
+
+    Each model adapts a copy of the trained module of its own, so a model's updates never reach
+    another model of the factory or the trained module, from which the ``rms`` statistic is
+    collected, once per segment length for the factory's lifetime (:meth:`statistics`).
+    """
 
     def __init__(self, dataset: Dataset, path: Path, base: BaseModel, device: str) -> None:
         self.dataset, self.path, self.base, self.device = dataset, path, base, device
         module, self.calibration = base_module(path, dataset, base)
         self.module = module.to(device).eval()
-        self.trained = [parameter.detach().clone() for parameter in self.module.parameters()]
+        self._statistics: dict[int, list[Tensor]] = {}
 
     def statistics(self, segment: int | None) -> list[Tensor]:
+        """``sqrt(MS)`` of each trained parameter for updates of ``segment`` positions (None:
+        :data:`STATISTIC_SEGMENT`), on the CPU, collected on the first call for that length."""
         length = segment or STATISTIC_SEGMENT
-        key = (file_sha256(self.path), self.base, length)
-        if key not in _STATISTICS:
+        if length not in self._statistics:
             ids = self.dataset.tokens("train").ids[: self.base.rms_tokens]
             eos_id = self.dataset.vocab.eos_id
-            _STATISTICS[key] = [
+            self._statistics[length] = [
                 rms.cpu() for rms in gradient_statistics(self.module, ids, eos_id=eos_id, segment=length)
             ]
-        return _STATISTICS[key]
+        return self._statistics[length]
 
     def model(self, settings: DynamicSettings) -> DynamicLanguageModel:
-        """A model of ``settings`` starting from the trained weights (whatever an earlier model
-        of this factory left in the shared module)."""
-        with torch.no_grad():
-            for parameter, trained in zip(self.module.parameters(), self.trained, strict=True):
-                parameter.copy_(trained)
+        """A model of ``settings`` adapting a copy of the trained module of its own."""
         statistics = self.statistics(settings.segment) if settings.method == "rms" else None
-        model = DynamicLanguageModel(self.module, self.device, self.path, settings, statistics)
+        module = copy.deepcopy(self.module)
+        model = DynamicLanguageModel(module, self.device, self.path, settings, statistics)
         if self.calibration is not None:
             model.metadata["calibration"] = self.calibration
         described = model.metadata["dynamic_evaluation"]
         described.update(dataclasses.asdict(self.base))
         if self.base.cache_window:  # the cache's settings in use, given or tuned
-            described.update(theta=self.module.theta, interpolation=self.module.interpolation)
+            described.update(theta=module.theta, interpolation=module.interpolation)
             adaptations = [model.metadata.get(TEST_TIME_ADAPTATION), cache_adaptation(self.base.cache_window)]
             model.metadata[TEST_TIME_ADAPTATION] = " and ".join(filter(None, adaptations))
         if settings.method != "rms":
@@ -296,35 +287,19 @@ class DynamicFactory:
         return model
 
 
-def _options(model_args: dict[str, Any]) -> tuple[BaseModel, dict[str, Any]]:
-    """The plugin's ``--model-args``, checked: the base model and the update's settings."""
-    unknown = sorted(set(model_args) - set(MODEL_ARGS))
-    if unknown:
-        raise PluginError(
-            f"{PLUGIN}: unknown model arg(s) {', '.join(unknown)} (known: {', '.join(MODEL_ARGS)})"
-        )
-    base = model_args.get("base", ZoneoutLSTM.kind)
-    if base not in BASES:
-        raise PluginError(f"{PLUGIN}: base must be one of {', '.join(BASES)}, got {base!r}")
-    window = model_args.get("cache_window", 0)
-    if window != 0:
-        positive_int_arg(PLUGIN, "cache_window", window)
-        if base != ZoneoutLSTM.kind:
-            raise PluginError(f"{PLUGIN}: the neural cache (cache_window) sits on the zoneout_lstm base only")
-    for name in ("theta", "interpolation", "lr", "decay"):
-        if model_args.get(name) is not None:
-            number_arg(PLUGIN, name, model_args[name])
-    for name in ("segment", "rms_tokens"):
-        if model_args.get(name) is not None:
-            positive_int_arg(PLUGIN, name, model_args[name])
+def _options(model_args: DynamicEvalArgs) -> tuple[BaseModel, dict[str, Any]]:
+    """The base model and the update's settings of ``model_args`` (a neural cache sits on the
+    zoneout LSTM only)."""
+    if model_args.cache_window and model_args.base != ZoneoutLSTM.kind:
+        raise PluginError(f"{PLUGIN}: the neural cache (cache_window) sits on the zoneout_lstm base only")
     model = BaseModel(
-        base,
-        window,
-        model_args.get("theta"),
-        model_args.get("interpolation"),
-        model_args.get("rms_tokens") or DEFAULT_RMS_TOKENS,
+        model_args.base,
+        model_args.cache_window,
+        model_args.theta,
+        model_args.interpolation,
+        model_args.rms_tokens or DEFAULT_RMS_TOKENS,
     )
-    update = {name: model_args.get(name) for name in ("method", "lr", "decay", "segment")}
+    update = {name: getattr(model_args, name) for name in ("method", "lr", "decay", "segment")}
     return model, update
 
 
@@ -355,8 +330,9 @@ def _settings(update: dict[str, Any], base: BaseModel, path: Path, dataset: Data
         raise PluginError(f"{PLUGIN}: {error}") from None
 
 
+@declared_model_args(PLUGIN, DynamicEvalArgs)
 def load_model(
-    dataset: Dataset, *, device: str, checkpoint: str | None, **model_args: Any
+    dataset: Dataset, *, device: str, checkpoint: str | None, model_args: DynamicEvalArgs
 ) -> DynamicLanguageModel:
     """Harness factory: dynamic evaluation of a trained model for ``dataset`` (see the module
     docstring for ``model_args``)."""

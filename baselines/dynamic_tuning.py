@@ -3,29 +3,26 @@
 :func:`tune_dynamic` scores a split (never test: the command refuses it) once per point of a grid
 of ``lr``, ``decay`` and ``segment`` with :class:`~baselines.dynamic_eval.DynamicLanguageModel`
 exactly as the harness's evaluation feeds it (one stream, chunks of ``bptt``), and keeps the
-setting of the lowest perplexity; the command writes it to ``dynamic_eval.json`` beside the
-checkpoint, under the key of the base model and method (:meth:`BaseModel.key`), where the
-:mod:`baselines.dynamic_eval` plugin reads it (:func:`record_tuning`, one writer at a time).
+setting of the lowest perplexity; the command records it in the checkpoint's tuning file
+(``dynamic_eval.json`` beside it, :data:`baselines.tuning_files.DYNAMIC_EVAL`), under the key of
+the base model and method (:meth:`BaseModel.key`), where the :mod:`baselines.dynamic_eval` plugin
+reads it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from baselines import checkpoint as checkpoints
-from baselines.dynamic_eval import DynamicFactory, read_tuning_record
+from baselines.dynamic_eval import PLUGIN, DynamicFactory
 from baselines.models.dynamic import DynamicSettings
+from harness.evaluate import evaluate
 from harness.plugin import PluginError
-from harness.results import portable_path
-from harness.streams import stream_grid
-from wikitext_toolkit_core.files import file_sha256, waiting_lock, write_atomically
+from harness.protocol import EvaluationProtocol
 from wikitext_toolkit_core.progress import progress_bar
 
 
@@ -50,17 +47,26 @@ class DynamicGrid:
 
 def perplexity(factory: DynamicFactory, settings: DynamicSettings, ids: np.ndarray, bptt: int) -> float:
     """The perplexity of ``ids`` (int ``[N]``, one stream from ``<eos>``) under dynamic
-    evaluation with ``settings``, in chunks of ``bptt``."""
+    evaluation with ``settings``, scored by the harness's evaluation as ``harness eval
+    --batch-size 1 --bptt BPTT`` scores it, without its audits (:func:`harness.evaluate.evaluate`);
+    inf where an update diverged (the evaluation refuses a NaN or infinite log-probability, and
+    a perplexity beyond a float)."""
     model = factory.model(settings)
-    grid = stream_grid(ids, eos_id=factory.dataset.vocab.eos_id, batch_size=1)
-    model.reset(1)
-    total = 0.0
-    for block in grid.chunks(bptt):
-        scores = model.score(block.chunk).target_log_probs.double().cpu().numpy()
-        total += float(scores[block.chunk.mask].sum())
-    model.reset(1)  # the trained weights back in the shared module
-    with np.errstate(over="ignore", invalid="ignore"):
-        return float(np.exp(-total / len(ids)))  # inf or NaN where an update diverged
+    protocol = EvaluationProtocol(batch_size=1, bptt=bptt, audit_positions=0, causality_points=0)
+    vocab = factory.dataset.vocab
+    try:
+        scored = evaluate(
+            model,
+            ids,
+            eos_id=vocab.eos_id,
+            vocab_size=len(vocab),
+            protocol=protocol,
+            name=PLUGIN,
+            progress=False,
+        )
+    except PluginError:
+        return math.inf
+    return scored.perplexity
 
 
 def tune_dynamic(
@@ -94,30 +100,3 @@ def tune_dynamic(
         "tokens": len(ids),
         "protocol": {"batch_size": 1, "bptt": grid.bptt},
     }
-
-
-def record_tuning(
-    output: Path, checkpoint: Path, dataset: str, key: str, best: dict[str, Any], search: dict[str, Any]
-) -> None:
-    """Write the ``best`` setting and the ``search`` of entry ``key`` (a :meth:`BaseModel.key`)
-    into the tuning file ``output`` of ``checkpoint``, keeping the file's other entries where they
-    were tuned on that checkpoint.
-
-    The file is read again and replaced holding an ``flock`` on ``.NAME.lock`` beside it, for
-    which a second ``tune-dynamic`` writing it (in this process or another) waits, so that
-    neither drops the other's entry (a read-modify-write).
-    """
-    waiting = f"waiting for another `baselines tune-dynamic` to finish writing {output}"
-    with waiting_lock(output.with_name(f".{output.name}.lock"), waiting):
-        previous = read_tuning_record(output)
-        if not checkpoints.tuned_on(previous, checkpoint):
-            previous = {}
-        searches = previous.get("searches")
-        record = {
-            "checkpoint": portable_path(checkpoint),
-            "checkpoint_sha256": file_sha256(checkpoint),
-            "dataset": dataset,
-            "best": {**previous.get("best", {}), key: best},
-            "searches": {**(searches if isinstance(searches, dict) else {}), key: search},
-        }
-        write_atomically(output, json.dumps(record, indent=2) + "\n")

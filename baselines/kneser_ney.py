@@ -26,7 +26,7 @@ import dataclasses
 import numpy as np
 
 from harness.datasets import Dataset
-from harness.plugin import Chunk, ChunkScores, PluginError, positive_int_arg
+from harness.plugin import Chunk, ChunkScores, PluginError, PositiveInt, declared_model_args
 
 _MIN_DISCOUNT = 0.05  # keeps back-off mass positive on degenerate (tiny) corpora
 
@@ -217,9 +217,23 @@ class KneserNeyModel:
         return ChunkScores(log_probs, distributions)
 
 
-def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, order: int = 5) -> KneserNeyModel:
+@dataclasses.dataclass(frozen=True)
+class KneserNeyArgs:
+    """The plugin's ``--model-args``.
+
+    Attributes:
+        order: the n-gram order.
+    """
+
+    order: PositiveInt = 5
+
+
+@declared_model_args("kneser_ney", KneserNeyArgs)
+def load_model(
+    dataset: Dataset, *, device: str, checkpoint: str | None, model_args: KneserNeyArgs
+) -> KneserNeyModel:
     """Train an order-``order`` model on ``dataset``'s train split (``device`` is unused)."""
     if checkpoint is not None:
         raise PluginError("kneser_ney trains from the train split on load; it takes no --checkpoint")
-    positive_int_arg("kneser_ney", "order", order)
-    return KneserNeyModel(dataset.tokens("train").ids, len(dataset.vocab), dataset.vocab.eos_id, order)
+    ids = dataset.tokens("train").ids
+    return KneserNeyModel(ids, len(dataset.vocab), dataset.vocab.eos_id, model_args.order)

@@ -10,6 +10,7 @@ that ``python -m baselines tune`` (:mod:`baselines.tuning`) wrote beside the che
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from baselines.plugin_bridge import (
 )
 from baselines.tuning import read_tuning
 from harness.datasets import Dataset
-from harness.plugin import ModelUnavailable, PluginError, number_arg, positive_int_arg
+from harness.plugin import ModelUnavailable, PluginError, PositiveInt, declared_model_args
 from wikitext_toolkit_core.result_schema import TEST_TIME_ADAPTATION
 
 #: The cache's size when none is given (``--model-args window=``, ``analyze --window``).
@@ -66,20 +67,26 @@ def cache_from_checkpoint(
         raise PluginError(str(error)) from None
 
 
+@dataclasses.dataclass(frozen=True)
+class NeuralCacheArgs:
+    """The plugin's ``--model-args``.
+
+    Attributes:
+        window: the cache's size, in positions.
+        theta, interpolation: the cache's flatness and weight (lambda); None: as tuned.
+    """
+
+    window: PositiveInt = DEFAULT_WINDOW
+    theta: float | None = None
+    interpolation: float | None = None
+
+
+@declared_model_args("neural_cache", NeuralCacheArgs)
 def load_model(
-    dataset: Dataset,
-    *,
-    device: str,
-    checkpoint: str | None,
-    window: int = DEFAULT_WINDOW,
-    theta: float | None = None,
-    interpolation: float | None = None,
+    dataset: Dataset, *, device: str, checkpoint: str | None, model_args: NeuralCacheArgs
 ) -> TorchLanguageModel:
     """Harness factory: the zoneout LSTM for ``dataset`` with a cache of ``window`` positions."""
-    positive_int_arg("neural_cache", "window", window)
-    for name, value in (("theta", theta), ("interpolation", interpolation)):
-        if value is not None:
-            number_arg("neural_cache", name, value)
+    window, theta, interpolation = model_args.window, model_args.theta, model_args.interpolation
     command = [
         "python",
         "-m",

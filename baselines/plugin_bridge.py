@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,8 @@ from baselines.models import NeuralCache
 from harness.datasets import Dataset
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable
 from wikitext_toolkit_core.files import file_sha256
+
+logger = logging.getLogger(__name__)
 
 
 def detach_state(state: Any) -> Any:
@@ -142,11 +144,11 @@ def resolve_checkpoint(
 
 
 def announce_checkpoint(kind: str, path: Path) -> None:
-    """Say on stderr which checkpoint file of a ``kind`` model is used (once it has loaded: an
+    """Say in the log (INFO) which checkpoint file of a ``kind`` model is used (once it has loaded: an
     error stays one line)."""
     packaged = checkpoints.is_packaged(path)  # then PACKAGED/DATASET/KIND.pt
     where = f"the packaged {path.parent.name} checkpoint" if packaged else "checkpoint"
-    print(f"{kind}: using {where} {path}", file=sys.stderr)
+    logger.info("%s: using %s %s", kind, where, path)
 
 
 def _how_to_get(kind: str, dataset: Dataset, device: str, command: list[str]) -> str:

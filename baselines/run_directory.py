@@ -2,8 +2,9 @@
 
 ``checkpoint.pt`` holds all a run needs to go on (weights, optimizer, schedule, carried hidden
 state, position in the data); ``best.pt`` the weights of the best validation perplexity so far,
-which the plugins load; ``log.jsonl`` one record per validation (:mod:`baselines.checkpoint`
-names the files and writes them atomically). One ``baselines train`` at a time writes a run
+which the plugins load; ``log.jsonl`` one record per validation
+(:mod:`wikitext_toolkit_core.training_log`; :mod:`baselines.checkpoint` names the files and
+writes them atomically). One ``baselines train`` at a time writes a run
 directory: process 0 holds its lock (:func:`holding_run_dir`) and is its only writer.
 
 The resume rules: a run continues from ``checkpoint.pt`` exactly where that was written, and
@@ -19,9 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,14 @@ import torch.distributed as dist
 from baselines import checkpoint as checkpoints
 from harness.datasets import Vocabulary
 from wikitext_toolkit_core.files import exclusive_directory, remove_stale_temporaries, write_atomically
+from wikitext_toolkit_core.training_log import (
+    InvalidTrainingLogRecord,
+    MidEpochRecord,
+    TrainingLogRecord,
+    record_from_line,
+)
+
+logger = logging.getLogger(__name__)
 
 
 class RunDirectory:
@@ -62,7 +71,7 @@ class RunDirectory:
         if self.writer:
             checkpoints.save(self.path / checkpoints.BEST, payload)
 
-    def append_log(self, record: dict[str, Any]) -> None:
+    def append_log(self, record: TrainingLogRecord) -> None:
         """Append ``record`` to ``log.jsonl``, on disk before the run goes on; a write the file
         system refuses (a full disk) is its ``OSError``, naming the file."""
         if not self.writer:
@@ -70,7 +79,7 @@ class RunDirectory:
         path = self.path / checkpoints.LOG
         try:
             with open(path, "a", encoding="utf-8") as log:
-                log.write(json.dumps(record) + "\n")
+                log.write(json.dumps(record.to_json()) + "\n")
                 log.flush()
                 os.fsync(log.fileno())
         except OSError as error:
@@ -79,45 +88,41 @@ class RunDirectory:
 
     def logged_validation(self, epoch: int, step: int) -> bool:
         """Whether ``log.jsonl`` records the validation at step ``step`` of epoch ``epoch``."""
-        path = self.path / checkpoints.LOG
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
-        return any(_is_validation_at(line, epoch, step) for line in lines)
+        return any(
+            isinstance(record, MidEpochRecord) and (record.epoch, record.step) == (epoch, step)
+            for record in map(_record, self._log_lines())
+        )
 
     def drop_log_records_beyond(self, epochs_done: int, step: int) -> None:
         """Rewrite ``log.jsonl`` without the records of work beyond ``epochs_done`` full epochs
         and ``step`` steps of the next (and without a last line cut short by a kill)."""
-        path = self.path / checkpoints.LOG
-        if not self.writer or not path.is_file():
+        if not self.writer:
             return
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        kept = [line for line in lines if line.endswith("\n") and _within(line, epochs_done, step)]
+        lines = self._log_lines()
+        kept = [line for line in lines if _within(_record(line), epochs_done, step)]
         if kept != lines:
-            write_atomically(path, "".join(kept))
+            write_atomically(self.path / checkpoints.LOG, "".join(kept))
+
+    def _log_lines(self) -> list[str]:
+        """The lines of ``log.jsonl``, each with its newline (none where the run has no log)."""
+        path = self.path / checkpoints.LOG
+        return path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
 
 
-def _within(line: str, epochs_done: int, step: int) -> bool:
-    """Whether the log record ``line`` describes work of the first ``epochs_done`` epochs and
-    ``step`` steps of the next."""
+def _record(line: str) -> TrainingLogRecord | None:
+    """The training-log record of ``line``; None for a line that is none (one cut short by a kill)."""
     try:
-        record = json.loads(line)
-        if record.get("partial"):
-            return (record["epoch"], record["step"]) <= (epochs_done + 1, step)
-        return record["epoch"] <= epochs_done
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return False  # not a record: a line cut short by a kill
+        return record_from_line(line) if line.endswith("\n") else None
+    except InvalidTrainingLogRecord:
+        return None
 
 
-def _is_validation_at(line: str, epoch: int, step: int) -> bool:
-    """Whether the log record ``line`` is the mid-epoch validation at step ``step`` of ``epoch``."""
-    try:
-        record = json.loads(line)
-        return (
-            line.endswith("\n")
-            and bool(record.get("partial"))
-            and (record["epoch"], record["step"]) == (epoch, step)
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return False  # not a record: a line cut short by a kill
+def _within(record: TrainingLogRecord | None, epochs_done: int, step: int) -> bool:
+    """Whether ``record`` describes work of the first ``epochs_done`` epochs and ``step`` steps of
+    the next."""
+    if isinstance(record, MidEpochRecord):
+        return (record.epoch, record.step) <= (epochs_done + 1, step)
+    return record is not None and record.epoch <= epochs_done
 
 
 @contextlib.contextmanager
@@ -130,5 +135,5 @@ def holding_run_dir(run_dir: Path, option: str) -> Iterator[None]:
         return
     with exclusive_directory(run_dir, option):
         for path in remove_stale_temporaries(run_dir):
-            print(f"removed {path}, left by a killed run", file=sys.stderr)
+            logger.info("removed %s, left by a killed run", path)
         yield

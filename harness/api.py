@@ -7,76 +7,31 @@ messages."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 import os
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import numpy as np
-
-from harness.datasets import Dataset, load_dataset
-from harness.passes import ModelPasses, SameModel
-from harness.plugin import (
-    MODEL_METHODS,
-    Model,
-    PluginError,
-    create_model,
-    is_model,
-    load_factory,
-    locate_plugin,
+from harness.datasets import Dataset
+from harness.plugin import Model
+from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS
+from harness.runner import (
+    KEYWORD_NAMES,
+    DatasetChoice,
+    EvaluationRequest,
+    ModelLoading,
+    ResultFiles,
+    SplitResult,
+    checked_protocol,
+    run,
 )
-from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
-from harness.scoring import (
-    ScoringJob,
-    check_output_directory,
-    check_replaceable,
-    result_paths,
-    save_scores,
-    score_split,
-)
-from harness.worker import DatasetFiles, PluginLoad, WorkerPlugin
-from wikitext_toolkit_core.cli import check_output_file
-from wikitext_toolkit_core.devices import resolve_device
 from wikitext_toolkit_core.errors import ToolkitError
-from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES, ResultRecord
+from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES
+
+__all__ = ["ArgumentTypeError", "SplitResult", "evaluate_model"]
 
 
 class ArgumentTypeError(ToolkitError, TypeError):
     """An argument of :func:`evaluate_model` of the wrong type; the message names it."""
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitResult:
-    """One split scored by :func:`evaluate_model`.
-
-    Attributes:
-        record: the result record, field for field what ``python -m harness eval`` writes
-            (``perplexity``, ``nll``, ``tokens``, ``audit``, ``causality_audit``, ``audited``,
-            ``audit_gaps``, ...).
-        token_log_probs: float64 ``[N]``, the natural-log probability of each of the split's
-            ``N`` tokens in stream order (what ``--save-token-logprobs`` saves).
-    """
-
-    record: ResultRecord
-    token_log_probs: np.ndarray
-
-    @property
-    def perplexity(self) -> float:
-        """``exp(nll)``."""
-        return self.record.perplexity
-
-    @property
-    def nll(self) -> float:
-        """Mean negative log-likelihood, nats per token."""
-        return self.record.nll
-
-    @property
-    def tokens(self) -> int:
-        """``N``, the tokens scored."""
-        return self.record.tokens
 
 
 def evaluate_model(
@@ -105,6 +60,8 @@ def evaluate_model(
     the toolkit (where settings travel as objects), because each is an option of ``harness eval``
     under its name and with its default (``progress`` aside): a user passes exactly those they
     change, as on the command line (as lm-evaluation-harness's ``simple_evaluate`` takes its own).
+    They are checked and gathered into an :class:`harness.runner.EvaluationRequest`, which
+    :func:`harness.runner.run` scores, as it scores the command line's.
 
     Args:
         model: a plugin, named as on the command line (a registered name, ``module`` or
@@ -156,79 +113,28 @@ def evaluate_model(
             ``documents``), a negative audit or tolerance.
     """
     _check_argument_types(locals())
-    names = _split_names(splits)
-    settings = _checked_protocol(protocol, batch_size, bptt, audit, causality_audit, causality_tolerance)
-    if output_dir is not None:
-        check_output_directory(output_dir, "output_dir")
-    in_worker = isinstance(model, str) and not in_process and causality_audit > 0
-    plugin, factory = (locate_plugin(str(model)), None) if in_worker else _identify(model)
-    arguments = _recordable_model_args(model_args)
-    device = resolve_device(device)
-    data_root = None if data_dir is None else os.fspath(data_dir)
-    data = dataset if isinstance(dataset, Dataset) else load_dataset(os.fspath(dataset), data_root)
-    outputs = {
-        split: _output_paths(output_dir, plugin, arguments, data.name, split, settings.name)
-        for split in names
-    }
-    for split in names:
-        data.tokens(split)  # an unknown or empty split fails here, before the model is made
-    checkpoint_path = None if checkpoint is None else os.fspath(checkpoint)
-    if not overwrite:
-        for split, (json_path, _) in outputs.items():
-            check_replaceable(
-                json_path,
-                plugin,
-                checkpoint_path,
-                scored=(data, split),
-                data_dir=data_root,
-                overwrite_option="overwrite=True",
-            )
-    job = ScoringJob(
-        plugin=plugin,
-        model_args=arguments,
-        checkpoint=checkpoint_path,
-        dataset=data,
-        split=names[0],
-        protocol=settings,
-        device=device,
-        data_dir=data_root,
+    request = EvaluationRequest(
+        model=model,
+        data=DatasetChoice(
+            sources=(dataset if isinstance(dataset, Dataset) else os.fspath(dataset),),
+            data_dir=None if data_dir is None else os.fspath(data_dir),
+        ),
+        splits=_split_names(splits),
+        protocol=checked_protocol(protocol, batch_size, bptt, audit, causality_audit, causality_tolerance),
+        loading=ModelLoading(
+            device=device,
+            checkpoint=None if checkpoint is None else os.fspath(checkpoint),
+            model_args=model_args or {},
+            in_process=in_process,
+        ),
+        files=ResultFiles(directory=output_dir, overwrite=overwrite, names=KEYWORD_NAMES),
+        progress=progress,
     )
-    with _load_model(str(model) if factory is None else factory, job) as scorer:
-        return [
-            _score(scorer, dataclasses.replace(job, split=split), outputs=outputs[split], progress=progress)
-            for split in names
-        ]
-
-
-def _load_model(plugin: str | Callable[..., Model], job: ScoringJob) -> ModelPasses:
-    """The model that scores ``job``: ``plugin``, named as the caller named it, loaded in a fresh
-    worker process for each pass (:class:`harness.worker.WorkerPlugin`), or a factory's model,
-    made here once."""
-    if callable(plugin):
-        return SameModel(
-            create_model(
-                plugin,
-                job.plugin,
-                job.dataset,
-                device=job.device,
-                checkpoint=job.checkpoint,
-                model_args=job.model_args,
-            )
-        )
-    load = PluginLoad(
-        plugin=plugin,
-        dataset=DatasetFiles.of(job.dataset),
-        device=job.device,
-        checkpoint=job.checkpoint,
-        model_args=job.model_args,
-        threads=None,
-        retain_memory=False,
-    )
-    return WorkerPlugin(load, len(job.dataset.vocab))
+    return run(request)
 
 
 #: The types each argument of :func:`evaluate_model` takes (but ``model``, which
-#: :func:`_identify` checks, and ``splits``, :func:`_split_names`), and how a message says them; a
+#: :func:`harness.runner.run` checks, and ``splits``, :func:`_split_names`), and how a message says them; a
 #: bool is no integer here (``batch_size=True``), though Python counts it as one.
 _ARGUMENT_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "dataset": ((str, os.PathLike, Dataset), "a benchmark name, a directory or a Dataset"),
@@ -254,7 +160,7 @@ def _check_argument_types(arguments: Mapping[str, Any]) -> None:
             raise ArgumentTypeError(f"{name} must be {described}, got {value!r} ({type(value).__name__})")
 
 
-def _split_names(splits: str | Iterable[str]) -> list[str]:
+def _split_names(splits: str | Iterable[str]) -> tuple[str, ...]:
     """The splits to score, in order, each once (a string is one split); ArgumentTypeError for
     anything but a string or an iterable of strings, ValueError for none."""
     names = [splits] if isinstance(splits, str) else list(splits) if isinstance(splits, Iterable) else None
@@ -262,86 +168,4 @@ def _split_names(splits: str | Iterable[str]) -> list[str]:
         raise ArgumentTypeError(f"splits must be a split name or an iterable of split names, got {splits!r}")
     if not names:
         raise ValueError("splits names no split: name one or more of train, valid, test")
-    return list(dict.fromkeys(names))
-
-
-def _checked_protocol(
-    name: str, batch_size: int, bptt: int, audit: int, causality_audit: int, causality_tolerance: float | None
-) -> EvaluationProtocol:
-    """The protocol, its values (of the types :func:`_check_argument_types` checked) checked as the
-    command line's options are; ValueError otherwise."""
-    for option, value, least in (
-        ("batch_size", batch_size, 1),
-        ("bptt", bptt, 1),
-        ("audit", audit, 0),
-        ("causality_audit", causality_audit, 0),
-    ):
-        if value < least:
-            raise ValueError(f"{option} must be an integer of at least {least}, got {value!r}")
-    if causality_tolerance is not None and not 0 <= causality_tolerance < math.inf:
-        raise ValueError(
-            f"causality_tolerance must be a finite number of at least 0, got {causality_tolerance}"
-        )
-    return EvaluationProtocol(  # which checks the name, and batch_size with it
-        name=name,
-        batch_size=batch_size,
-        bptt=bptt,
-        audit_positions=audit,
-        causality_points=causality_audit,
-        causality_tolerance=causality_tolerance,
-    )
-
-
-def _identify(model: str | Model) -> tuple[str, Callable[..., Model]]:
-    """The recorded name and the factory of a plugin (loaded as the command line loads it), or
-    of a model object: its class's ``module:qualname`` and a factory that returns it whatever
-    the arguments. PluginError for an object that is no model."""
-    if isinstance(model, str):
-        return load_factory(model)
-    if not is_model(model):
-        raise PluginError(f"{type(model).__name__} is no plugin name nor a model: it has no {MODEL_METHODS}")
-    return f"{type(model).__module__}:{type(model).__qualname__}", lambda *_, **__: model
-
-
-def _recordable_model_args(model_args: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``model_args`` as the record holds them; PluginError, before any work, when JSON cannot
-    hold them as they are (a NaN, a numpy number, a key that is no string, a tuple)."""
-    arguments = dict(model_args or {})
-    try:
-        text = json.dumps(arguments, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise PluginError(f"model_args {arguments!r}: not recordable in JSON: {error}") from None
-    if json.loads(text) != arguments:
-        raise PluginError(f"model_args {arguments!r}: not recordable in JSON, which reads them as {text}")
-    return arguments
-
-
-def _output_paths(
-    output_dir: str | os.PathLike[str] | None,
-    plugin: str,
-    model_args: dict[str, Any],
-    dataset: str,
-    split: str,
-    protocol: str,
-) -> tuple[Path, Path] | tuple[None, None]:
-    """The record (JSON) and log-probabilities (.npy) files of one split in ``output_dir``,
-    checked writable, as ``--output-dir`` names them; (None, None) without an output directory."""
-    if output_dir is None:
-        return None, None
-    json_path, npy_path = result_paths(output_dir, plugin, model_args, dataset, split, protocol)
-    for path in (json_path, npy_path):
-        check_output_file(path, "output_dir")
-    return json_path, npy_path
-
-
-def _score(
-    model: ModelPasses, job: ScoringJob, *, outputs: tuple[Path, Path] | tuple[None, None], progress: bool
-) -> SplitResult:
-    """Score ``job``, check its record as the command line does and save both where asked
-    (``outputs``: the record's and the log-probabilities' files, or neither)."""
-    json_path, npy_path = outputs
-    record, token_log_probs = score_split(
-        model, job, json_path=json_path, npy_path=npy_path, progress=progress
-    )
-    save_scores(record, token_log_probs, json_path, npy_path)
-    return SplitResult(record, token_log_probs)
+    return tuple(dict.fromkeys(names))

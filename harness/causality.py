@@ -207,11 +207,18 @@ def plan_audit(
     )
 
 
+def most_substitutions(positions: int) -> int:
+    """The most substitutions :func:`plan_audit` makes in ``positions`` real positions:
+    :data:`MAX_SUBSTITUTED_SHARE` of them, rounded up."""
+    return math.ceil(positions * MAX_SUBSTITUTED_SHARE)
+
+
 def _draw_positions(rng: np.random.Generator, mask: np.ndarray, points: int) -> np.ndarray:
     """``points`` of the real positions of ``mask`` (bool ``[B, W]``) drawn without replacement
-    (at most :data:`MAX_SUBSTITUTED_SHARE` of them, at least one), as a bool ``[B, W]``."""
+    (at most :data:`MAX_SUBSTITUTED_SHARE` of them, rounded up, so that streams audited apart
+    reach the count of one grid of them all), as a bool ``[B, W]``."""
     rows, columns = np.nonzero(mask)
-    count = min(points, max(1, int(len(rows) * MAX_SUBSTITUTED_SHARE)))
+    count = min(points, most_substitutions(len(rows)))
     chosen = rng.choice(len(rows), count, replace=False)
     drawn = np.zeros_like(mask)
     drawn[rows[chosen], columns[chosen]] = True

@@ -5,37 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import contamination
+from harness import contamination, runner
 from harness.causality import ACCELERATOR_TOLERANCE, SUBSTITUTIONS
 from harness.datasets import Dataset, load_dataset
-from harness.passes import ModelPasses, SameModel
-from harness.plugin import (
-    Model,
-    ModelUnavailable,
-    create_model,
-    discover_plugins,
-    load_factory,
-    locate_plugin,
-    parse_model_args,
-    set_model_threads,
-)
-from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS, EvaluationProtocol
-from harness.results import token_log_probs_name
-from harness.scoring import (
-    ScoringJob,
-    check_output_directory,
-    check_replaceable,
-    result_paths,
-    save_scores,
-    score_split,
-)
-from harness.worker import DatasetFiles, PluginLoad, WorkerPlugin
+from harness.plugin import ModelUnavailable, discover_plugins, parse_model_args
+from harness.protocol import DEFAULT_PROTOCOL, DEFAULT_SPLITS
 from wikitext_toolkit_core import ngrams
-from wikitext_toolkit_core.allocator import retain_freed_memory
 from wikitext_toolkit_core.benchmarks import locate_benchmark
 from wikitext_toolkit_core.catalogue import BENCHMARKS, PAPER_BENCHMARKS
 from wikitext_toolkit_core.cli import (
@@ -50,7 +28,6 @@ from wikitext_toolkit_core.cli import (
     run,
     share,
 )
-from wikitext_toolkit_core.devices import resolve_device
 from wikitext_toolkit_core.files import write_atomically
 from wikitext_toolkit_core.format import SPLITS
 from wikitext_toolkit_core.result_schema import PROTOCOL_NAMES, ResultRecord
@@ -115,144 +92,6 @@ def _plan_datasets(args: argparse.Namespace) -> list[str]:
     return found
 
 
-def _check_outputs(args: argparse.Namespace) -> None:
-    """Refuse, before any work, output paths that cannot be written or that name one file twice."""
-    if args.output_dir is not None:
-        files = [option for option, path in _single_file_outputs(args) if path is not None]
-        if files:
-            raise UsageError(
-                f"--output-dir names its own files; it does not go with {' or '.join(files)}: drop one"
-            )
-    if args.output is not None:
-        check_output_file(args.output, "--output")
-    token_file = _token_file(args)
-    if token_file is not None:
-        check_output_file(token_file, "--save-token-logprobs")
-        if args.output is not None and Path(args.output).resolve() == Path(token_file).resolve():
-            raise UsageError(
-                f"--output and --save-token-logprobs name the same file ({args.output}); name two files"
-            )
-    if args.output_dir is not None:
-        check_output_directory(args.output_dir, "--output-dir")
-
-
-def _single_file_outputs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
-    """The options that name one output file, with their values (None: not given)."""
-    return [("--output", args.output), ("--save-token-logprobs", args.save_token_logprobs)]
-
-
-def _token_file(args: argparse.Namespace) -> str | None:
-    """Where the per-token log-probabilities of a single-file evaluation go: ``--save-token-logprobs``,
-    else beside ``--output`` (``STEM.logprobs.npy``: a saved result always keeps its per-token
-    file, which ``leaderboard`` verifies and ``compare`` tests), else nowhere."""
-    if args.save_token_logprobs is not None or args.output is None:
-        return args.save_token_logprobs
-    return str(Path(args.output).with_name(token_log_probs_name(Path(args.output).name)))
-
-
-def _check_not_inputs(args: argparse.Namespace, inputs: list[Path]) -> None:
-    """Refuse output files that would overwrite one of ``inputs``."""
-    for option, path in (("--output", args.output), ("--save-token-logprobs", _token_file(args))):
-        if path is not None:
-            check_not_an_input(path, option, inputs)
-
-
-def _output_paths(
-    args: argparse.Namespace, plugin: str, model_args: dict[str, Any], dataset: Dataset, split: str
-) -> tuple[Path | None, Path | None]:
-    """Where one evaluation's record (JSON) and token log-probabilities (.npy) go, if anywhere."""
-    if args.output_dir is not None:
-        return result_paths(args.output_dir, plugin, model_args, dataset.name, split, args.protocol)
-    token_file = _token_file(args)
-    return (Path(args.output) if args.output else None, Path(token_file) if token_file else None)
-
-
-def _check_distinct_outputs(
-    args: argparse.Namespace,
-    plugin: str,
-    model_args: dict[str, Any],
-    names: list[str],
-    datasets: list[Dataset],
-    splits: list[str],
-) -> None:
-    """Refuse, before scoring, the files ``--output-dir`` would write that cannot be written (a
-    name too long, a directory in the way) and two evaluations it would write to the same file
-    (two datasets of one name: one named twice, or two directories of one base name)."""
-    if args.output_dir is None:
-        return
-    writers: dict[Path, str] = {}
-    for name, dataset in zip(names, datasets):
-        for split in splits:
-            json_path, npy_path = result_paths(
-                args.output_dir, plugin, model_args, dataset.name, split, args.protocol
-            )
-            for path in (json_path, npy_path):
-                check_output_file(path, "--output-dir")
-            if json_path in writers:
-                raise UsageError(
-                    f"--dataset {writers[json_path]} and {name} are both named {dataset.name}: both "
-                    f"would be written to {json_path}; evaluate one of them into another --output-dir"
-                )
-            writers[json_path] = name
-
-
-def _check_single_outputs(args: argparse.Namespace, names: list[str], splits: list[str]) -> None:
-    """Refuse single-file outputs, or a checkpoint, for more than one evaluation."""
-    single_file_outputs = any(path is not None for _, path in _single_file_outputs(args))
-    several = [
-        option for option, count in (("--dataset", len(names)), ("--split", len(splits))) if count != 1
-    ]
-    if single_file_outputs and several:
-        raise UsageError(
-            "--output and --save-token-logprobs take one dataset and one split (the default --split "
-            f"is {' and '.join(DEFAULT_SPLITS)}); name one with {' and '.join(several)}, or use "
-            "--output-dir for several"
-        )
-    if args.checkpoint is not None and len(names) != 1:
-        raise UsageError("--checkpoint belongs to one dataset: name exactly one with --dataset")
-    if args.protocol == "documents" and args.batch_size != 1:
-        raise UsageError("--protocol documents scores one stream per document: --batch-size does not apply")
-
-
-def _score(
-    args: argparse.Namespace,
-    model: ModelPasses,
-    plugin: str,
-    model_args: dict[str, Any],
-    dataset: Dataset,
-    split: str,
-    device: str,
-) -> ResultRecord:
-    """Score one split, print its result and save it where asked; returns its record."""
-    json_path, npy_path = _output_paths(args, plugin, model_args, dataset, split)
-    protocol = EvaluationProtocol(
-        name=args.protocol,
-        batch_size=args.batch_size,
-        bptt=args.bptt,
-        audit_positions=args.audit,
-        causality_points=args.causality_audit,
-        causality_tolerance=args.causality_tolerance,
-    )
-    job = ScoringJob(
-        plugin=plugin,
-        model_args=model_args,
-        checkpoint=args.checkpoint,
-        dataset=dataset,
-        split=split,
-        protocol=protocol,
-        device=device,
-        data_dir=args.data_dir,
-    )
-    record, token_log_probs = score_split(model, job, json_path=json_path, npy_path=npy_path)
-    for reason in record.audit_gaps:
-        print(f"{dataset.name}/{split}: unaudited: {reason}", file=sys.stderr)
-    if not record.audit_gaps:
-        print(f"{dataset.name}/{split}: {_audits_passed(record)}", file=sys.stderr)
-    print(_summary_line(record), flush=True)  # the result first: a failed write loses nothing
-    save_scores(record, token_log_probs, json_path, npy_path)
-    return record
-
-
 def _audits_passed(record: ResultRecord) -> str:
     """The line that says that a result just scored (so of this schema) passed both audits, and
     what they checked."""
@@ -268,44 +107,9 @@ def _audits_passed(record: ResultRecord) -> str:
 
 
 def command_eval(args: argparse.Namespace) -> int:
-    _check_outputs(args)  # before anything, a download included
-    in_worker = not args.in_process and args.causality_audit > 0
-    plugin, factory = (locate_plugin(args.plugin), None) if in_worker else load_factory(args.plugin)
-    model_args = parse_model_args(args.model_args)
-    names = _plan_datasets(args)
-    splits = list(dict.fromkeys(args.split))
-    _check_single_outputs(args, names, splits)
-    device = resolve_device(args.device)
-    if device == "cpu":  # plugins allocate and free the same large tensors at every chunk
-        retain_freed_memory()
-    datasets = [load_dataset(name, args.data_dir) for name in names]
-    _check_distinct_outputs(args, plugin, model_args, names, datasets, splits)
-    if not args.overwrite:
-        for dataset in datasets:
-            for split in splits:
-                check_replaceable(
-                    _output_paths(args, plugin, model_args, dataset, split)[0],
-                    plugin,
-                    args.checkpoint,
-                    scored=(dataset, split),
-                    data_dir=args.data_dir,
-                    overwrite_option="--overwrite",
-                )
-    for dataset in datasets:
-        _check_not_inputs(args, dataset.files() + ([Path(args.checkpoint)] if args.checkpoint else []))
-    records = []
-    for dataset in datasets:
-        for split in splits:
-            dataset.tokens(split)  # an empty split fails here, before its model is loaded
-        try:
-            model = _load_model(args, factory, plugin, model_args, dataset, device)
-        except ModelUnavailable as unavailable:
-            if args.dataset:
-                raise
-            print(f"{dataset.name}: {unavailable}", file=sys.stderr)
-            continue
-        with model:
-            records += [_score(args, model, plugin, model_args, dataset, split, device) for split in splits]
+    """Score the plugin as ``args`` ask (:func:`harness.runner.run`), printing each split's result
+    as it comes and then the table; 1 when nothing could be evaluated."""
+    records = [result.record for result in runner.run(_request(args), _PrintedReport())]
     if not records:
         print("nothing evaluated", file=sys.stderr)
         return 1
@@ -320,33 +124,56 @@ def command_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_model(
-    args: argparse.Namespace,
-    factory: Callable[..., Model] | None,
-    plugin: str,
-    model_args: dict[str, Any],
-    dataset: Dataset,
-    device: str,
-) -> ModelPasses:
-    """The plugin's model for ``dataset``: loaded in a fresh worker process for each pass (no
-    ``factory`` here: :class:`harness.worker.WorkerPlugin`), or once, in this process, by
-    ``factory`` (``--in-process``, or the causality audit off), with ``--threads`` applied."""
-    if factory is None:
-        load = PluginLoad(
-            plugin=args.plugin,
-            dataset=DatasetFiles.of(dataset),
-            device=device,
+def _request(args: argparse.Namespace) -> runner.EvaluationRequest:
+    """The evaluation that ``eval``'s arguments ask for."""
+    if args.protocol == "documents" and args.batch_size != 1:
+        raise UsageError("--protocol documents scores one stream per document: --batch-size does not apply")
+    return runner.EvaluationRequest(
+        model=args.plugin,
+        data=runner.DatasetChoice(
+            sources=tuple(_plan_datasets(args)), data_dir=args.data_dir, skip_unavailable=not args.dataset
+        ),
+        splits=tuple(dict.fromkeys(args.split)),
+        protocol=runner.checked_protocol(
+            args.protocol,
+            args.batch_size,
+            args.bptt,
+            args.audit,
+            args.causality_audit,
+            args.causality_tolerance,
+        ),
+        loading=runner.ModelLoading(
+            device=args.device,
             checkpoint=args.checkpoint,
-            model_args=model_args,
+            model_args=parse_model_args(args.model_args),
+            in_process=args.in_process,
             threads=args.threads,
-            retain_memory=device == "cpu",
-        )
-        return WorkerPlugin(load, len(dataset.vocab))
-    model = create_model(
-        factory, plugin, dataset, device=device, checkpoint=args.checkpoint, model_args=model_args
+            own_process=True,
+        ),
+        files=runner.ResultFiles(
+            directory=args.output_dir,
+            record=args.output,
+            token_log_probs=args.save_token_logprobs,
+            overwrite=args.overwrite,
+            names=runner.COMMAND_LINE_NAMES,
+        ),
     )
-    set_model_threads(args.threads)
-    return SameModel(model)
+
+
+class _PrintedReport(runner.RunReport):
+    """``eval``'s lines as the run goes: each split's audits (stderr) and result (stdout), and
+    each dataset skipped (stderr)."""
+
+    def scored(self, record: ResultRecord) -> None:
+        where = f"{record.dataset}/{record.split}"
+        for reason in record.audit_gaps:
+            print(f"{where}: unaudited: {reason}", file=sys.stderr)
+        if not record.audit_gaps:
+            print(f"{where}: {_audits_passed(record)}", file=sys.stderr)
+        print(_summary_line(record), flush=True)
+
+    def skipped(self, dataset: Dataset, unavailable: ModelUnavailable) -> None:
+        print(f"{dataset.name}: {unavailable}", file=sys.stderr)
 
 
 def command_list(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ import ctypes
 import dataclasses
 import hashlib
 import itertools
+import logging
 import multiprocessing
 import os
 import re
@@ -54,7 +55,9 @@ from wikitext_toolkit_core.benchmarks import (
 from wikitext_toolkit_core.files import DatasetError
 from wikitext_toolkit_core.format import EOS, UNK, UTF8_BOM
 
-#: Split files at least this large get a note on stderr while they are first encoded, and a
+logger = logging.getLogger(__name__)
+
+#: Split files at least this large get a note in the log while they are first encoded, and a
 #: train file this large is encoded by two processes; the worker's share goes in pieces this large.
 LARGE_FILE_BYTES = 50 << 20
 WORKER_PIECE_BYTES = 32 << 20
@@ -406,11 +409,11 @@ class Dataset(SplitFiles):
 
     @contextlib.contextmanager
     def _reading_whole(self, path: Path) -> Iterator[None]:
-        """Read split file ``path`` in full inside the block: a note on stderr for a large file,
+        """Read split file ``path`` in full inside the block: a note in the log for a large file,
         and a one-line error when the file changed meanwhile."""
         stamp = _stamp(path)
         if stamp[0] >= LARGE_FILE_BYTES:
-            print(f"note: encoding {path} into the token cache (once per file version)", file=sys.stderr)
+            logger.info("note: encoding %s into the token cache (once per file version)", path)
         yield
         if _stamp(path) != stamp:
             raise DatasetError(f"{path}: changed while being read; run again")
@@ -506,9 +509,8 @@ class Dataset(SplitFiles):
                 cache, train_sha256, self.verify(split), vocab.sha256(), blocks, oov, remap
             )
         except OSError as error:
-            print(
-                f"note: cannot write the token cache in {cache} ({error}); continuing without it",
-                file=sys.stderr,
+            logger.warning(
+                "note: cannot write the token cache in %s (%s); continuing without it", cache, error
             )
             ids = np.concatenate([block if remap is None else remap[block] for block in blocks])
         return TokenStream(ids, self.path(split), self.verify(split), oov)

@@ -37,6 +37,7 @@ from harness.causality import (
     CausalityAudit,
     PassScores,
     check_audit,
+    most_substitutions,
     plan_audit,
 )
 from harness.documents import document_batches
@@ -53,7 +54,7 @@ from harness.plugin import (
 from harness.protocol import DEFAULT_PROTOCOL, EvaluationProtocol
 from harness.streams import Block, StreamGrid, stream_grid
 from harness.substitutes import SubstituteModel
-from wikitext_toolkit_core.audit_defaults import MAX_SUBSTITUTED_SHARE
+from wikitext_toolkit_core.audit_defaults import default_substitutions
 from wikitext_toolkit_core.cli import UsageError
 from wikitext_toolkit_core.files import DatasetError
 from wikitext_toolkit_core.progress import progress_bar
@@ -494,23 +495,19 @@ def _causality_plans(
 
 def _shared_points(sizes: list[int], points: int) -> list[int]:
     """The causality audit's ``points`` substitutions shared among sections of ``sizes`` positions:
-    as many as one grid of them all would get (at most :data:`MAX_SUBSTITUTED_SHARE` of the
-    positions, at least one), in proportion to the sizes, the largest remainders rounded up, and
-    none beyond what :func:`harness.causality.plan_audit` takes of a section."""
+    as many as the leaderboard asks of the split (:func:`default_substitutions` of their
+    positions, or fewer where ``points`` says), in proportion to the sizes, the largest
+    remainders rounded up, and none beyond what :func:`harness.causality.plan_audit` takes of a
+    section (:func:`harness.causality.most_substitutions`)."""
     if len(sizes) == 1:
         return [points]
-    total = min(points, _most_points(sum(sizes)))
+    total = min(points, default_substitutions(sum(sizes)))
     exact = [total * size / sum(sizes) for size in sizes]
     shares = [int(value) for value in exact]  # within each section's most, as total is within all's
     for index in sorted(range(len(sizes)), key=lambda index: shares[index] - exact[index]):
-        if sum(shares) < total and shares[index] < _most_points(sizes[index]):
+        if sum(shares) < total and shares[index] < most_substitutions(sizes[index]):
             shares[index] += 1
     return shares
-
-
-def _most_points(size: int) -> int:
-    """The most substitutions :func:`harness.causality.plan_audit` makes in ``size`` positions."""
-    return max(1, int(size * MAX_SUBSTITUTED_SHARE))
 
 
 def _scored_passes(

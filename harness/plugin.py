@@ -11,6 +11,14 @@ or any other attribute named as ``module:attribute``)::
 train split (``dataset.tokens("train").ids``). A factory that cannot serve the dataset (no
 checkpoint for it, say) raises :class:`ModelUnavailable` with a one-line hint on how to get one.
 
+``model_args`` are ``--model-args k=v,...``, each value read as a literal (:func:`parse_model_args`:
+a bool, an integer, a float, ``None`` or a string) by the harness's own process, which hands them
+to the factory as they are (to a worker process, :mod:`harness.worker`, already parsed). A factory
+declares the ones it takes once, as a frozen dataclass of their names, types and defaults
+(:func:`declared_model_args`), and each call is checked against it before the factory runs: an
+unknown name, a wrong type or a value out of range is a one-line :class:`PluginError`. A factory
+without a declaration gets Python's check of its signature.
+
 The returned model scores a split in one of two ways:
 
 - **chunk by chunk** (:class:`LanguageModel`): the split is ``B`` contiguous streams, fed in
@@ -42,8 +50,10 @@ import operator
 import os
 import sys
 import traceback
+import types
+import typing
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Annotated, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -352,21 +362,135 @@ def parse_model_args(text: str | None) -> dict[str, Any]:
     return args
 
 
-def positive_int_arg(plugin: str, option: str, value: object) -> int:
-    """``value`` of the ``--model-args`` option ``option``, which must be an integer of at least 1
-    (``true`` is not one); otherwise a :class:`PluginError` naming the plugin and the option."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PluginError(f"{plugin}: {option} must be a positive integer, got {value!r}")
-    return value
+@dataclasses.dataclass(frozen=True)
+class AtLeast:
+    """The least value of an integer model argument: ``Annotated[int, AtLeast(1)]``."""
+
+    least: int
+
+    def accepts(self, value: Any) -> bool:
+        return bool(value >= self.least)
+
+    def describe(self) -> str:
+        named = {0: "a non-negative integer", 1: "a positive integer"}
+        return named.get(self.least, f"an integer of at least {self.least}")
 
 
-def number_arg(plugin: str, option: str, value: object) -> float:
-    """``value`` of the ``--model-args`` option ``option``, which must be a number (an integer
-    or a float; ``true`` is not one); otherwise a :class:`PluginError` naming the plugin and the
-    option."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise PluginError(f"{plugin}: {option} must be a number, got {value!r}")
-    return value
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """The values a string model argument may take: ``Annotated[str, OneOf(("sgd", "rms"))]``."""
+
+    choices: tuple[str, ...]
+
+    def accepts(self, value: Any) -> bool:
+        return value in self.choices
+
+    def describe(self) -> str:
+        return f"one of {', '.join(self.choices)}"
+
+
+#: A model argument that is an integer of at least 1, or of at least 0.
+PositiveInt = Annotated[int, AtLeast(1)]
+NonNegativeInt = Annotated[int, AtLeast(0)]
+#: The types a declared model argument may have (alone, in ``Annotated`` or in a union with
+#: ``None``), each as a message names it: those of the values ``--model-args`` gives.
+_DECLARABLE_TYPES: dict[Any, str] = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+}
+
+_Arguments = TypeVar("_Arguments")
+_Model = TypeVar("_Model")
+
+
+def declared_model_args(
+    plugin: str, declaration: type[_Arguments]
+) -> Callable[[Callable[..., _Model]], Callable[..., _Model]]:
+    """Declare a factory's ``--model-args`` once: the fields of the frozen dataclass
+    ``declaration``, each with its name, type and default (its docstring says what each does)::
+
+        @dataclasses.dataclass(frozen=True)
+        class KneserNeyArgs:
+            order: PositiveInt = 5
+
+        @declared_model_args("kneser_ney", KneserNeyArgs)
+        def load_model(dataset, *, device, checkpoint, model_args: KneserNeyArgs): ...
+
+    The factory made takes ``(dataset, *, device, checkpoint, **model_args)``, as every factory
+    does, checks ``model_args`` (:func:`_check_model_args`: one line for an unknown name or a
+    value of the wrong type or out of range) and only then calls the decorated factory, with
+    ``model_args`` as one ``declaration``, its defaults filled in. Whoever calls the factory, the
+    harness (in a worker process or in its own) or a tuner, gets the same checks. A type is
+    ``bool``, ``int``, ``float`` (an integer is a number too), ``str``, one of those in
+    ``Annotated`` with :class:`AtLeast` or :class:`OneOf`, or a union of those with ``None``;
+    ``plugin`` names the plugin in messages."""
+    declared = _declared_types(declaration)
+
+    def declare(body: Callable[..., _Model]) -> Callable[..., _Model]:
+        def factory(dataset: Any, *, device: str, checkpoint: str | None, **model_args: Any) -> _Model:
+            _check_model_args(plugin, declared, model_args)
+            return body(dataset, device=device, checkpoint=checkpoint, model_args=declaration(**model_args))
+
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            setattr(factory, attribute, getattr(body, attribute))
+        return factory
+
+    return declare
+
+
+def _declared_types(declaration: type) -> dict[str, Any]:
+    """The type of each field of the dataclass ``declaration``, by name, in order; TypeError
+    for a type :func:`declared_model_args` does not take."""
+    hints = typing.get_type_hints(declaration, include_extras=True)
+    declared = {field.name: hints[field.name] for field in dataclasses.fields(declaration)}
+    for name, kind in declared.items():
+        _described(kind, f"{declaration.__name__}.{name}")
+    return declared
+
+
+def _check_model_args(plugin: str, declared: dict[str, Any], model_args: dict[str, Any]) -> None:
+    """Raise a one-line :class:`PluginError` naming ``plugin`` for ``model_args`` of names that
+    ``declared`` (:func:`_declared_types`) does not hold (naming those it holds), or for the first
+    whose value is not of its type."""
+    unknown = sorted(set(model_args) - set(declared))
+    if unknown:
+        raise PluginError(
+            f"{plugin}: unknown model arg(s) {', '.join(unknown)} (known: {', '.join(declared)})"
+        )
+    for name, value in model_args.items():
+        if not _accepts(declared[name], value):
+            raise PluginError(f"{plugin}: {name} must be {_described(declared[name], name)}, got {value!r}")
+
+
+def _accepts(kind: Any, value: object) -> bool:
+    """Whether ``value`` is of the declared type ``kind`` (a bool is no integer here, though
+    Python counts it as one, and an integer is a number)."""
+    if typing.get_origin(kind) is Annotated:
+        base, *constraints = typing.get_args(kind)
+        return _accepts(base, value) and all(constraint.accepts(value) for constraint in constraints)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        return any(_accepts(member, value) for member in typing.get_args(kind))
+    if isinstance(value, bool):
+        return kind is bool
+    return isinstance(value, (int, float) if kind is float else kind)
+
+
+def _described(kind: Any, name: str) -> str:
+    """The declared type ``kind`` in a message's words (a union's ``None`` left unsaid: a value
+    given is refused for being none of the others); TypeError naming the argument ``name`` for
+    a type :func:`declared_model_args` does not take."""
+    if typing.get_origin(kind) is Annotated:
+        base, *constraints = typing.get_args(kind)
+        _described(base, name)
+        return constraints[-1].describe() if constraints else _described(base, name)
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        members = [member for member in typing.get_args(kind) if member is not type(None)]
+        return " or ".join(_described(member, name) for member in members)
+    if kind not in _DECLARABLE_TYPES:
+        raise TypeError(f"model arg {name}: {kind!r} is not a type the harness checks")
+    return _DECLARABLE_TYPES[kind]
 
 
 def _literal(value: str) -> Any:
@@ -392,7 +516,8 @@ def create_model(
     checkpoint: str | None,
     model_args: dict[str, Any],
 ) -> Model:
-    """Call ``factory``, checking the arguments against its signature and the result's type.
+    """Call ``factory``, checking the arguments against its signature (a factory of
+    :func:`declared_model_args` checks them against its declaration itself) and the result's type.
 
     Raises:
         PluginError: the factory rejects the arguments, returns no model, or raises (anything but

@@ -30,8 +30,9 @@ from wikitext_toolkit_core.result_schema import ResultRecord
 @dataclasses.dataclass(frozen=True)
 class ScoringJob:
     """What one evaluation scores, and how and where: one split of one dataset, by one model,
-    under one protocol. ``python -m harness eval`` and :func:`harness.api.evaluate_model` make one
-    per split; :func:`score_split` scores it and :func:`harness.results.result_record` records it.
+    under one protocol. :func:`harness.runner.run` (``python -m harness eval``,
+    :func:`harness.api.evaluate_model`) makes one per split; :func:`score_split` scores it and
+    :func:`harness.results.result_record` records it.
 
     Attributes:
         plugin: the model's recorded name (the result's ``model``): a plugin as it was loaded

@@ -90,7 +90,8 @@ def stream_grid(
 ) -> StreamGrid:
     """Lay out the predictions of ``ids`` (int64 ``[N]``, inputs ``<eos>, x_1 .. x_{N-1}``) as
     ``batch_size`` even streams (:func:`stream_bounds`), or as the streams of ``bounds`` (starts
-    and lengths, int64 ``[B]`` each, contiguous from 0 to ``N``: the documents of a split)."""
+    and lengths, int64 ``[B]`` each, contiguous from 0 to ``N``: the documents of a split), each
+    from the input ``<eos>``, as a split starts, whatever token precedes it."""
     num_tokens = len(ids)
     if num_tokens == 0:
         raise ValueError("nothing to evaluate: the token stream is empty")
@@ -102,4 +103,6 @@ def stream_grid(
     targets = np.asarray(ids, dtype=np.int64)[positions]
     inputs[~mask] = eos_id
     targets[~mask] = eos_id
+    if bounds is not None:
+        inputs[:, 0] = eos_id  # each document from <eos>, as a split starts
     return StreamGrid(starts, inputs, targets, mask)

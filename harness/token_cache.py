@@ -11,11 +11,11 @@ file can never meet a stale entry. Layout, under ``$HARNESS_CACHE_DIR/tokens/v1/
 - ``SPLIT_SHA256.npy``: the split's ids, int32 ``[N]``; ``SPLIT_SHA256.json``: ``N``, the
   out-of-vocabulary count, the vocabulary's sha256 and the CRC-32 of the ids' bytes.
 
-Every read checks an entry against its JSON (sizes, checksums); an entry that fails is reported
-on stderr, deleted and rebuilt, never used. Files are written under temporary names and renamed
-into place, the JSON last, so an interrupted write leaves no entry at all; the temporaries of a
-killed run, and the scratch directories of its encoding worker (``tokens/.encode.PID-RANDOM.tmp``),
-are removed by a run an hour later (:func:`remove_leftovers`).
+Every read checks an entry against its JSON (sizes, checksums); an entry that fails is reported (a
+warning in the log: a line on a command's stderr), deleted and rebuilt, never used. Files are
+written under temporary names and renamed into place, the JSON last, so an interrupted write leaves
+no entry at all; the temporaries of a killed run, and the scratch directories of its encoding worker
+(``tokens/.encode.PID-RANDOM.tmp``), are removed by a run an hour later (:func:`remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import secrets
 import shutil
-import sys
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -37,6 +37,8 @@ import numpy as np
 
 from wikitext_toolkit_core import bounded_json
 from wikitext_toolkit_core.files import remove_stale_temporaries, write_atomically
+
+logger = logging.getLogger(__name__)
 
 #: Layout version: entries of another version are never read.
 VERSION = 1
@@ -110,7 +112,7 @@ def _read_json(path: Path, expected: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _discard(files: Sequence[Path], reason: CacheCorrupt) -> None:
-    print(f"note: token cache entry {files[0].parent} is corrupt ({reason}); rebuilding it", file=sys.stderr)
+    logger.warning("note: token cache entry %s is corrupt (%s); rebuilding it", files[0].parent, reason)
     for file in files:
         try:
             file.unlink(missing_ok=True)

@@ -42,6 +42,7 @@ import contextlib
 import dataclasses
 import importlib
 import json
+import logging
 import multiprocessing
 import os
 import signal
@@ -75,8 +76,11 @@ from harness.plugin import (
 )
 from wikitext_toolkit_core import bounded_json
 from wikitext_toolkit_core.allocator import retain_freed_memory
+from wikitext_toolkit_core.cli import messages_on_stderr
 from wikitext_toolkit_core.files import DatasetError
 from wikitext_toolkit_core.threads import AUTO, ThreadRequest, choose_threads
+
+logger = logging.getLogger(__name__)
 
 #: Bytes a reply may hold beyond the arrays its request asks for: its line of JSON (a message, a
 #: traceback, the plugin's metadata).
@@ -337,7 +341,7 @@ class _Worker:
             self.facts = _Facts.read(_answer(header))
         except _Failure as failure:
             self.close(graceful=False)
-            _print_traceback(f"plugin {self._plugin!r}: loading it", failure)
+            _log_traceback(f"plugin {self._plugin!r}: loading it", failure)
             raise PluginError(f"plugin {self._plugin!r}: loading it {failure.reason}") from None
         except BaseException:
             self.close(graceful=False)
@@ -513,11 +517,10 @@ def _answer(header: dict[str, Any]) -> Any:
     raise _Failure.unreadable("no answer")
 
 
-def _print_traceback(call: str, failure: _Failure) -> None:
-    """The line naming ``call`` and the plugin's traceback on stderr, when it raised."""
+def _log_traceback(call: str, failure: _Failure) -> None:
+    """The line naming ``call`` and the plugin's traceback in the log (an error), when it raised."""
     if failure.traceback is not None:
-        print(f"{call} raised an exception (traceback below)", file=sys.stderr)
-        print(failure.traceback.rstrip("\n"), file=sys.stderr)
+        logger.error("%s raised an exception (traceback below)\n%s", call, failure.traceback.rstrip("\n"))
 
 
 class _WorkerModel:
@@ -605,7 +608,15 @@ def serve(parent: int, connection: Connection, load: PluginLoad) -> None:
     pass's calls and ends with it. Each pass thus starts from the loaded model and nothing else,
     as a fresh worker would, without a model load of its own. A factory that set torch's threads
     itself keeps the worker a plain one: it serves one pass and the harness starts one per pass.
+    The plugin's log messages are lines on the worker's stderr, as a command's are
+    (:func:`~wikitext_toolkit_core.cli.messages_on_stderr`).
     """
+    with messages_on_stderr():
+        _serve(parent, connection, load)
+
+
+def _serve(parent: int, connection: Connection, load: PluginLoad) -> None:
+    """:func:`serve`, its messages on stderr."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the harness's, which stops the worker
     end_with_parent(parent)
     if load.retain_memory:

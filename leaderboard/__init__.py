@@ -28,11 +28,20 @@
 
 from leaderboard.bootstrap import Comparison, paired_bootstrap
 from leaderboard.records import Result, ResultError, collect, load_result, load_token_log_probs, run_key
-from leaderboard.table import COLUMNS, build_tables, load_reported, write_tables
+from leaderboard.table import (
+    COLUMNS,
+    LeaderboardRow,
+    LeaderboardTable,
+    build_tables,
+    load_reported,
+    write_tables,
+)
 
 __all__ = [
     "COLUMNS",
     "Comparison",
+    "LeaderboardRow",
+    "LeaderboardTable",
     "Result",
     "ResultError",
     "build_tables",

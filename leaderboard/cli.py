@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from leaderboard.bootstrap import Comparison
+    from leaderboard.table import LeaderboardTable
     from leaderboard.training_logs import ValidToTest
 
 #: The project's committed results and the tables generated from them (``regenerate``).
@@ -129,7 +131,7 @@ def _load_reported(path: Path | None) -> pd.DataFrame:
 
 def _build(
     sources: list[str], reported: pd.DataFrame | None, include_unaudited: bool, strict: bool
-) -> tuple[dict[str, pd.DataFrame], Collection]:
+) -> tuple[dict[str, LeaderboardTable], Collection]:
     """One table per dataset from the result files under ``sources`` and the published figures
     ``reported`` (None: none); the files rejected are named on stderr. ``strict``: a result
     without its per-token log-probabilities is rejected rather than shown unverified."""
@@ -153,10 +155,10 @@ def command_build(args: argparse.Namespace) -> int:
     formats = list(dict.fromkeys(args.format))
     reported = None if args.no_reported else _load_reported(args.reported)
     tables, collection = _build(args.results, reported, args.include_unaudited, args.strict)
-    for dataset, frame in tables.items():
-        kinds = frame["kind"].value_counts()
+    for dataset, table in tables.items():
+        kinds = Counter(row.kind for row in table.rows)
         counts = ", ".join(f"{kinds[kind]} {kind}" for kind in KINDS if kind in kinds)
-        print(f"{dataset}: {len(frame)} rows ({counts})", flush=True)
+        print(f"{dataset}: {len(table.rows)} rows ({counts})", flush=True)
     written = write_tables(tables, out, formats)
     print(
         f"wrote {len(written)} file(s) to {out}; {len(collection.results)} result file(s) used, "
@@ -344,13 +346,13 @@ def command_plot_bars(args: argparse.Namespace) -> int:
         raise UsageError("a table CSV is drawn alone: name one table, or result directories only")
     if tables:
         try:
-            frame = read_table(tables[0])
+            table = read_table(tables[0])
         except ValueError as error:  # not a leaderboard CSV
             raise UsageError(str(error)) from None
         dataset = args.dataset or tables[0].stem
     else:
-        dataset, frame, report = _bars_from_results(sources, args.dataset, args.no_reported)
-    unchecked = unchecked_rows(frame)
+        dataset, table, report = _bars_from_results(sources, args.dataset, args.no_reported)
+    unchecked = unchecked_rows(table)
     warning = check_trusted(unchecked, "plot", args.allow_unaudited)  # before the notes: one line
     for line in report:
         print(line, file=sys.stderr)
@@ -358,7 +360,11 @@ def command_plot_bars(args: argparse.Namespace) -> int:
     figure_warning = _figure_warning(unchecked) if warning else None
     try:
         path = plot_bars(
-            frame, args.title or f"{dataset} leaderboard", args.output, log=args.log, warning=figure_warning
+            table.frame(),
+            args.title or f"{dataset} leaderboard",
+            args.output,
+            log=args.log,
+            warning=figure_warning,
         )
     except ValueError as error:  # no row with a perplexity
         raise UsageError(str(error)) from None
@@ -368,7 +374,7 @@ def command_plot_bars(args: argparse.Namespace) -> int:
 
 def _bars_from_results(
     sources: list[Path], dataset: str | None, no_reported: bool
-) -> tuple[str, pd.DataFrame, list[str]]:
+) -> tuple[str, LeaderboardTable, list[str]]:
     """The table of ``dataset`` (default: the one dataset with results) built from the result
     files under ``sources`` (as ``build`` takes them), its unaudited and unverified rows included
     (``plot bars`` refuses them unless :data:`ALLOW_UNAUDITED`), and the lines stderr says about
@@ -381,7 +387,8 @@ def _bars_from_results(
     # No roots: each row's source is the path of its files, which a refusal names.
     tables = build_tables(collection, None if no_reported else _load_reported(None), warnings=warnings)
     if dataset is None:
-        found = [d for d in tables if d not in PAPER_DATASETS or (tables[d]["kind"] != REPORTED).any()]
+        measured = {d for d, table in tables.items() if any(row.kind != REPORTED for row in table.rows)}
+        found = [d for d in tables if d not in PAPER_DATASETS or d in measured]
         if len(found) != 1:
             raise UsageError(
                 f"{source} holds results for {', '.join(found) or 'no dataset'}: pick one with --dataset"
@@ -592,7 +599,7 @@ def command_plot_zipf(args: argparse.Namespace) -> int:
 def command_site(args: argparse.Namespace) -> int:
     from leaderboard.bootstrap import minimum_samples
     from leaderboard.site import SiteSettings, build_site, figure_images
-    from leaderboard.table import ranked_tables
+    from leaderboard.table import build_tables
 
     confidence = SiteSettings.confidence
     if args.samples < minimum_samples(confidence):
@@ -613,7 +620,7 @@ def command_site(args: argparse.Namespace) -> int:
     collection = collect(args.results, include_unaudited=True)
     warnings: list[str] = []
     roots = [Path(s) for s in args.results if Path(s).is_dir()]
-    tables = ranked_tables(collection, reported, roots=roots, warnings=warnings)
+    tables = build_tables(collection, reported, roots=roots, warnings=warnings)
     _report(collection, warnings)
     settings = SiteSettings(
         title=args.title, figures=tuple(Path(d) for d in args.figures), samples=args.samples, seed=args.seed

@@ -7,7 +7,7 @@
 - :func:`plot_gates`: histogram of a pointer-sentinel model's per-token gate ``g`` (the share of
   probability given to the vocabulary softmax; ``1 - g`` goes to the pointer).
 - :func:`plot_curves`: learning curves, validation perplexity against training time, from the
-  JSONL logs that ``python -m baselines train`` writes.
+  logs that ``python -m baselines train`` writes (:mod:`wikitext_toolkit_core.training_log`).
 - :func:`plot_zipf`: rank-frequency of the train split of one or more corpora, log-log (the
   paper's Figures 3 and 13).
 """

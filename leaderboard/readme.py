@@ -10,16 +10,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pandas as pd
-
-from leaderboard.table import to_markdown
+from leaderboard.table import LeaderboardTable, to_markdown
 from wikitext_toolkit_core.files import write_atomically
 
 README_BEGIN = "<!-- leaderboard:{dataset}:begin -->"
 README_END = "<!-- leaderboard:{dataset}:end -->"
 
 
-def update_readme(readme: Path, tables: dict[str, pd.DataFrame]) -> tuple[list[str], list[str]]:
+def update_readme(readme: Path, tables: dict[str, LeaderboardTable]) -> tuple[list[str], list[str]]:
     """Replace the text between ``<!-- leaderboard:DATASET:begin -->`` and ``...:end -->``
     markers with that dataset's markdown table; datasets without markers are left out. Returns
     the datasets whose table changed and those already up to date; the file is rewritten only
@@ -27,12 +25,12 @@ def update_readme(readme: Path, tables: dict[str, pd.DataFrame]) -> tuple[list[s
     text = original = readme.read_text(encoding="utf-8")
     updated: list[str] = []
     unchanged: list[str] = []
-    for dataset, frame in tables.items():
+    for dataset, table in tables.items():
         begin, end = README_BEGIN.format(dataset=dataset), README_END.format(dataset=dataset)
         pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
         match = pattern.search(text)
         if match:
-            refreshed = f"{text[: match.start()]}{begin}\n{to_markdown(frame)}{end}{text[match.end() :]}"
+            refreshed = f"{text[: match.start()]}{begin}\n{to_markdown(table)}{end}{text[match.end() :]}"
             (updated if refreshed != text else unchanged).append(dataset)
             text = refreshed
     if text != original:

@@ -29,9 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import html
-import json
-import math
+import itertools
 import os
 import re
 import shlex
@@ -40,25 +38,23 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from leaderboard.bootstrap import Comparison, paired_bootstrap
 from leaderboard.records import Collection, Result, find_token_log_probs, load_verified
 from leaderboard.table import (
     BASELINE,
     KINDS,
-    NUMBER_COLUMNS,
+    NUMERIC_COLUMNS,
     UNRANKED_KINDS,
     USER_MODEL,
-    Run,
+    LeaderboardTable,
     file_stem,
-    number_text,
-    table_columns,
     write_tables,
 )
+from leaderboard.templating import render
 from wikitext_toolkit_core.catalogue import BENCHMARKS
 from wikitext_toolkit_core.cli import UsageError
 from wikitext_toolkit_core.files import waiting_lock, write_atomically
+from wikitext_toolkit_core.result_schema import ResultRecord
 
 #: The file in a site's directory that lists the files the last build wrote, so that the next
 #: build removes those it no longer writes, and never touches a directory that is not a site.
@@ -95,11 +91,57 @@ class SiteSettings:
 
 @dataclasses.dataclass(frozen=True)
 class Cell:
-    """One comparison of a significance matrix: row model A against column model B."""
+    """One comparison of a significance matrix as the index shows it: the row's model (A) against
+    the column's (B).
 
-    comparison: Comparison
-    a: str
-    b: str
+    Attributes:
+        verdict: ``better`` (A is significantly better), ``worse`` or ``tie``: the cell's class.
+        title: what hovering shows: the difference, its interval and the p-value.
+        background: the cell's colour (None for a tie), the stronger the larger the difference.
+        difference, interval: A's minus B's test perplexity and its interval, as written.
+    """
+
+    verdict: str
+    title: str
+    background: str | None
+    difference: str
+    interval: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Matrix:
+    """A significance matrix: per model, its name and its row of cells, the ``j``-th comparing it
+    with the ``j``-th model (None on the diagonal)."""
+
+    rows: list[tuple[str, list[Cell | None]]]
+    caption: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Figure:
+    """An image on the index: its path from the index, and its caption (also its ``alt``)."""
+
+    source: str
+    caption: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Section:
+    """A table's part of the index: the table, its significance matrices and its bar chart."""
+
+    dataset: str
+    table: LeaderboardTable
+    matrices: list[Matrix]
+    bars: Figure | None
+
+    @property
+    def stem(self) -> str:
+        return file_stem(self.dataset)
+
+    @property
+    def csv(self) -> str:
+        """The table's CSV, from the index."""
+        return f"tables/{self.stem}.csv"
 
 
 def result_slug(result: Result) -> str:
@@ -113,11 +155,11 @@ def result_slug(result: Result) -> str:
 
 
 def build_site(
-    tables: dict[str, pd.DataFrame], collection: Collection, out: Path, settings: SiteSettings
+    tables: dict[str, LeaderboardTable], collection: Collection, out: Path, settings: SiteSettings
 ) -> list[Path]:
-    """Write the site of ``tables`` (:func:`leaderboard.table.ranked_tables`, each row's ``run``
-    kept) to ``out``; returns the files written, in order. Files of an earlier build that this
-    one does not write are removed.
+    """Write the site of ``tables`` (:func:`leaderboard.table.build_tables`) to ``out``; returns
+    the files written, in order. Files of an earlier build that this one does not write are
+    removed.
 
     The site is written to ``out/STAGING`` and then moved into place (:func:`_publish`), under
     ``out/LOCK``: a second build waits for the first to finish, and what a build killed midway
@@ -136,32 +178,49 @@ def build_site(
 
 
 def _write_site(
-    tables: dict[str, pd.DataFrame], collection: Collection, out: Path, settings: SiteSettings
+    tables: dict[str, LeaderboardTable], collection: Collection, out: Path, settings: SiteSettings
 ) -> list[Path]:
     """Write the files of the site of ``tables`` to ``out``; returns them, in order."""
-    slugs = {result.path: result_slug(result) for frame in tables.values() for result in _results(frame)}
+    slugs = {result.path: result_slug(result) for table in tables.values() for result in table.results}
     written = [write_atomically(out / name, (ASSETS / name).read_bytes()) for name in ("site.css", "site.js")]
-    for frame in tables.values():
-        for result in _results(frame):
+    for table in tables.values():
+        for result in table.results:
             written += _write_result(result, slugs[result.path], out)
-    plain = {dataset: frame[table_columns(frame)] for dataset, frame in tables.items()}
-    written += write_tables(plain, out / "tables", ["csv"])
+    written += write_tables(tables, out / "tables", ["csv"])
     sections = []
-    for dataset, frame in tables.items():
-        bars = _write_bars(dataset, plain[dataset], out)
+    for dataset, table in tables.items():
+        bars = _write_bars(dataset, table, out)
         written += [bars] if bars else []
-        matrices = _significance(frame, settings)
-        sections.append(_table_section(dataset, frame, slugs, matrices, bars, out, settings))
-    figures = _copy_figures(settings.figures, out)
-    written += figures
-    index = _page(settings.title, _index_body(settings.title, sections, figures, collection, out), "")
+        figure = None if bars is None else Figure(bars.relative_to(out).as_posix(), f"{dataset} leaderboard")
+        sections.append(Section(dataset, table, _significance(table, settings), figure))
+    images = _copy_figures(settings.figures, out)
+    written += images
+    figures = [Figure(image.relative_to(out).as_posix(), image.stem) for image in images]
+    index = _index_page(settings.title, sections, figures, collection, slugs)
     written.append(write_atomically(out / "index.html", index))
     return written
 
 
-def _results(frame: pd.DataFrame) -> list[Result]:
-    """The results behind a table's measured rows, in row order."""
-    return [result for run in frame["run"] if isinstance(run, Run) for result in run.results]
+def _index_page(
+    title: str, sections: list[Section], figures: list[Figure], collection: Collection, slugs: dict[Path, str]
+) -> str:
+    """The site's index: ``sections``, then ``figures``; ``slugs``: each result's page name."""
+    counts = (
+        f"{len(collection.results)} result file(s) read, {len(collection.rejected)} rejected, "
+        f"{len(collection.unverified)} unverified, {len(collection.unaudited)} unaudited"
+    )
+    return render(
+        "index.html",
+        root="",
+        title=title,
+        counts=counts,
+        kinds=KINDS,
+        sections=sections,
+        figures=figures,
+        slugs=slugs,
+        number_columns=NUMERIC_COLUMNS,
+        unranked_kinds=UNRANKED_KINDS,
+    )
 
 
 def _write_result(result: Result, slug: str, out: Path) -> list[Path]:
@@ -170,16 +229,17 @@ def _write_result(result: Result, slug: str, out: Path) -> list[Path]:
     log_probs = find_token_log_probs(result)
     if log_probs is not None:
         files.append(write_atomically(out / "files" / f"{slug}.logprobs.npy", log_probs.read_bytes()))
-    page = _page(_result_title(result), _result_body(result, slug, log_probs is not None), "../")
+    page = _result_page(result, slug, log_probs is not None)
     return [write_atomically(out / "results" / f"{slug}.html", page), *files]
 
 
-def _write_bars(dataset: str, frame: pd.DataFrame, out: Path) -> Path | None:
+def _write_bars(dataset: str, table: LeaderboardTable, out: Path) -> Path | None:
     """The table's bar chart (None when no row has a perplexity)."""
     from leaderboard.plots import plot_bars
 
     try:
-        return plot_bars(frame, f"{dataset} leaderboard", out / "plots" / f"{file_stem(dataset)}_bars.png")
+        bars = out / "plots" / f"{file_stem(dataset)}_bars.png"
+        return plot_bars(table.frame(), f"{dataset} leaderboard", bars)
     except ValueError:  # no row with a perplexity
         return None
 
@@ -289,15 +349,14 @@ def _remove_files(out: Path, names: Iterable[str]) -> None:
 # ---- significance ------------------------------------------------------------------------------
 
 
-def _significance(frame: pd.DataFrame, settings: SiteSettings) -> list[list[list[Cell | None]]]:
+def _significance(table: LeaderboardTable, settings: SiteSettings) -> list[Matrix]:
     """Per group of ranked rows measured here that scored the same test tokens under the same
-    protocol (two rows or more), the paired bootstrap of every pair: ``matrix[i][j]`` compares
-    row ``i`` (A) with row ``j`` (B); None on the diagonal."""
+    protocol (two rows or more), the paired bootstrap of every pair."""
     groups: dict[tuple, list[tuple[str, Result]]] = defaultdict(list)
-    for _, row in frame.iterrows():
-        run = row["run"]
-        if row["kind"] in COMPARED_KINDS and not pd.isna(row["rank"]) and run.test is not None:
-            groups[_comparable(run.test)].append((str(row["model"]), run.test))
+    for row in table.rows:
+        test = row.result_of("test_ppl")
+        if row.kind in COMPARED_KINDS and row.rank is not None and test is not None:
+            groups[_comparable(test)].append((row.model, test))
     return [_matrix(members, settings) for members in groups.values() if len(members) > 1]
 
 
@@ -307,22 +366,30 @@ def _comparable(result: Result) -> tuple:
     return (record.protocol.identity, record.vocab_sha256, record.dataset_sha256, record.tokens)
 
 
-def _matrix(members: list[tuple[str, Result]], settings: SiteSettings) -> list[list[Cell | None]]:
+def _matrix(members: list[tuple[str, Result]], settings: SiteSettings) -> Matrix:
+    """The significance matrix of ``members`` (name, test result): every pair compared, both ways."""
+    names = [name for name, _ in members]
     log_probs = [load_verified(result)[1] for _, result in members]
-    size = len(members)
-    matrix: list[list[Cell | None]] = [[None] * size for _ in range(size)]
-    for i in range(size):
-        for j in range(i + 1, size):
-            comparison = paired_bootstrap(
-                log_probs[i],
-                log_probs[j],
-                samples=settings.samples,
-                seed=settings.seed,
-                confidence=settings.confidence,
-            )
-            matrix[i][j] = Cell(comparison, members[i][0], members[j][0])
-            matrix[j][i] = Cell(_mirrored(comparison), members[j][0], members[i][0])
-    return matrix
+    comparisons = {
+        (i, j): paired_bootstrap(
+            log_probs[i],
+            log_probs[j],
+            samples=settings.samples,
+            seed=settings.seed,
+            confidence=settings.confidence,
+        )
+        for i, j in itertools.combinations(range(len(members)), 2)
+    }
+    level = f"{100 * settings.confidence:g}%"
+
+    def cell(i: int, j: int) -> Cell | None:
+        if i == j:
+            return None
+        comparison = comparisons[i, j] if i < j else _mirrored(comparisons[j, i])
+        return _cell(comparison, names[i], names[j], level)
+
+    rows = [(name, [cell(i, j) for j in range(len(names))]) for i, name in enumerate(names)]
+    return Matrix(rows, _caption(comparisons[0, 1], level))
 
 
 def _mirrored(comparison: Comparison) -> Comparison:
@@ -340,172 +407,35 @@ def _mirrored(comparison: Comparison) -> Comparison:
     )
 
 
-# ---- HTML --------------------------------------------------------------------------------------
-
-
-def _e(value: object) -> str:
-    """``value`` as HTML text, quotes included."""
-    return html.escape(str(value), quote=True)
-
-
-def _page(title: str, body: str, root: str) -> str:
-    """A complete page; ``root``: the relative path from the page to the site's top."""
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{_e(title)}</title>\n"
-        '<link rel="icon" href="data:,">\n'  # no favicon request
-        f'<link rel="stylesheet" href="{root}site.css">\n'
-        f'<script src="{root}site.js" defer></script>\n</head>\n<body>\n{body}\n</body>\n</html>\n'
-    )
-
-
-def _index_body(
-    title: str, sections: list[str], figures: list[Path], collection: Collection, out: Path
-) -> str:
-    counts = (
-        f"{len(collection.results)} result file(s) read, {len(collection.rejected)} rejected, "
-        f"{len(collection.unverified)} unverified, {len(collection.unaudited)} unaudited"
-    )
-    filters = "".join(
-        f'<label><input type="checkbox" value="{_e(kind)}" checked> {_e(kind)}</label>' for kind in KINDS
-    )
-    parts = [
-        f"<h1>{_e(title)}</h1>",
-        f'<p class="muted">{_e(counts)}. Word-level rows are ranked by test perplexity; '
-        "unaudited and unverified rows are flagged and never ranked. Click a column's heading to "
-        "sort by it.</p>",
-        f'<fieldset id="filters"><legend>Show</legend>{filters}</fieldset>',
-        *sections,
-    ]
-    if figures:
-        images = "".join(_figure(path.relative_to(out).as_posix(), path.stem) for path in figures)
-        parts.append(f'<section id="figures"><h2>Figures</h2>{images}</section>')
-    return "\n".join(parts)
-
-
-def _figure(source: str, caption: str) -> str:
-    return (
-        f'<figure><img src="{_e(source)}" alt="{_e(caption)}"><figcaption>{_e(caption)}</figcaption></figure>'
-    )
-
-
-def _table_section(
-    dataset: str,
-    frame: pd.DataFrame,
-    slugs: dict[Path, str],
-    matrices: list[list[list[Cell | None]]],
-    bars: Path | None,
-    out: Path,
-    settings: SiteSettings,
-) -> str:
-    columns = table_columns(frame)
-    head = "".join(
-        f'<th data-type="{"number" if c == "rank" or c in NUMBER_COLUMNS else "text"}">'
-        f'<button type="button">{_e(c)}</button></th>'
-        for c in columns
-    )
-    rows = "\n".join(_row(row, columns, slugs) for _, row in frame.iterrows())
-    csv = f"tables/{file_stem(dataset)}.csv"
-    parts = [
-        f'<section id="{_e(file_stem(dataset))}"><h2>{_e(dataset)}</h2>',
-        f'<p><a href="{_e(csv)}">{_e(csv)}</a></p>',
-        f'<table class="leaderboard" data-dataset="{_e(dataset)}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>\n{rows}\n</tbody></table>",
-    ]
-    parts += [_matrix_html(matrix, settings) for matrix in matrices]
-    if bars is not None:
-        parts.append(_figure(bars.relative_to(out).as_posix(), f"{dataset} leaderboard"))
-    parts.append("</section>")
-    return "\n".join(parts)
-
-
-def _row(row: pd.Series, columns: list[str], slugs: dict[Path, str]) -> str:
-    run = row["run"] if isinstance(row["run"], Run) else None
-    kind = str(row["kind"])
-    cells = []
-    for column in columns:
-        value = row[column]
-        if column == "rank" or column in NUMBER_COLUMNS:
-            cells.append(_number_cell(column, value, run, slugs))
-        elif column == "model":
-            cells.append(_model_cell(str(value), kind, run, slugs))
-        elif column == "source":
-            cells.append(_source_cell(str(value), run, slugs))
-        else:
-            cells.append(f'<td class="{_e(column)}">{_e(value)}</td>')
-    css = "kind-" + re.sub(r"[^a-z]+", "-", kind)
-    return f'<tr class="{css}" data-kind="{_e(kind)}">{"".join(cells)}</tr>'
-
-
-def _number_cell(column: str, value: object, run: Run | None, slugs: dict[Path, str]) -> str:
-    missing = value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-    text = str(int(value)) if column == "rank" and not missing else number_text(column, value)  # type: ignore[call-overload]
-    sort_value = "" if missing else repr(float(value))  # type: ignore[arg-type]
-    result = {"valid_ppl": run.valid, "test_ppl": run.test}.get(column) if run else None
-    if result is not None:
-        text = f'<a href="results/{_e(slugs[result.path])}.html">{_e(text)}</a>'
+def _cell(comparison: Comparison, a: str, b: str, level: str) -> Cell:
+    """How the matrix shows ``a`` against ``b``; ``level``: the intervals' confidence (``95%``)."""
+    low, high = comparison.ppl_ci
+    if comparison.significant:
+        verdict = "better" if comparison.ppl_diff < 0 else "worse"
     else:
-        text = _e(text)
-    return f'<td class="number" data-value="{sort_value}">{text}</td>'
-
-
-def _model_cell(name: str, kind: str, run: Run | None, slugs: dict[Path, str]) -> str:
-    flag = f'<span class="flag">{_e(kind)}</span>' if kind in UNRANKED_KINDS else ""
-    first = (run.test or run.valid) if run else None
-    text = _e(name) if first is None else f'<a href="results/{_e(slugs[first.path])}.html">{_e(name)}</a>'
-    return f'<td class="model" data-value="{_e(name)}">{flag}{text}</td>'
-
-
-def _source_cell(text: str, run: Run | None, slugs: dict[Path, str]) -> str:
-    """A measured row's source files as links to their pages; a published figure's source with
-    its address as a link."""
-    if run is not None:
-        links = [f'<a href="results/{_e(slugs[r.path])}.html">{_e(r.path.name)}</a>' for r in run.results]
-        return f'<td class="source">{"<br>".join(links)}</td>'
-    parts = re.split(r"(https?://\S+)", text)
-    cells = "".join(f'<a href="{_e(p)}">{_e(p)}</a>' if i % 2 else _e(p) for i, p in enumerate(parts))
-    return f'<td class="source">{cells}</td>'
-
-
-def _matrix_html(matrix: list[list[Cell | None]], settings: SiteSettings) -> str:
-    names = [next(cell.a for cell in row if cell is not None) for row in matrix]
-    level = f"{100 * settings.confidence:g}%"
-    head = "".join(f'<th scope="col">{_e(name)}</th>' for name in names)
-    rows = []
-    for name, row in zip(names, matrix):
-        cells = "".join(_matrix_cell(cell, level) for cell in row)
-        rows.append(f'<tr><th scope="row">{_e(name)}</th>{cells}</tr>')
-    first = next(cell for cell in matrix[0] if cell is not None).comparison
-    caption = (
-        f"Significance: row minus column test perplexity, {level} interval below each figure "
-        f"(hover for the p-value); paired bootstrap, {first.samples:,} resamples of circular blocks "
-        f"of {first.block_length:,} tokens over {first.tokens:,} tokens, seed {first.seed}. Green: the "
-        "row model is significantly better; red: significantly worse; grey: no significant difference."
-    )
-    return (
-        f'<table class="matrix"><caption>{_e(caption)}</caption><thead><tr><th></th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def _matrix_cell(cell: Cell | None, level: str) -> str:
-    if cell is None:
-        return '<td class="self"></td>'
-    result = cell.comparison
-    low, high = result.ppl_ci
-    verdict = ("better" if result.ppl_diff < 0 else "worse") if result.significant else "tie"
-    p_text = f"p <= {result.p_floor:.2g}" if result.p_value <= result.p_floor else f"p = {result.p_value:.4g}"
-    hover = (
-        f"{cell.a} minus {cell.b}: {result.ppl_diff:+.2f} perplexity, {level} CI [{low:+.2f}, "
+        verdict = "tie"
+    if comparison.p_value <= comparison.p_floor:
+        p_text = f"p <= {comparison.p_floor:.2g}"
+    else:
+        p_text = f"p = {comparison.p_value:.4g}"
+    title = (
+        f"{a} minus {b}: {comparison.ppl_diff:+.2f} perplexity, {level} CI [{low:+.2f}, "
         f"{high:+.2f}]; {p_text}"
     )
-    strength = min(1.0, 0.25 + 2.5 * abs(result.nll_diff))
+    strength = min(1.0, 0.25 + 2.5 * abs(comparison.nll_diff))
     colour = {"better": "46, 160, 67", "worse": "207, 34, 46"}.get(verdict)
-    style = f' style="background-color: rgba({colour}, {strength:.2f})"' if colour else ""
+    background = None if colour is None else f"rgba({colour}, {strength:.2f})"
+    return Cell(verdict, title, background, f"{comparison.ppl_diff:+.2f}", f"[{low:+.2f}, {high:+.2f}]")
+
+
+def _caption(comparison: Comparison, level: str) -> str:
+    """A matrix's caption: how to read it, and the bootstrap's settings (its first comparison's)."""
     return (
-        f'<td class="{verdict}" title="{_e(hover)}"{style}>{result.ppl_diff:+.2f}'
-        f"<small>[{low:+.2f}, {high:+.2f}]</small></td>"
+        f"Significance: row minus column test perplexity, {level} interval below each figure "
+        f"(hover for the p-value); paired bootstrap, {comparison.samples:,} resamples of circular blocks "
+        f"of {comparison.block_length:,} tokens over {comparison.tokens:,} tokens, seed {comparison.seed}. "
+        "Green: the row model is significantly better; red: significantly worse; grey: no significant "
+        "difference."
     )
 
 
@@ -517,71 +447,32 @@ def _result_title(result: Result) -> str:
     return f"{record.model} on {record.dataset}/{record.split}"
 
 
-def _result_body(result: Result, slug: str, has_log_probs: bool) -> str:
+def _result_page(result: Result, slug: str, has_log_probs: bool) -> str:
+    """A result's page; ``slug``: its name (:func:`result_slug`); ``has_log_probs``: whether the
+    site holds its per-token log-probabilities."""
     record = result.record
     figures = (
         f"perplexity {record.perplexity:.2f}, mean NLL {record.nll:.4f} nats per token over "
         f"{record.tokens:,} tokens"
     )
-    downloads = [f'<a href="../files/{_e(slug)}.json">result JSON</a>']
-    if has_log_probs:
-        downloads.append(f'<a href="../files/{_e(slug)}.logprobs.npy">per-token log-probabilities (.npy)</a>')
-    facts = "".join(f"<tr><th>{_e(name)}</th><td>{value}</td></tr>" for name, value in _facts(result))
-    return "\n".join(
-        [
-            '<p><a href="../index.html">&larr; leaderboard</a></p>',
-            f"<h1>{_e(_result_title(result))}</h1>",
-            f"<p>{_e(figures)}</p>",
-            f'<table class="facts"><tbody>{facts}</tbody></table>',
-            "<h2>Reproduce</h2>",
-            f"<pre><code>{_e(reproduce_command(result))}</code></pre>",
-            f"<h2>Download</h2><p>{' &middot; '.join(downloads)}</p>",
-        ]
+    return render(
+        "result.html",
+        root="../",
+        title=_result_title(result),
+        record=record,
+        metadata=record.plugin_metadata or {},
+        arguments=_model_args(record, ", "),
+        figures=figures,
+        audits=_audit_state(result),
+        recomputed=RECOMPUTED[result.verified],
+        data_checks=DATA_CHECKS[record.dataset_verified],
+        time=_time(result),
+        command=reproduce_command(result),
+        slug=slug,
+        has_log_probs=has_log_probs,
     )
 
 
-def _json_block(value: object) -> str:
-    return f"<pre>{_e(json.dumps(value, indent=2, sort_keys=True))}</pre>"
-
-
-def _code(text: object) -> str:
-    return f"<code>{_e(text)}</code>"
-
-
-def _facts(result: Result) -> list[tuple[str, str]]:
-    """The rows of a result page's table: (heading, HTML)."""
-    record = result.record
-    metadata = record.plugin_metadata or {}
-    args = ", ".join(f"{key}={_arg(value)}" for key, value in sorted(record.model_args.items()))
-    protocol = f"{record.protocol.kind}, batch size {record.protocol.batch_size}, BPTT {record.protocol.bptt}"
-    return [
-        ("plugin", _code(record.model)),
-        ("arguments", _code(args) if args else "none"),
-        ("plugin code", _plugin_code(record.plugin_code)),
-        ("checkpoint", _code(record.checkpoint) if record.checkpoint else "none"),
-        ("checkpoint sha256", _optional_code(metadata.get("checkpoint_sha256"))),
-        ("dataset", f"{_code(record.dataset)} ({_e(record.dataset_path or 'path not recorded')})"),
-        (f"{record.split} split sha256", _code(record.dataset_sha256)),
-        ("train split sha256", _optional_code(record.train_sha256)),
-        ("vocabulary", f"{record.vocab_size:,} words, sha256 {_code(record.vocab_sha256)}"),
-        ("data files checked", _e(DATA_CHECKS[record.dataset_verified])),
-        ("protocol", _e(protocol)),
-        ("audits", _e(_audit_state(result))),
-        ("probability audit", _json_block(record.audit) if record.audit else "not run"),
-        ("causality audit", _json_block(record.causality_audit) if record.causality_audit else "not run"),
-        ("figures recomputed", _e(RECOMPUTED[result.verified])),
-        (
-            "hardware",
-            _e(f"{record.device or 'not recorded'}; torch {record.torch_version or 'not recorded'}"),
-        ),
-        ("time", _e(_time(result))),
-        ("commit", _optional_code(record.git_commit)),
-        ("date", _e(record.created or "not recorded")),
-        ("plugin metadata", _json_block(metadata) if metadata else "none"),
-    ]
-
-
-NOT_RECORDED = "not recorded"
 #: What a result's ``dataset_verified`` says, on its page.
 DATA_CHECKS = {True: "against the release's checksums", False: "no known checksum", None: "not recorded"}
 #: What a result's :attr:`Result.verified` says, on its page.
@@ -589,16 +480,6 @@ RECOMPUTED = {
     True: "yes, from the per-token log-probabilities",
     False: "no: no per-token log-probabilities (unverified)",
 }
-
-
-def _optional_code(text: str | None) -> str:
-    return _code(text) if text else "not recorded"
-
-
-def _plugin_code(code: dict | None) -> str:
-    if code is None:
-        return "not recorded"
-    return f"sha256 {_code(code['sha256'])} of {_e(code['source'])} {_code(code['path'])}"
 
 
 def _audit_state(result: Result) -> str:
@@ -624,13 +505,19 @@ def reproduce_command(result: Result) -> str:
     dataset = record.dataset if record.dataset in BENCHMARKS else path(record.dataset_path or record.dataset)
     words = ["python", "-m", "harness", "eval", record.model, "--dataset", dataset, "--split", record.split]
     if record.model_args:
-        words += ["--model-args", ",".join(f"{k}={_arg(v)}" for k, v in sorted(record.model_args.items()))]
+        words += ["--model-args", _model_args(record, ",")]
     if record.checkpoint:
         words += ["--checkpoint", path(record.checkpoint)]
     if record.protocol.kind != "stream":
         words += ["--protocol", record.protocol.kind]
     words += ["--batch-size", str(record.protocol.batch_size), "--bptt", str(record.protocol.bptt)]
     return shlex.join(words)
+
+
+def _model_args(record: ResultRecord, separator: str) -> str:
+    """A result's model arguments as ``--model-args`` spells them, sorted, joined by
+    ``separator``."""
+    return separator.join(f"{key}={_arg(value)}" for key, value in sorted(record.model_args.items()))
 
 
 def _arg(value: object) -> str:

@@ -15,6 +15,9 @@ Word-level rows are ranked by test perplexity (ties share a rank); subword rows 
 ranked among themselves; rows without a test figure come after their section, unranked, ordered
 by valid perplexity; unaudited and unverified rows come last, never ranked.
 
+Each table is a :class:`LeaderboardTable` of typed :class:`LeaderboardRow` s, in rank order:
+what every format reads (CSV, Markdown, the HTML page of :func:`to_html` and the site).
+
 A table gains two columns per split after ``test_ppl`` when one of its rows carries a
 contamination report of that split (:mod:`leaderboard.clean_subset`): ``clean_test_ppl``, the
 perplexity on the split's units that the model's training corpus does not contain, and
@@ -27,17 +30,18 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import html
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from leaderboard.clean_subset import CleanFigures
 from leaderboard.records import TABLE_SPLITS, Collection, Result, run_key
+from leaderboard.templating import render
 from wikitext_toolkit_core.files import write_atomically
 from wikitext_toolkit_core.result_schema import Protocol, ResultRecord, adaptation_of
 
@@ -58,12 +62,15 @@ COLUMNS = [
 #: Per split, the columns of a contamination report: the clean perplexity and the percentage of
 #: the split's tokens that are contaminated (in a table only when a row has such a report).
 CLEAN_COLUMNS = {split: (f"clean_{split}_ppl", f"{split}_contaminated_pct") for split in TABLE_SPLITS}
-#: The contamination columns that hold a perplexity.
-PPL_CLEAN_COLUMNS = [ppl for ppl, _ in CLEAN_COLUMNS.values()]
 #: Every contamination column, in table order.
 ALL_CLEAN_COLUMNS = [column for pair in CLEAN_COLUMNS.values() for column in pair]
 #: Columns written as numbers (at most two decimals).
 NUMBER_COLUMNS = ("params_millions", "valid_ppl", "test_ppl", *ALL_CLEAN_COLUMNS)
+#: The number columns that hold a perplexity.
+PERPLEXITY_COLUMNS = ("valid_ppl", "test_ppl", *(ppl for ppl, _ in CLEAN_COLUMNS.values()))
+#: Every column of numbers, the rank's included (right-aligned in Markdown, sorted as numbers on
+#: the site).
+NUMERIC_COLUMNS = ("rank", *NUMBER_COLUMNS)
 #: What a contamination column shows for a row without a report.
 NO_REPORT = "-"
 
@@ -124,7 +131,8 @@ def load_reported(path: str | Path = REPORTED_CSV) -> pd.DataFrame:
     return frame
 
 
-def _reported_rows(reported: pd.DataFrame, dataset: str) -> list[dict]:
+def _reported_rows(reported: pd.DataFrame, dataset: str) -> list[LeaderboardRow]:
+    """The rows of ``dataset``'s published figures (:func:`load_reported`)."""
     rows = []
     for record in reported[reported["dataset"] == dataset].to_dict("records"):
         notes = []
@@ -136,20 +144,23 @@ def _reported_rows(reported: pd.DataFrame, dataset: str) -> list[dict]:
             notes.append(record["notes"])
         where = f", {record['table']}" if record["table"] else ""
         rows.append(
-            {
-                "model": record["model"],
-                "params_millions": record["params_millions"],
-                "valid_ppl": record["valid_ppl"],
-                "test_ppl": record["test_ppl"],
-                "kind": REPORTED,
-                "source": f"{record['source']}{where} {record['url']}".strip(),
-                "hardware": "",
-                "date": record["date"],
-                "commit": "",
-                "notes": "; ".join(notes),
-            }
+            LeaderboardRow(
+                model=record["model"],
+                params_millions=_figure_or_none(record["params_millions"]),
+                valid_ppl=_figure_or_none(record["valid_ppl"]),
+                test_ppl=_figure_or_none(record["test_ppl"]),
+                kind=REPORTED,
+                source=f"{record['source']}{where} {record['url']}".strip(),
+                date=record["date"],
+                notes="; ".join(notes),
+            )
         )
     return rows
+
+
+def _figure_or_none(value: float) -> float | None:
+    """A figure of a column pandas parsed, None where the cell was empty (NaN)."""
+    return None if math.isnan(value) else float(value)
 
 
 @dataclasses.dataclass
@@ -163,6 +174,96 @@ class Run:
     @property
     def results(self) -> list[Result]:
         return [r for r in (self.valid, self.test) if r is not None]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeaderboardRow:
+    """One row of a leaderboard table: a field per column of :data:`COLUMNS` and
+    :data:`ALL_CLEAN_COLUMNS` (a figure is None where the row has none: a published figure left
+    blank, a run without that split, a result without a contamination report), and ``run``, the
+    :class:`Run` behind a row measured here (None in a published figure's row)."""
+
+    rank: int | None = None
+    model: str
+    params_millions: float | None
+    valid_ppl: float | None
+    test_ppl: float | None
+    kind: str
+    source: str
+    hardware: str = ""
+    date: str
+    commit: str = ""
+    notes: str
+    clean_valid_ppl: float | None = None
+    valid_contaminated_pct: float | None = None
+    clean_test_ppl: float | None = None
+    test_contaminated_pct: float | None = None
+    run: Run | None = None
+
+    def value(self, column: str) -> Any:
+        """The row's figure or text in ``column`` (one of :data:`COLUMNS` or
+        :data:`ALL_CLEAN_COLUMNS`)."""
+        return getattr(self, column)
+
+    def text(self, column: str) -> str:
+        """The row's cell in ``column`` as every format writes it: a figure by
+        :func:`number_text`, the rank as a whole number, nothing where there is none."""
+        value = self.value(column)
+        if column in NUMBER_COLUMNS:
+            return number_text(column, value)
+        return "" if value is None else str(value)
+
+    def result_of(self, column: str) -> Result | None:
+        """The result a measured row's ``column`` shows: the valid result's perplexity in
+        ``valid_ppl``, the test result's in ``test_ppl``, and in ``model`` the test result (else
+        the valid one), whose record names the row; None in any other column and in a
+        published figure's row."""
+        if self.run is None:
+            return None
+        named = self.run.test or self.run.valid
+        return {"valid_ppl": self.run.valid, "test_ppl": self.run.test, "model": named}.get(column)
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaderboardTable:
+    """One dataset's leaderboard: its rows in rank order (:func:`rank`)."""
+
+    rows: tuple[LeaderboardRow, ...]
+
+    @property
+    def columns(self) -> list[str]:
+        """:data:`COLUMNS`, with each split's :data:`CLEAN_COLUMNS` after ``test_ppl`` when a row
+        has a contamination report of that split."""
+        clean = [
+            column
+            for pair in CLEAN_COLUMNS.values()
+            if any(row.value(pair[1]) is not None for row in self.rows)
+            for column in pair
+        ]
+        at = COLUMNS.index("test_ppl") + 1
+        return COLUMNS[:at] + clean + COLUMNS[at:]
+
+    @property
+    def results(self) -> list[Result]:
+        """The results behind the measured rows, in row order."""
+        return [result for row in self.rows if row.run is not None for result in row.run.results]
+
+    def cells(self) -> list[list[str]]:
+        """Every row's cells (:meth:`LeaderboardRow.text`) in :attr:`columns`, as the CSV, the
+        Markdown and the HTML table write them."""
+        columns = self.columns
+        return [[row.text(column) for column in columns] for row in self.rows]
+
+    def frame(self) -> pd.DataFrame:
+        """The table as a DataFrame of its :attr:`columns` (for pandas and the bar chart):
+        figures as floats, NaN where a row has none, ``rank`` as nullable integers."""
+        columns = self.columns
+        values = [[row.value(column) for column in columns] for row in self.rows]
+        frame = pd.DataFrame(values, columns=columns)
+        figures = [column for column in columns if column in NUMBER_COLUMNS]
+        frame[figures] = frame[figures].astype(float)
+        frame["rank"] = frame["rank"].astype("Int64")
+        return frame
 
 
 def _same_figures(a: Result, b: Result) -> bool:
@@ -249,22 +350,24 @@ def _relative(path: Path, roots: list[Path]) -> str:
 
 def _clean_cells(
     run: Run, roots: list[Path], contamination: dict[Path, CleanFigures]
-) -> tuple[dict[str, float], list[str]]:
-    """The contamination columns of a run's row (those of the splits whose result has a report)
-    and the notes naming the reports."""
-    cells, notes = {}, []
+) -> tuple[dict[str, Any], list[str]]:
+    """The contamination columns of a run's row (those of the splits whose result has a report),
+    by column, and the notes naming the reports."""
+    cells: dict[str, Any] = {}
+    notes = []
     for result in run.results:
         figures = contamination.get(result.path)
         if figures is None:
             continue
         clean, share = CLEAN_COLUMNS[result.split]
-        cells[clean] = math.nan if figures.perplexity_clean is None else round(figures.perplexity_clean, 2)
+        cells[clean] = None if figures.perplexity_clean is None else round(figures.perplexity_clean, 2)
         cells[share] = round(100 * figures.contaminated_share, 2)
         notes.append(figures.note(result.split, _relative(figures.report, roots)))
     return cells, notes
 
 
-def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures]) -> dict:
+def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures]) -> LeaderboardRow:
+    """The row of a run measured here."""
     first = run.test or run.valid
     assert first is not None
     record = first.record
@@ -298,20 +401,20 @@ def _run_row(run: Run, roots: list[Path], contamination: dict[Path, CleanFigures
     clean_cells, clean_notes = _clean_cells(run, roots, contamination)
     notes += clean_notes
     dates = sorted((r.record.created or "")[:10] for r in run.results)
-    return {
-        "model": _display_name(first),
-        "params_millions": _millions(params),
-        "valid_ppl": round(run.valid.perplexity, 2) if run.valid else math.nan,
-        "test_ppl": round(run.test.perplexity, 2) if run.test else math.nan,
-        "kind": _kind(first, gaps, unverified),
-        "source": " + ".join(_relative(r.path, roots) for r in run.results),
-        "hardware": record.device or "",
-        "date": dates[-1] if dates else "",
-        "commit": commit,
-        "notes": "; ".join(notes),
+    return LeaderboardRow(
+        model=_display_name(first),
+        params_millions=_millions(params),
+        valid_ppl=round(run.valid.perplexity, 2) if run.valid else None,
+        test_ppl=round(run.test.perplexity, 2) if run.test else None,
+        kind=_kind(first, gaps, unverified),
+        source=" + ".join(_relative(r.path, roots) for r in run.results),
+        hardware=record.device or "",
+        date=dates[-1] if dates else "",
+        commit=commit,
+        notes="; ".join(notes),
+        run=run,
         **clean_cells,
-        "_run": run,
-    }
+    )
 
 
 def _protocol_text(protocol: Protocol) -> str:
@@ -321,11 +424,11 @@ def _protocol_text(protocol: Protocol) -> str:
     return f"{streams}, bptt {protocol.bptt}"
 
 
-def _millions(parameters: int | None) -> float:
+def _millions(parameters: int | None) -> float | None:
     """A parameter count in millions for the tables: 2 decimals, or 2 significant digits below
-    100,000 parameters (a tiny model is 0.017, not 0.0); NaN when not recorded."""
+    100,000 parameters (a tiny model is 0.017, not 0.0); None when not recorded."""
     if parameters is None:
-        return math.nan
+        return None
     millions = parameters / 1e6
     return round(millions, 2) if millions >= 0.1 else float(f"{millions:.2g}")
 
@@ -342,60 +445,85 @@ def _kind(result: Result, gaps: list[str], unverified: list[str]) -> str:
     return BASELINE if is_baseline(result.record.model) else USER_MODEL
 
 
-def _disambiguate(rows: list[dict]) -> None:
-    """Two measured rows with the same model name get told apart in the name itself, by
+def _disambiguate(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
+    """``rows`` (measured here), those with the same model name told apart in the name itself, by
     whatever differs between them: checkpoint, protocol, date and commit; a run number when
     nothing recorded does."""
-
-    def labels(row: dict) -> dict[str, str]:
-        record = (row["_run"].test or row["_run"].valid).record
-        return {
-            "checkpoint": Path(record.checkpoint).name if record.checkpoint else "no checkpoint",
-            "protocol": _protocol_text(record.protocol),
-            "when": f"{row['date']} {row['commit']}".strip() or "undated",
-        }
-
-    names: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        if row["kind"] != REPORTED:
-            names[row["model"]].append(row)
-    for clash in names.values():
-        if len(clash) < 2:
+    clashes: dict[str, list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        clashes[row.model].append(index)
+    named = list(rows)
+    for indices in clashes.values():
+        if len(indices) < 2:
             continue
-        table = [labels(row) for row in clash]
+        table = [_labels(rows[index]) for index in indices]
         varying = [
             key for key in ("checkpoint", "protocol", "when") if len({entry[key] for entry in table}) > 1
         ]
         parts = [[entry[key] for key in varying] for entry in table]
         unique = len({tuple(p) for p in parts}) == len(parts)
-        for number, (row, part) in enumerate(zip(clash, parts), start=1):
+        for number, (index, part) in enumerate(zip(indices, parts), start=1):
             if not unique:
                 part = part + [f"run {number}"]
-            row["model"] = f"{row['model']} [{'; '.join(part)}]"
+            named[index] = dataclasses.replace(rows[index], model=f"{rows[index].model} [{'; '.join(part)}]")
+    return named
 
 
-def rank(frame: pd.DataFrame) -> pd.DataFrame:
+def _labels(row: LeaderboardRow) -> dict[str, str]:
+    """What may tell a measured row apart from another of the same name."""
+    first = row.result_of("model")
+    assert first is not None  # a row measured here
+    record = first.record
+    return {
+        "checkpoint": Path(record.checkpoint).name if record.checkpoint else "no checkpoint",
+        "protocol": _protocol_text(record.protocol),
+        "when": f"{row.date} {row.commit}".strip() or "undated",
+    }
+
+
+#: The section of the rows that are never ranked, after every other.
+UNRANKED_SECTION = 2
+#: The section of the rows of each kind not ranked with the word-level rows (section 0): subword
+#: rows after them, ranked among themselves; then the rows never ranked.
+SECTIONS = {SUBWORD: 1, **dict.fromkeys(UNRANKED_KINDS, UNRANKED_SECTION)}
+
+
+def rank(rows: Iterable[LeaderboardRow]) -> tuple[LeaderboardRow, ...]:
     """Sort into sections (word-level rows, then subword rows, then unaudited and unverified rows),
     each by test perplexity (rows without one after, by valid perplexity), and number the rows
     with a test figure 1, 2, ... within the word-level and within the subword section (equal
     figures share a rank); unaudited and unverified rows get none."""
-    sections = {SUBWORD: 1, **{kind: 2 for kind in UNRANKED_KINDS}}
-    section = frame["kind"].map(sections).fillna(0).astype(int).rename("_section")
-    frame = (
-        frame.join(section)
-        .sort_values(
-            ["_section", "test_ppl", "valid_ppl", "kind", "model"], na_position="last", kind="mergesort"
-        )
-        .reset_index(drop=True)
-    )
-    ranks = (
-        frame["test_ppl"]
-        .where(frame["_section"] < 2)
-        .groupby(frame["_section"])
-        .rank(method="min", na_option="keep")
-    )
-    frame["rank"] = ranks.astype("Int64")
-    return frame.drop(columns="_section")
+    ordered = sorted(rows, key=_rank_order)
+    return tuple(dataclasses.replace(row, rank=_rank_among(row, ordered)) for row in ordered)
+
+
+def _section(row: LeaderboardRow) -> int:
+    return SECTIONS.get(row.kind, 0)
+
+
+def _rank_order(row: LeaderboardRow) -> tuple:
+    """Section, test perplexity, valid perplexity (a row without one after those with), kind
+    and model name."""
+    return (_section(row), *_none_last(row.test_ppl), *_none_last(row.valid_ppl), row.kind, row.model)
+
+
+def _none_last(figure: float | None) -> tuple[bool, float]:
+    """A sort key that puts a missing figure after every figure."""
+    return (figure is None, 0.0 if figure is None else figure)
+
+
+def _rank_among(row: LeaderboardRow, rows: list[LeaderboardRow]) -> int | None:
+    """``row``'s rank: 1 plus the number of rows of its section with a lower test perplexity;
+    None without a test figure or in the section never ranked."""
+    test, section = row.test_ppl, _section(row)
+    if test is None or section == UNRANKED_SECTION:
+        return None
+    lower = [
+        other
+        for other in rows
+        if _section(other) == section and other.test_ppl is not None and other.test_ppl < test
+    ]
+    return 1 + len(lower)
 
 
 def table_name(record: ResultRecord) -> str:
@@ -411,136 +539,70 @@ def build_tables(
     reported: pd.DataFrame | None,
     roots: list[Path] | None = None,
     warnings: list[str] | None = None,
-) -> dict[str, pd.DataFrame]:
+) -> dict[str, LeaderboardTable]:
     """One ranked table per dataset: the paper benchmarks (reported rows, when ``reported`` is
     given) and every dataset with a usable result (builder corpora included); results of the
-    documents protocol in a table of their own (:func:`table_name`)."""
-    tables = ranked_tables(collection, reported, roots, warnings)
-    return {dataset: frame[table_columns(frame)] for dataset, frame in tables.items()}
-
-
-def ranked_tables(
-    collection: Collection,
-    reported: pd.DataFrame | None,
-    roots: list[Path] | None = None,
-    warnings: list[str] | None = None,
-) -> dict[str, pd.DataFrame]:
-    """:func:`build_tables`'s tables with one more column, ``run``: the :class:`Run` behind each
-    measured row (None in a reported row), for what shows each result apart (the site)."""
+    documents protocol in a table of their own (:func:`table_name`). Each measured row keeps the
+    :class:`Run` behind it (:attr:`LeaderboardRow.run`), for what shows each result apart (the
+    site)."""
     roots = roots or []
-    runs = group_runs(collection.results, warnings)
-    by_dataset: dict[str, list[dict]] = defaultdict(list)
-    for run in runs:
+    by_dataset: dict[str, list[LeaderboardRow]] = defaultdict(list)
+    for run in group_runs(collection.results, warnings):
         first = run.results[0]  # group_runs never yields a run without results
         by_dataset[table_name(first.record)].append(_run_row(run, roots, collection.contamination))
     datasets = list(PAPER_DATASETS) if reported is not None else []
     datasets += sorted(name for name in by_dataset if name not in datasets)
     tables = {}
     for dataset in datasets:
-        rows = by_dataset.get(dataset, [])
-        _disambiguate(rows)
-        rows = [{"run" if k == "_run" else k: v for k, v in row.items()} for row in rows]
+        rows = _disambiguate(by_dataset.get(dataset, []))
         if reported is not None:
-            rows += [{**row, "run": None} for row in _reported_rows(reported, dataset)]
-        if not rows:
-            continue
-        columns = [c for c in COLUMNS if c != "rank"] + ALL_CLEAN_COLUMNS + ["run"]
-        tables[dataset] = rank(pd.DataFrame(rows, columns=columns))
+            rows += _reported_rows(reported, dataset)
+        if rows:
+            tables[dataset] = LeaderboardTable(rank(rows))
     return tables
-
-
-def table_columns(frame: pd.DataFrame) -> list[str]:
-    """:data:`COLUMNS`, with each split's :data:`CLEAN_COLUMNS` after ``test_ppl`` when a row of
-    ``frame`` has a contamination report of that split."""
-    clean = [
-        column
-        for pair in CLEAN_COLUMNS.values()
-        if pair[1] in frame.columns and frame[pair[1]].notna().any()
-        for column in pair
-    ]
-    at = COLUMNS.index("test_ppl") + 1
-    return COLUMNS[:at] + clean + COLUMNS[at:]
 
 
 # ---- rendering -------------------------------------------------------------------------------
 
 
-def format_number(value) -> str:
+def format_number(value: float | None) -> str:
     """Perplexities and sizes as written: at most two decimals, at least one (100.0, 141.19);
-    two significant digits below 0.1 (0.017 million parameters, not 0.02)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+    two significant digits below 0.1 (0.017 million parameters, not 0.02); nothing for None."""
+    if value is None:
         return ""
-    if isinstance(value, (int,)) and not isinstance(value, bool):
-        return str(value)
     if 0 < abs(float(value)) < 0.1:
         return f"{float(value):.2g}"
     text = f"{float(value):.2f}".rstrip("0")
     return text + "0" if text.endswith(".") else text
 
 
-def number_text(column: str, value) -> str:
+def number_text(column: str, value: float | None) -> str:
     """A number column's text; ``-`` in a contamination column of a row without a report."""
     text = format_number(value)
     return (text or NO_REPORT) if column in ALL_CLEAN_COLUMNS else text
 
 
-def _cells(frame: pd.DataFrame) -> list[list[str]]:
-    rows = []
-    for record in frame.to_dict("records"):
-        cells = []
-        for column in frame.columns:
-            value = record[column]
-            if column in NUMBER_COLUMNS:
-                cells.append(number_text(column, value))
-            elif column == "rank":
-                cells.append("" if value is pd.NA or pd.isna(value) else str(int(value)))
-            else:
-                cells.append(
-                    "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-                )
-        rows.append(cells)
-    return rows
-
-
-def to_markdown(frame: pd.DataFrame) -> str:
+def to_markdown(table: LeaderboardTable) -> str:
     def escape(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
-    columns = list(frame.columns)
+    columns = table.columns
     lines = [
         "| " + " | ".join(columns) + " |",
-        "|" + "|".join("---:" if c == "rank" or c in NUMBER_COLUMNS else "---" for c in columns) + "|",
+        "|" + "|".join("---:" if c in NUMERIC_COLUMNS else "---" for c in columns) + "|",
     ]
-    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in _cells(frame)]
+    lines += ["| " + " | ".join(escape(cell) for cell in row) + " |" for row in table.cells()]
     return "\n".join(lines) + "\n"
 
 
-def to_html(frame: pd.DataFrame, title: str) -> str:
-    columns = list(frame.columns)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "\n".join(
-        f'<tr class="{html.escape(row[columns.index("kind")].replace(" ", "-"))}">'
-        + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
-        + "</tr>"
-        for row in _cells(frame)
-    )
-    return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>\n'
-        "<style>table{border-collapse:collapse;font-family:sans-serif;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:3px 6px}tr.reproduced-baseline{background:#eef6ff}"
-        "tr.user-model{background:#effaef}"
-        "tr.unaudited,tr.unverified{background:#fff3e0;font-style:italic}</style>"
-        f"</head><body>\n<h2>{html.escape(title)}</h2>\n<table>\n<thead><tr>{head}</tr></thead>\n"
-        f"<tbody>\n{body}\n</tbody></table>\n</body></html>\n"
-    )
+def to_html(table: LeaderboardTable, title: str) -> str:
+    """The table as a page of its own (``build --format html``)."""
+    return render("table.html", title=title, table=table)
 
 
-def to_csv(frame: pd.DataFrame) -> str:
-    out = frame.copy()
-    for column in out.columns:
-        if column in NUMBER_COLUMNS:
-            out[column] = [number_text(column, value) for value in out[column]]
-    return out.to_csv(index=False, lineterminator="\n")
+def to_csv(table: LeaderboardTable) -> str:
+    frame = pd.DataFrame(table.cells(), columns=table.columns)
+    return frame.to_csv(index=False, lineterminator="\n")
 
 
 EXTENSIONS = {"csv": "csv", "markdown": "md", "html": "html"}
@@ -569,12 +631,12 @@ def table_path(dataset: str, out: Path, fmt: str) -> Path:
     return out / f"{file_stem(dataset)}.{EXTENSIONS[fmt]}"
 
 
-def table_paths(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
+def table_paths(tables: dict[str, LeaderboardTable], out: Path, formats: Iterable[str]) -> list[Path]:
     """The files :func:`write_tables` writes for ``tables``, in its order."""
     return [table_path(dataset, out, fmt) for dataset in tables for fmt in formats]
 
 
-def stale_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
+def stale_tables(tables: dict[str, LeaderboardTable], out: Path, formats: Iterable[str]) -> list[Path]:
     """The tables in ``out`` of datasets that ``tables`` no longer has: each ``DATASET.csv`` that
     reads as a leaderboard CSV (:func:`read_table`), with its other formats beside it."""
     current = set(table_paths(tables, out, ["csv"]))
@@ -591,52 +653,95 @@ def stale_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[s
     return stale
 
 
-def write_tables(tables: dict[str, pd.DataFrame], out: Path, formats: Iterable[str]) -> list[Path]:
+def write_tables(tables: dict[str, LeaderboardTable], out: Path, formats: Iterable[str]) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for dataset, frame in tables.items():
+    for dataset, table in tables.items():
         for fmt in formats:
             path = table_path(dataset, out, fmt)
             if fmt == "csv":
-                text = to_csv(frame)
+                text = to_csv(table)
             elif fmt == "markdown":
-                text = to_markdown(frame)
+                text = to_markdown(table)
             else:
-                text = to_html(frame, f"{dataset} leaderboard")
+                text = to_html(table, f"{dataset} leaderboard")
             written.append(write_atomically(path, text))
     return written
 
 
-def read_table(path: str | Path) -> pd.DataFrame:
-    """A leaderboard CSV written by :func:`write_tables`, numeric columns parsed."""
+def read_table(path: str | Path) -> LeaderboardTable:
+    """A leaderboard CSV written by :func:`write_tables`, its figures parsed."""
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: not a leaderboard CSV (missing {', '.join(missing)})")
     try:
-        for column in frame.columns:
-            if column in NUMBER_COLUMNS:
-                frame[column] = pd.to_numeric(frame[column].where(~frame[column].isin(["", NO_REPORT])))
-        frame["rank"] = pd.to_numeric(frame["rank"].replace("", None)).astype("Int64")
-    except (ValueError, TypeError) as error:  # TypeError: a rank that is no whole number
+        rows = tuple(_csv_row(cells) for cells in frame.to_dict("records"))
+    except ValueError as error:
         raise ValueError(f"{path}: not a leaderboard CSV ({error})") from None
-    perplexities = [c for c in ("valid_ppl", "test_ppl", *PPL_CLEAN_COLUMNS) if c in frame.columns]
-    for column in perplexities:
-        values = frame[column].dropna()
-        wrong = values[~((values >= 1) & (values < math.inf))]
-        if len(wrong):
-            raise ValueError(f"{path}: not a leaderboard CSV ({column} {wrong.iloc[0]} is no perplexity)")
-    return frame[table_columns(frame)]
+    return LeaderboardTable(rows)
 
 
-def unchecked_rows(frame: pd.DataFrame) -> list[tuple[str, str]]:
+def _csv_row(cells: Mapping[Hashable, str]) -> LeaderboardRow:
+    """The row of a leaderboard CSV's ``cells``, by column (the contamination columns may be
+    absent)."""
+
+    def figure(column: str) -> float | None:
+        return _csv_figure(column, cells.get(column, ""))
+
+    return LeaderboardRow(
+        rank=_csv_rank(cells["rank"]),
+        model=cells["model"],
+        params_millions=figure("params_millions"),
+        valid_ppl=figure("valid_ppl"),
+        test_ppl=figure("test_ppl"),
+        kind=cells["kind"],
+        source=cells["source"],
+        hardware=cells["hardware"],
+        date=cells["date"],
+        commit=cells["commit"],
+        notes=cells["notes"],
+        clean_valid_ppl=figure("clean_valid_ppl"),
+        valid_contaminated_pct=figure("valid_contaminated_pct"),
+        clean_test_ppl=figure("clean_test_ppl"),
+        test_contaminated_pct=figure("test_contaminated_pct"),
+    )
+
+
+def _csv_rank(text: str) -> int | None:
+    """A CSV's rank: a whole number, or empty (None)."""
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"rank {text!r} is no whole number") from None
+
+
+def _csv_figure(column: str, text: str) -> float | None:
+    """A CSV's figure in a number column: None where empty (or ``-``, no contamination report);
+    a perplexity must be at least 1 and finite."""
+    if text in ("", NO_REPORT):
+        return None
+    try:
+        figure = float(text)
+    except ValueError:
+        raise ValueError(f"{column} {text!r} is no number") from None
+    if math.isnan(figure):
+        return None
+    if column in PERPLEXITY_COLUMNS and not 1 <= figure < math.inf:
+        raise ValueError(f"{column} {figure} is no perplexity")
+    return figure
+
+
+def unchecked_rows(table: LeaderboardTable) -> list[tuple[str, str]]:
     """The rows of a table that are unaudited or unverified (:data:`UNRANKED_KINDS`, as
     :func:`records.trust_gap` decides for their results), each as its source files (else its
     model) and its kind with why, for :func:`records.check_trusted`."""
-    rows = frame[frame["kind"].isin(UNRANKED_KINDS)]
     return [
-        (str(row["source"] or row["model"]), _kind_reason(row["kind"], row["notes"]))
-        for _, row in rows.iterrows()
+        (row.source or row.model, _kind_reason(row.kind, row.notes))
+        for row in table.rows
+        if row.kind in UNRANKED_KINDS
     ]
 
 
@@ -644,5 +749,5 @@ def _kind_reason(kind: str, notes: str) -> str:
     """``KIND (WHY)``, WHY the note of ``notes`` that begins ``KIND:`` (:func:`_run_row` writes
     one for each unranked kind); ``KIND`` alone when none does."""
     prefix = f"{kind}: "
-    why = next((note[len(prefix) :] for note in str(notes).split("; ") if note.startswith(prefix)), "")
+    why = next((note[len(prefix) :] for note in notes.split("; ") if note.startswith(prefix)), "")
     return f"{kind} ({why})" if why else kind

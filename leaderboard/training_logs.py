@@ -1,7 +1,7 @@
-"""The logs ``python -m baselines train`` writes: read (:func:`load_training_log`), joined along a
-warm-started path (:func:`cut_training_log`, :func:`join_training_logs`), and projected to where
-the run will end (:func:`project_run`). ``python -m leaderboard plot curves`` draws them;
-``python -m leaderboard project`` projects them.
+"""The logs ``python -m baselines train`` writes (:mod:`wikitext_toolkit_core.training_log`): read
+(:func:`load_training_log`), joined along a warm-started path (:func:`cut_training_log`,
+:func:`join_training_logs`), and projected to where the run will end (:func:`project_run`).
+``python -m leaderboard plot curves`` draws them; ``python -m leaderboard project`` projects them.
 
 How :func:`project_run` projects a run's best validation perplexity:
 
@@ -31,13 +31,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from wikitext_toolkit_core.training_log import EpochEndRecord, MidEpochRecord, read_training_log
 
 #: The first epoch whose validation the plateau fit uses.
 FIRST_FITTED_EPOCH = 2
@@ -49,60 +50,37 @@ RATES = np.geomspace(0.01, 3.0, 800)
 
 
 def load_training_log(path: str | Path) -> pd.DataFrame:
-    """A ``baselines train`` log (JSON lines) as columns ``epoch``, ``step`` (the step of a
-    validation mid-epoch, else None), ``epochs`` (epochs trained up to the record, a fraction for
-    a validation mid-epoch), ``minutes`` (training time up to the record, validation excluded),
-    ``valid_ppl``, ``learning_rate``, ``partial`` (a validation mid-epoch) and ``device`` (where
-    the record's training ran; None in logs older than that field).
+    """A ``baselines train`` log (:mod:`wikitext_toolkit_core.training_log`) as columns ``epoch``,
+    ``step`` (the step of a validation mid-epoch, else None), ``epochs`` (epochs trained up to the
+    record, a fraction for a validation mid-epoch), ``minutes`` (training time up to the record,
+    validation excluded), ``valid_ppl``, ``learning_rate``, ``partial`` (a validation mid-epoch)
+    and ``device`` (where the record's training ran; None in logs older than that field).
 
     Raises:
-        ValueError: a path that is no regular file (a FIFO would block the read forever,
-            ``/dev/zero`` never ends), or a line that is not a training-log record.
+        ValueError: a path that is no regular file, a line that is not a training-log record
+            (naming the file and the line), or a log without records.
     """
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise ValueError(f"{path}: not a regular file; a training log is a file")
-    rows, finished_seconds = [], 0.0
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            seconds = (
-                record["total_seconds"] if not record["partial"] else finished_seconds + record["seconds"]
-            )
-            epochs = (
-                record["epoch"]
-                if not record["partial"]
-                else record["epoch"] - 1 + record["step"] / record["steps_per_epoch"]
-            )
-            valid_ppl = float(record["valid_ppl"])
-            if not math.isfinite(valid_ppl):  # JSON's Infinity or NaN: a damaged log
-                raise ValueError(f"valid_ppl {valid_ppl} is not a finite number")
-            rows.append(
-                {
-                    "epoch": record["epoch"],
-                    "step": record["step"] if record["partial"] else None,
-                    "epochs": epochs,
-                    "minutes": seconds / 60,
-                    "valid_ppl": valid_ppl,
-                    "learning_rate": record["learning_rate"],
-                    "partial": record["partial"],
-                    "device": record.get("device"),
-                }
-            )
-        except (
-            ValueError,
-            KeyError,
-            TypeError,
-            ZeroDivisionError,
-            RecursionError,
-        ) as error:  # RecursionError: nested too deeply
-            raise ValueError(f"{path}:{number}: not a training-log record ({error})") from None
-        if not record["partial"]:
-            finished_seconds = record["total_seconds"]
-    if not rows:
+    records = read_training_log(path)
+    if not records:
         raise ValueError(f"{path}: no training-log records")
+    rows, finished_seconds = [], 0.0
+    for record in records:
+        if isinstance(record, EpochEndRecord):
+            seconds = finished_seconds = record.total_seconds
+        else:
+            seconds = finished_seconds + record.seconds
+        rows.append(
+            {
+                "epoch": record.epoch,
+                "step": record.step if isinstance(record, MidEpochRecord) else None,
+                "epochs": record.epochs,
+                "minutes": seconds / 60,
+                "valid_ppl": record.valid_ppl,
+                "learning_rate": record.learning_rate,
+                "partial": record.partial,
+                "device": record.device,
+            }
+        )
     return pd.DataFrame(rows)
 
 

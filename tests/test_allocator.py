@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import baselines.cli
-import harness.cli
+import harness.runner
 from baselines.cli import main as baselines_main
 from harness.cli import main as harness_main
 
@@ -63,7 +63,7 @@ def retained(monkeypatch) -> list[str]:
     """The commands' calls of ``retain_freed_memory`` (recorded, not made: the test process's
     allocator is left as it is)."""
     calls: list[str] = []
-    for module in (harness.cli, baselines.cli):
+    for module in (harness.runner, baselines.cli):
         monkeypatch.setattr(module, "retain_freed_memory", lambda name=module.__name__: calls.append(name))
     return calls
 
@@ -71,7 +71,7 @@ def retained(monkeypatch) -> list[str]:
 def test_harness_eval_keeps_freed_memory_for_a_model_on_a_cpu(corpus, retained):
     command = ["eval", "harness.plugins.unigram", "--dataset", str(corpus), "--device", "cpu"]
     assert harness_main(command) == 0
-    assert retained == ["harness.cli"]
+    assert retained == ["harness.runner"]
 
 
 def test_baselines_commands_keep_freed_memory_on_a_cpu(corpus, tmp_path, retained):

@@ -8,11 +8,13 @@ import math
 import re
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from harness import evaluate as evaluate_module
 from harness.api import evaluate_model
 from harness.causality import SUBSTITUTIONS
 from harness.cli import main as harness_main
@@ -296,3 +298,65 @@ def test_a_whole_stream_model_object_is_evaluated_and_audited(corpus: Path) -> N
     assert result.perplexity == pytest.approx(len(dataset.vocab))
     assert result.record.audit["passed"] and result.record.causality_audit["passed"]
     assert result.record.plugin_process == "harness"  # a model object: scored in this process, not ranked
+
+
+#: The fields (``outer.inner`` within an object) in which the result files of one request, made
+#: once by the command line and once by :func:`evaluate_model`, may differ: when each was written
+#: and how long its passes took. Everything else, the audits' draws and figures included (their
+#: secret seed fixed for the test), is the same.
+DIFFERING_FIELDS = ("created", "runtime_seconds", "tokens_per_second", "causality_audit.seconds")
+
+
+def flattened(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``record``'s values by their dotted paths (``causality_audit.seconds``), objects opened."""
+    values: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            values.update(flattened(value, f"{prefix}{key}."))
+        else:
+            values[f"{prefix}{key}"] = value
+    return values
+
+
+@pytest.mark.parametrize(
+    "options, keywords",
+    [([], {}), (["--in-process"], {"in_process": True})],
+    ids=["worker processes", "in process"],
+)
+def test_the_command_line_and_the_api_write_identical_results_for_one_request(
+    corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    options: list[str],
+    keywords: dict[str, Any],
+) -> None:
+    monkeypatch.setattr(evaluate_module, "secrets", SimpleNamespace(randbits=lambda bits: 12345))
+    protocol = ["--batch-size", "2", "--bptt", "5", "--audit", "4", "--causality-audit", "40"]
+    arguments = ["--split", "valid", "test", "--model-args", "order=3", *protocol, *options]
+    command_line_results(tmp_path / "cli", "kneser_ney", corpus, *arguments)
+    evaluate_model(
+        "kneser_ney",
+        corpus,
+        splits=("valid", "test"),
+        model_args={"order": 3},
+        batch_size=2,
+        bptt=5,
+        audit=4,
+        causality_audit=40,
+        output_dir=tmp_path / "api",
+        **keywords,
+    )
+    names = sorted(path.name for path in (tmp_path / "cli").iterdir())
+    assert names == sorted(path.name for path in (tmp_path / "api").iterdir())
+    assert len(names) == 4  # a record and a per-token file for each split
+    for name in names:
+        cli, api = tmp_path / "cli" / name, tmp_path / "api" / name
+        if name.endswith(".npy"):
+            assert cli.read_bytes() == api.read_bytes()
+            continue
+        records = [flattened(json.loads(path.read_text())) for path in (cli, api)]
+        assert list(records[0]) == list(records[1])  # the same fields, in the same order
+        assert {field: value for field, value in records[0].items() if field not in DIFFERING_FIELDS} == {
+            field: value for field, value in records[1].items() if field not in DIFFERING_FIELDS
+        }
+        assert records[0]["model_args.order"] == 3 and records[0]["causality_audit.passed"]

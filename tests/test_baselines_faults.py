@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -20,10 +19,10 @@ import torch
 from conftest import REPO, assert_one_line_error, write_corpus
 
 from baselines import checkpoint as checkpoints
-from baselines import cli as baselines_cli
 from baselines.cli import main as baselines_main
 from baselines.run_directory import RunDirectory
-from baselines.training import Trainer
+from baselines.trainer import Trainer
+from baselines.validation import Validation
 from wikitext_toolkit_core.files import exclusive_directory
 
 REPEATED = " the cat sat on the mat . \n the dog sat on the log . \n a cat and a dog met on a mat . \n"
@@ -162,7 +161,7 @@ def best_weights(run: Path) -> tuple[float, dict[str, torch.Tensor]]:
     return payload["valid_perplexity"], payload["model"]
 
 
-@pytest.mark.parametrize("killed_in", [(Trainer, "validate"), (RunDirectory, "append_log")])
+@pytest.mark.parametrize("killed_in", [(Validation, "validate"), (RunDirectory, "append_log")])
 @pytest.mark.parametrize("rerun", [["--max-steps", "3"], ["--max-steps", "5"]], ids=["same", "further"])
 def test_a_stops_validation_cut_short_by_a_kill_is_done_by_the_rerun(
     toy, tmp_path, monkeypatch, killed_in, rerun
@@ -191,41 +190,6 @@ def test_a_stops_validation_cut_short_by_a_kill_is_done_by_the_rerun(
     (mine, my_weights), (theirs, their_weights) = best_weights(run), best_weights(whole)
     assert mine == theirs and my_weights.keys() == their_weights.keys()
     assert all(torch.equal(my_weights[name], their_weights[name]) for name in my_weights)
-
-
-def test_two_tunings_writing_one_file_at_once_keep_both_entries(toy, tmp_path, monkeypatch):
-    """Two ``tune-dynamic`` runs of other methods, both done tuning before either writes (each
-    read the file before tuning): the file keeps both entries."""
-    assert train(toy, tmp_path / "run", "--max-steps", "1") == 0
-    checkpoint = tmp_path / "run" / checkpoints.BEST
-    both_tuned = threading.Barrier(2, timeout=120)
-    tune_dynamic = baselines_cli.tune_dynamic
-
-    def tuned_together(*args: object, **kwargs: object) -> dict:
-        results = tune_dynamic(*args, **kwargs)
-        both_tuned.wait()
-        return results
-
-    monkeypatch.setattr(baselines_cli, "tune_dynamic", tuned_together)
-    statuses = {}
-    grid = ["--decays", "0", "--segments", "3", "--bptt", "6", "--threads", "1", "--device", "cpu"]
-
-    def tune(method: str, lr: str) -> None:
-        command = ["tune-dynamic", "--dataset", str(toy), "--checkpoint", str(checkpoint)]
-        statuses[method] = baselines_main([*command, "--method", method, "--lrs", lr, *grid])
-
-    tuners = [threading.Thread(target=tune, args=setting) for setting in (("sgd", "0.1"), ("rms", "0.001"))]
-    for tuner in tuners:
-        tuner.start()
-    for tuner in tuners:
-        tuner.join(timeout=300)
-    assert statuses == {"sgd": 0, "rms": 0}
-    record = json.loads((checkpoint.parent / "dynamic_eval.json").read_text(encoding="utf-8"))
-    assert sorted(record["best"]) == sorted(record["searches"]) == ["zoneout_lstm/rms", "zoneout_lstm/sgd"]
-    assert (record["best"]["zoneout_lstm/sgd"]["lr"], record["best"]["zoneout_lstm/rms"]["lr"]) == (
-        0.1,
-        0.001,
-    )
 
 
 #: ``python -c FULL_DISK ROOM ARGUMENTS...``: ``python -m baselines ARGUMENTS...`` where no file

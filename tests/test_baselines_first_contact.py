@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import shlex
 from pathlib import Path
@@ -41,8 +42,9 @@ def train_into_default_run(toy: Path) -> Path:
     return checkpoints.default_run_dir("zoneout_lstm", "toy") / checkpoints.BEST
 
 
-def test_a_run_of_ones_own_never_replaces_the_packaged_model(capsys):
+def test_a_run_of_ones_own_never_replaces_the_packaged_model(caplog):
     """Beside a run in the default run directory, the plugins still load the packaged model."""
+    caplog.set_level(logging.INFO, logger="baselines")
     ptb = load_dataset("ptb")
     run = checkpoints.default_run_dir("zoneout_lstm", "ptb") / checkpoints.BEST
     config = {"embedding_size": 8, "hidden_size": 8, "vocab_size": len(ptb.vocab)}
@@ -61,7 +63,7 @@ def test_a_run_of_ones_own_never_replaces_the_packaged_model(capsys):
         **lstm.result_metadata(),
         "test_time_adaptation": "a neural cache of the last 100 positions' hidden states",
     }
-    assert f"zoneout_lstm: using the packaged ptb checkpoint {packaged}\n" in capsys.readouterr().err
+    assert f"zoneout_lstm: using the packaged ptb checkpoint {packaged}" in caplog.messages
 
 
 def test_a_run_is_scored_when_named_and_the_result_says_which_file(toy, tmp_path, capfd):

@@ -18,19 +18,18 @@ from conftest import REPO, write_corpus
 
 from baselines import checkpoint as checkpoints
 from baselines import cli as baselines_cli
-from baselines import training
+from baselines import trainer, training
 from baselines.cli import main as baselines_main
 from baselines.models import NeuralCache
 from baselines.neural_cache import cache_from_checkpoint
 from baselines.plugin_bridge import TorchLanguageModel
 from baselines.schedule import Schedule, learning_rate_schedule
 from baselines.training import TrainOptions, bfloat16_is_emulated
-from baselines.tuning import tuning_record
 from harness.cli import main as harness_main
 from harness.datasets import load_dataset
 from harness.evaluate import evaluate
 from harness.plugin import ModelUnavailable
-from harness.results import SOURCE_ROOT
+from leaderboard.training_logs import load_training_log
 from wikitext_toolkit_core.files import file_sha256
 
 TOY = "embedding_size=8,hidden_size=8"
@@ -365,7 +364,7 @@ def test_a_non_finite_loss_stops_the_run_in_one_line_and_keeps_its_saved_files(
     saved = {name: file_sha256(tmp_path / "run" / name) for name in (checkpoints.RESUME, checkpoints.BEST)}
     finite_loss = training.chunk_loss
     monkeypatch.setattr(
-        training, "chunk_loss", lambda output, reduction: finite_loss(output, reduction) * math.inf
+        trainer, "chunk_loss", lambda output, reduction: finite_loss(output, reduction) * math.inf
     )
     capsys.readouterr()
     assert train(toy, tmp_path / "run", "--checkpoint-minutes", "1e-9") == 2  # else saved after the step
@@ -693,15 +692,6 @@ def test_checkpoint_holding_code_is_refused(toy, tmp_path, capsys):
     assert "holds Python objects other than tensors" in capsys.readouterr().err
 
 
-def test_the_tuning_file_records_its_checkpoint_relative_to_the_repository():
-    packaged = SOURCE_ROOT / "baselines" / "trained" / "ptb" / "zoneout_lstm.pt"
-
-    record = tuning_record({"best": {}}, {}, checkpoint=packaged, dataset="ptb", split="valid", seconds=1.0)
-
-    assert record["checkpoint"] == "<repo>/baselines/trained/ptb/zoneout_lstm.pt"
-    assert record["checkpoint_sha256"] == file_sha256(packaged)
-
-
 def test_a_cache_tuned_on_another_checkpoint_is_refused_until_tuned_again(toy, tmp_path, capsys):
     """A checkpoint retrained in place of the tuned one does not inherit the tuned theta and lambda."""
     assert train(toy, tmp_path / "run", "--max-steps", "2") == 0
@@ -756,6 +746,7 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
         == 0
     )
     tuning = json.loads((tmp_path / "run" / "neural_cache.json").read_text())
+    searches = tuning["searches"]
     edges = capsys.readouterr().err
     for window in ("3", "20"):  # a best theta of 0.5 or lambda of 0.2 is at the grid's edge
         chosen = tuning["best"][window]
@@ -774,7 +765,7 @@ def test_tune_grid_agrees_with_the_plugin(toy, tmp_path, capsys):
                 result = evaluate(
                     cache, valid, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab), progress=False
                 )
-                assert tuning["grid"][str(window)][i][j] == pytest.approx(result.perplexity, rel=1e-6)
+                assert searches[str(window)]["grid"][i][j] == pytest.approx(result.perplexity, rel=1e-6)
     # The plugin reads the tuned theta and lambda for its window.
     capsys.readouterr()
     assert (
@@ -1183,6 +1174,30 @@ def test_a_run_written_by_older_code_resumes_to_the_uninterrupted_weights(toy, t
         torch.testing.assert_close(resumed[name], whole[name], rtol=0, atol=1e-4, msg=name)
 
 
+def test_a_log_written_before_the_schema_versions_goes_on_with_versioned_records(toy, tmp_path):
+    """A run whose log holds records without ``schema_version`` (written by code before the
+    training-log schema, version 1), resumed: the resume rules read them (the stop's validation is
+    not done again; a record beyond the checkpoint, left by a kill, is dropped), the run appends
+    records with their version, and the leaderboard reads the two alike."""
+    run, every = tmp_path / "run", ["--max-epochs", "2", "--validate-every", "4"]
+    assert train(toy, run, *every, "--max-steps", "9") == 0
+    unversioned = [
+        {key: value for key, value in record.items() if key != "schema_version"}
+        for record in epoch_records(run)
+    ]
+    beyond = {**unversioned[-1], "step": 12}  # logged by a run killed before its checkpoint
+    (run / "log.jsonl").write_text("".join(json.dumps(record) + "\n" for record in [*unversioned, beyond]))
+    assert train(toy, run, *every) == 0
+    records = epoch_records(run)
+    assert records[: len(unversioned)] == unversioned
+    assert [record.get("schema_version") for record in records[len(unversioned) :]] == [1] * (
+        len(records) - len(unversioned)
+    )
+    steps = [(record["epoch"], record.get("step")) for record in records]
+    assert steps[: len(unversioned) + 1] == [(1, 4), (1, 8), (1, 9), (1, 12)]
+    assert load_training_log(run / "log.jsonl")["valid_ppl"].tolist() == [r["valid_ppl"] for r in records]
+
+
 def test_a_best_file_newer_than_the_checkpoint_is_not_overwritten_by_a_worse_one(toy, tmp_path):
     """A kill between writing ``best.pt`` and the ``checkpoint.pt`` that records it: the resumed
     run must keep the better weights rather than replace them with its next validation's."""
@@ -1225,9 +1240,9 @@ def test_a_sampled_softmax_phase_trains_its_steps_then_the_full_softmax_and_resu
 ):
     sampled = ["--max-epochs", "2", "--sampled-softmax", "5", "--sampled-softmax-steps", "16"]
     draws = []
-    original = training.UnigramSampler.draw
+    original = trainer.UnigramSampler.draw
     monkeypatch.setattr(
-        training.UnigramSampler, "draw", lambda self, *a: draws.append(1) or original(self, *a)
+        trainer.UnigramSampler, "draw", lambda self, *a: draws.append(1) or original(self, *a)
     )
     assert train(toy, tmp_path / "whole", *sampled, kind=kind) == 0
     assert len(draws) == 16  # then the full softmax, to the end of epoch 2

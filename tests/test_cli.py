@@ -369,3 +369,20 @@ def test_download_command_verifies_the_packaged_benchmarks(capsys: pytest.Captur
     assert capsys.readouterr().out.splitlines() == [
         f"{name}: {PACKAGED_DATA / name} (checksums verified)" for name in ("ptb", "wikitext-2")
     ]
+
+
+@pytest.mark.parametrize("mode", [[], ["--in-process"]], ids=["worker process", "in process"])
+@pytest.mark.parametrize(
+    "model_args, message",
+    [
+        ("order=0", "kneser_ney: order must be a positive integer, got 0"),
+        ("order=five", "kneser_ney: order must be a positive integer, got 'five'"),
+        ("order=3,smoothing=0.5", "kneser_ney: unknown model arg(s) smoothing (known: order)"),
+    ],
+)
+def test_declared_model_args_are_one_line_errors_wherever_the_plugin_runs(
+    corpus: Path, capsys: pytest.CaptureFixture, mode: list[str], model_args: str, message: str
+) -> None:
+    command = ["eval", "kneser_ney", "--dataset", str(corpus), "--model-args", model_args, *mode]
+    assert main(command) == 2
+    assert capsys.readouterr().err == f"error: {message}\n"

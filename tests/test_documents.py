@@ -42,6 +42,11 @@ TEXT = (
     " = Goals ; A = \n"
     " \n"
 )
+#: The split of the tests that score it: 12 articles, 160 tokens, in batches of documents of 100
+#: and 60 positions, each of which takes a quarter of its positions in substitutions, as the split's
+#: default asks (with 3 copies, 75 and 45 take 18 and 11, below the default 30: a split under
+#: 4,000 tokens whose batches' quarters round down below the split's is unaudited by default).
+ARTICLES = TEXT * 4
 
 
 def test_articles_start_at_level_one_headings_as_lm_eval_cuts_its_pages() -> None:
@@ -50,11 +55,16 @@ def test_articles_start_at_level_one_headings_as_lm_eval_cuts_its_pages() -> Non
     documents = split_documents(TEXT)
     tokens = [(*line.split(), "<eos>") for line in TEXT.split("\n")[:-1]]
     lengths = [len(line) for line in tokens]
-    # the blank line, the first article (4 lines), the second (2 lines), the legend "article" (2)
-    assert documents.lengths.tolist() == [1, sum(lengths[1:7]), sum(lengths[7:9]), sum(lengths[9:11])]
+    # Each page (the first article's 6 lines, the second's 2, the legend "article"'s 2) with the
+    # <eos> before it (the blank line's, then that of each page's last line, in no page).
+    assert documents.lengths.tolist() == [
+        sum(lengths[0:7]) - 1,
+        sum(lengths[7:9]),
+        sum(lengths[9:11]) + 1,
+    ]
     assert documents.starts.tolist() == np.concatenate([[0], np.cumsum(documents.lengths)[:-1]]).tolist()
     pages = lm_eval_pages(TEXT)
-    assert len(pages) == 3  # no page for the blank line before the first heading
+    assert len(pages) == documents.pages == 3  # no page for the blank line before the first heading
     assert documents.words == sum(len(re.split(r"\s+", page)) for page in pages)
     assert documents.bytes == sum(len(page.encode("utf-8")) for page in pages)
     assert split_documents(" no heading here \n") is None
@@ -68,7 +78,8 @@ def test_wikitext_2_test_has_lm_evals_62_pages_and_counts() -> None:
     )
     documents = split_documents(text)
     pages = lm_eval_pages(text)
-    assert len(pages) == 62 and len(documents.starts) == 63  # and the blank line before the first
+    assert len(pages) == documents.pages == len(documents.starts) == 62
+    assert documents.variant == "<unk>"
     assert documents.lengths.sum() == 245_569  # every token, once
     assert documents.words == sum(len(re.split(r"\s+", page)) for page in pages) == 241_335
     assert documents.bytes == sum(len(page.encode("utf-8")) for page in pages) == 1_256_386
@@ -98,14 +109,14 @@ def _documents_corpus(tmp_path: Path) -> Path:
     directory = tmp_path / "articles"
     directory.mkdir(parents=True)
     for split in ("train", "valid", "test"):
-        (directory / f"wiki.{split}.tokens").write_text(TEXT * 3, encoding="utf-8")
+        (directory / f"wiki.{split}.tokens").write_text(ARTICLES, encoding="utf-8")
     return directory
 
 
 def test_each_document_is_a_stream_from_a_fresh_state(tmp_path: Path) -> None:
     dataset = load_dataset(str(_documents_corpus(tmp_path)))
     ids = dataset.tokens("test").ids
-    documents = split_documents(TEXT * 3)
+    documents = split_documents(ARTICLES)
     model = Recorder(dataset)
     result = evaluate(
         model,
@@ -119,7 +130,8 @@ def test_each_document_is_a_stream_from_a_fresh_state(tmp_path: Path) -> None:
     batches = [len(batch) for batch in document_batches(documents.lengths)]
     assert sum(batches) == len(documents.starts)
     assert model.resets == batches * 2  # a reset per batch, in the evaluation's pass and the audit's
-    for first_inputs in model.first_inputs:  # each from <eos>, as a split starts
+    # each from <eos>, as a split starts, the legend "article" too, which follows a word
+    for first_inputs in model.first_inputs:
         assert (first_inputs == dataset.vocab.eos_id).all()
     streamed = evaluate(model, ids, eos_id=dataset.vocab.eos_id, vocab_size=len(dataset.vocab))
     np.testing.assert_array_equal(result.token_log_probs, streamed.token_log_probs)  # in the split's order
@@ -133,14 +145,14 @@ def test_the_command_line_records_the_protocol_and_lm_evals_figures(tmp_path: Pa
         assert _eval_unigram(corpus, "--protocol", protocol, "--output-dir", str(out)) == 0
     printed = capsys.readouterr().out
     assert "on articles/test (documents): perplexity" in printed
-    assert "lm-evaluation-harness's figures over 10 documents: word_perplexity" in printed
+    assert "lm-evaluation-harness's figures over 12 documents: word_perplexity" in printed
     record = json.loads((out / "harness.plugins.unigram.articles.test.documents.json").read_text())
     stream = json.loads((out / "harness.plugins.unigram.articles.test.json").read_text())
-    assert record["protocol"] == {"batch_size": 10, "bptt": 100, "name": "documents"}
+    assert record["protocol"] == {"batch_size": 12, "bptt": 100, "name": "documents"}
     assert stream["protocol"]["name"] == "stream" and stream["document_metrics"] is None
     assert record["perplexity"] == pytest.approx(stream["perplexity"], rel=1e-12)  # a unigram has no state
     metrics = record["document_metrics"]
-    pages = lm_eval_pages(TEXT * 3)
+    pages = lm_eval_pages(ARTICLES)
     log_likelihood = -record["nll"] * record["tokens"]
     assert metrics["words"] == sum(len(re.split(r"\s+", page)) for page in pages)
     assert metrics["word_perplexity"] == pytest.approx(np.exp(-log_likelihood / metrics["words"]), rel=1e-12)
@@ -150,7 +162,7 @@ def test_the_command_line_records_the_protocol_and_lm_evals_figures(tmp_path: Pa
     # The leaderboard ranks each protocol in a table of its own.
     tables = build_tables(collect([out]), None, roots=[out])
     assert sorted(tables) == ["articles", "articles.documents"]
-    assert tables["articles.documents"]["rank"].tolist() == [1]
+    assert [row.rank for row in tables["articles.documents"].rows] == [1]
 
 
 @pytest.mark.parametrize(
@@ -202,7 +214,7 @@ def test_the_schema_checks_the_document_figures(tmp_path: Path) -> None:
 def test_the_api_takes_the_protocol_by_name(tmp_path: Path) -> None:
     corpus = _documents_corpus(tmp_path)
     (result,) = evaluate_model("unigram", corpus, splits="test", protocol="documents")
-    assert result.record.protocol.name == "documents" and result.record.document_metrics["documents"] == 10
+    assert result.record.protocol.name == "documents" and result.record.document_metrics["documents"] == 12
     with pytest.raises(ValueError, match="takes no batch size"):
         evaluate_model("unigram", corpus, splits="test", protocol="documents", batch_size=2)
     with pytest.raises(ValueError, match="protocol 'pages' is not one of stream, documents"):
@@ -232,7 +244,7 @@ def test_crlf_line_ends_give_the_figures_of_lf_ones(tmp_path: Path) -> None:
         for directory in (lf, crlf)
     ]
     assert metrics[0] == metrics[1]
-    assert metrics[0]["bytes"] == sum(len(page.encode("utf-8")) for page in lm_eval_pages(TEXT * 3))
+    assert metrics[0]["bytes"] == sum(len(page.encode("utf-8")) for page in lm_eval_pages(ARTICLES))
 
 
 class StreamCache:
@@ -283,13 +295,13 @@ def _evaluate_documents(model, dataset, documents, **options):
 
 def test_documents_in_batches_score_as_in_one_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dataset = load_dataset(str(_documents_corpus(tmp_path)))
-    documents = split_documents(TEXT * 3)
+    documents = split_documents(ARTICLES)
     one_grid = _evaluate_documents(StreamCache(len(dataset.vocab)), dataset, documents, causality_seed=1)
     assert len(document_batches(documents.lengths, max_positions=1 << 30)) > 1  # the halving rule
     monkeypatch.setattr(evaluation, "document_batches", lambda lengths: [np.arange(len(lengths))])
     plain = _evaluate_documents(StreamCache(len(dataset.vocab)), dataset, documents, causality_seed=1)
     np.testing.assert_array_equal(one_grid.token_log_probs, plain.token_log_probs)
-    assert one_grid.causality.points == plain.causality.points == 30  # a quarter of the 120 tokens
+    assert one_grid.causality.points == plain.causality.points == 40  # a quarter of the 160 tokens
     monkeypatch.setattr(
         evaluation, "document_batches", lambda lengths: document_batches(lengths, max_positions=8)
     )

@@ -226,7 +226,7 @@ def test_a_connection_always_dropped_is_one_line_and_leaves_no_empty_part(
 
 
 def test_two_downloads_of_one_benchmark_take_turns(
-    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path, capsys: pytest.CaptureFixture
+    server: Server, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     archive = build_zip({**FILES, "padding": os.urandom(300_000)})
     server.routes["/toy-v1.zip"] = archive
@@ -248,7 +248,7 @@ def test_two_downloads_of_one_benchmark_take_turns(
         download_thread.join()
     assert outcomes == [hashlib.sha256(FILES["wiki.test.tokens"]).hexdigest()] * 2
     assert len(server.requests) == 1  # the second found the benchmark installed
-    assert "waiting for another process downloading toy into" in capsys.readouterr().err
+    assert "waiting for another process downloading toy into" in caplog.text
     assert sorted(path.name for path in (isolated_cache / "data").iterdir()) == ["toy"]
 
 

@@ -16,7 +16,7 @@ from evaluation_options import protocol_options
 from baselines import checkpoint as checkpoints
 from baselines import dynamic_eval
 from baselines.cli import main as baselines_main
-from baselines.dynamic_eval import DynamicLanguageModel, load_model
+from baselines.dynamic_eval import BaseModel, DynamicFactory, DynamicLanguageModel, load_model
 from baselines.models import PointerConfig, PointerSentinelLSTM, ZoneoutLSTM
 from baselines.models.dynamic import RMS_EPSILON, DynamicAdapter, DynamicSettings
 from baselines.models.recurrent import CoreConfig
@@ -24,6 +24,7 @@ from baselines.plugin_bridge import detach_state
 from harness.datasets import Dataset, load_dataset
 from harness.evaluate import Evaluation, evaluate
 from harness.plugin import Chunk, ChunkScores, ModelUnavailable, PluginError
+from harness.streams import stream_grid
 from wikitext_toolkit_core.files import file_sha256
 
 PHRASE = " the cat sat on the mat . \n the dog sat on the log . \n a cat and a dog met on a mat . \n"
@@ -150,6 +151,56 @@ def test_every_pass_starts_from_the_trained_weights(toy, tmp_path):
     model.reset(1)
     for name, value in model.module.state_dict().items():
         assert torch.equal(value, trained[name]), name
+
+
+def test_models_of_one_factory_each_adapt_weights_of_their_own(toy, tmp_path):
+    """Models of one factory used at once: one's reset, or a new model, leaves another's adapted
+    weights as they were (they shared one module, and a reset put the trained weights back in
+    it), and the trained module stays trained."""
+    dataset = load_dataset(str(toy))
+    factory = DynamicFactory(dataset, save_model(dataset, tmp_path / "run" / "best.pt"), BaseModel(), "cpu")
+    trained = {name: value.clone() for name, value in factory.module.state_dict().items()}
+    grid = stream_grid(dataset.tokens("test").ids, eos_id=dataset.vocab.eos_id, batch_size=1)
+    first, second = (block.chunk for block in grid.chunks(20)[:2])
+    settings = DynamicSettings("sgd", 2.0, 0.0, 5)
+
+    def scores(model: DynamicLanguageModel, chunk: Chunk) -> np.ndarray:
+        return model.score(chunk).target_log_probs.numpy()
+
+    alone = factory.model(settings)
+    alone.reset(1)
+    scores(alone, first)
+    expected = scores(alone, second)
+    adapting, static = factory.model(settings), factory.model(DynamicSettings())
+    assert not {id(p) for p in adapting.module.parameters()} & {id(p) for p in static.module.parameters()}
+    adapting.reset(1)
+    scores(adapting, first)
+    static.reset(1)
+    scores(static, first)
+    factory.model(settings).reset(1)
+    np.testing.assert_array_equal(scores(adapting, second), expected)
+    assert all(torch.equal(value, trained[name]) for name, value in factory.module.state_dict().items())
+
+
+def test_the_rms_statistic_lives_with_its_factory(toy, tmp_path, monkeypatch):
+    """Collected once per segment length for each factory, none kept by the module."""
+    dataset = load_dataset(str(toy))
+    path = save_model(dataset, tmp_path / "run" / "best.pt")
+    collected = []
+    collect = dynamic_eval.gradient_statistics
+
+    def counted(module, ids, *, eos_id, segment):
+        collected.append(segment)
+        return collect(module, ids, eos_id=eos_id, segment=segment)
+
+    monkeypatch.setattr(dynamic_eval, "gradient_statistics", counted)
+    factory = DynamicFactory(dataset, path, BaseModel(rms_tokens=100), "cpu")
+    for segment in (5, 5, None, 5):
+        factory.model(DynamicSettings("rms", 0.01, 0.0, segment))
+    assert collected == [5, dynamic_eval.STATISTIC_SEGMENT]
+    again = DynamicFactory(dataset, path, BaseModel(rms_tokens=100), "cpu").statistics(5)
+    assert collected[-1] == 5 and len(collected) == 3  # a new factory collects its own
+    assert all(torch.equal(mine, theirs) for mine, theirs in zip(factory.statistics(5), again, strict=True))
 
 
 def test_more_than_one_stream_is_refused(toy, tmp_path):

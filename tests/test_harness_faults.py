@@ -593,10 +593,11 @@ def _causality_audit(model, dataset_name: str, **options):
 def test_the_causality_audit_shows_progress_from_its_first_call(
     corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    terminal = _Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
-    model = _ConstantScores(len(load_dataset(str(corpus)).vocab), give_distributions=False)
-    _causality_audit(model, str(corpus), causality_seed=1)  # seed 1: the audit pass runs first
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    for seed in range(1, 100):  # the first seed whose draw puts the audit's pass first
+        model = _ConstantScores(len(load_dataset(str(corpus)).vocab), give_distributions=False)
+        if _causality_audit(model, str(corpus), causality_seed=seed).audit_pass == "first":
+            break
     assert "m causality audit" in (model.stderr_at_first_call or ""), model.stderr_at_first_call
 
 

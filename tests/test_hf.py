@@ -339,6 +339,33 @@ def test_natural_segmentation_attributes_a_straddling_subword_to_its_last_token(
     assert pieces.word_subwords[2] == 1  # "," alone
 
 
+def test_lm_eval_windows_end_with_a_full_window_back(dataset, gpt2_dir):
+    """``detokenizer=lm-eval`` scores in lm-evaluation-harness's rolling windows: disjoint windows
+    of ``max_context`` subwords, the last reading the ``max_context`` before the text's end."""
+    max_context = 8
+    model = _load(
+        dataset,
+        gpt2_dir,
+        max_context=max_context,
+        stride=max_context,
+        window_batch=2,
+        detokenizer="lm-eval",
+        segmentation="natural",
+    )
+    ids = np.random.default_rng(3).integers(1, 300, 2 * max_context + 3)
+    starts = [0] * max_context + [max_context] * max_context + [len(ids) - max_context] * 3
+    np.testing.assert_allclose(model.scorer.score(ids), _direct_scores(model, ids, starts), atol=1e-4)
+
+
+def test_lm_eval_scores_nothing_outside_a_page(dataset, gpt2_dir):
+    model = _load(dataset, gpt2_dir, max_context=64, stride=64, detokenizer="lm-eval", segmentation="natural")
+    eos = dataset.vocab.eos_id
+    blank = model.score_tokens(np.array([eos, eos]))
+    assert blank.word_log_probs.tolist() == [0.0, 0.0] and blank.word_subwords.sum() == 0
+    page = model.score_tokens(np.array([eos, *dataset.tokens("test").ids]))  # the <eos> before a page
+    assert page.word_subwords[0] == 0 and page.word_log_probs[0] == 0.0 and page.word_subwords.sum() > 0
+
+
 # --- one-line errors --------------------------------------------------------------------------
 
 
@@ -436,6 +463,11 @@ def test_bad_window_arguments(dataset, gpt2_dir):
         _load(dataset, gpt2_dir, max_context=16, stride=32)
     with pytest.raises(PluginError, match="exceeds the 1024 positions"):
         _load(dataset, gpt2_dir, max_context=2048, stride=512)
+    lm_eval = "detokenizer=lm-eval scores each page as lm-evaluation-harness does"
+    with pytest.raises(PluginError, match=f"{lm_eval}.* not segmentation=pieces and stride=512"):
+        _load(dataset, gpt2_dir, detokenizer="lm-eval")
+    with pytest.raises(PluginError, match="takes segmentation=natural and stride=64 .max_context."):
+        _load(dataset, gpt2_dir, max_context=64, stride=32, detokenizer="lm-eval", segmentation="natural")
 
 
 @pytest.mark.parametrize(

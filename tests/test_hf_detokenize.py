@@ -1,6 +1,8 @@
 """Detokenizers (``harness.plugins.hf.detokenize``): rules, alignment, causality and round-trips on
 the real files, with the lines that do not round-trip counted and listed
-(``harness.tools.detokenizer_round_trip``)."""
+(``harness.tools.detokenizer_round_trip``); and ``lm-eval`` (``harness.plugins.hf.lm_eval_pages``),
+against lm-evaluation-harness's own ``wikitext_detokenizer`` on every real page and on crafted
+ones."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ import numpy as np
 import pytest
 
 from harness.plugins.hf.detokenize import Detokenizer, detokenize, detokenize_line, retokenize, round_trip
+from harness.plugins.hf.lm_eval_pages import lm_eval_page
 from harness.tools.detokenizer_round_trip import main
+from harness.tools.lm_eval_wikitext import lm_eval_pages
+from wikitext_toolkit_core.format import EOS
 
 WIKITEXT_CASES = [
     (" = = Gameplay = = ", "== Gameplay =="),
@@ -103,3 +108,58 @@ def test_command_lists_the_exceptions(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{path}: 1 of 2 lines do not round-trip"
     assert out[1].startswith("  line 1: ")
+
+
+# --- lm-eval: lm-evaluation-harness's pages --------------------------------------------------
+
+#: Pages in WikiText's layout (``" " + words + " "`` a line) that exercise every rule: quotes
+#: paired across lines and a quote left open, brackets around a newline, `` N `` runs, degrees,
+#: ``/' 1/``, ``s '`` and `` 's``, section headings, a page that ends without a blank line, a
+#: one-line page, a last page with and without the file's final newline.
+CRAFTED_PAGES = (
+    ' = Alpha = \n \n He said " it is \n over " , and " then ( left \n ) at N N N . \n ',
+    " = Beta = \n the players ' union ; 10 \N{DEGREE SIGN} C : a / ' 1 / b /' 2/ ! \n \n = = Gamma = = \n ",
+    " = Delta = \n [ a @-@ b ] { c @,@ d } 3 @.@ 5 ? the dog 's N \n = = = Epsilon = = = ",
+    " = Zeta = \n \" \n \" \n ' a ' b ' \n ",
+    " = Eta = ",
+    " = Theta = \n the end . \n \n",
+    " = Iota = \n the end . \n",
+)
+
+
+def _page_tokens(page: str) -> list[str]:
+    """The word-level tokens of a page: each line's words, and ``<eos>`` for each newline."""
+    return [token for line in page.split("\n") for token in (*line.split(), EOS)][:-1]
+
+
+def _lm_evals_text(page: str) -> str:
+    lm_eval = pytest.importorskip("lm_eval.tasks.wikitext.preprocess_wikitext", reason="needs lm-eval")
+    return lm_eval.wikitext_detokenizer({"page": page})
+
+
+@pytest.mark.parametrize("page", CRAFTED_PAGES)
+def test_lm_eval_pages_are_lm_evals_text_and_each_piece_is_its_tokens(page):
+    tokens = _page_tokens(page)
+    result = lm_eval_page(tokens)
+    assert result.text == _lm_evals_text(page)
+    starts = np.concatenate([[0], result.piece_ends[:-1]])
+    substituted = {"@-@": "-", "@,@": ",", "@.@": ".", "N": "1", "2/": "[0-9]/"}  # as lm-eval writes them
+    for token, start, end in zip(tokens, starts, result.piece_ends):
+        kept = result.text[start:end].strip(" \n")  # a piece is its token, spaces and newlines aside
+        assert kept in ("" if token == EOS else (token, substituted.get(token))), (token, kept)
+
+
+def test_lm_eval_pages_leave_the_newline_before_a_page_and_blank_lines_out():
+    page = CRAFTED_PAGES[5]
+    before = lm_eval_page([EOS, *_page_tokens(page)])  # a document: the page with the <eos> before it
+    assert before.text == _lm_evals_text(page) and before.piece_ends[0] == 0
+    assert lm_eval_page([EOS, EOS]).text == "" and lm_eval_page([EOS, EOS]).piece_ends.tolist() == [0, 0]
+    text_first = lm_eval_page([EOS, "a", EOS])  # lines before any heading: the page holds them all
+    assert text_first.text == _lm_evals_text(" \n a \n")
+
+
+@pytest.mark.parametrize("split", ["train", "valid", "test"])
+def test_lm_eval_pages_are_lm_evals_text_on_every_real_page(real_data_dir, split):
+    text = (real_data_dir / "wikitext-2" / f"wiki.{split}.tokens").read_text(encoding="utf-8")
+    for page in lm_eval_pages(text):
+        assert lm_eval_page(_page_tokens(page)).text == _lm_evals_text(page), page[:60]

@@ -9,12 +9,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from leaderboard.cli import _valid_to_test, main
 from leaderboard.records import ResultError, collect, load_result, load_token_log_probs
-from leaderboard.table import COLUMNS, build_tables, load_reported
+from leaderboard.table import COLUMNS, LeaderboardTable, build_tables, load_reported
 from wikitext_toolkit_core.catalogue import BENCHMARKS
 
 PTB_VOCAB = "5398e3c52166790aae82ce03ceccccb6097d99ea25eea6045ff857418faad3ac"
@@ -97,13 +96,18 @@ def make_result(
     return path
 
 
-def table(tmp_path: Path, reported: bool = False) -> tuple[dict[str, pd.DataFrame], list[str], object]:
+def table(tmp_path: Path, reported: bool = False) -> tuple[dict[str, LeaderboardTable], list[str], object]:
     collection = collect([tmp_path / "results"])
     warnings: list[str] = []
     tables = build_tables(
         collection, load_reported() if reported else None, roots=[tmp_path / "results"], warnings=warnings
     )
     return tables, warnings, collection
+
+
+def column(table: LeaderboardTable, name: str) -> list:
+    """Every row's entry in the column ``name``, in rank order."""
+    return [row.value(name) for row in table.rows]
 
 
 def test_rows_are_ranked_by_test_perplexity_with_valid_only_rows_last(tmp_path: Path) -> None:
@@ -115,11 +119,11 @@ def test_rows_are_ranked_by_test_perplexity_with_valid_only_rows_last(tmp_path: 
     make_result(results, "e.test", model="model.e", ppl=120.0)  # ties with model.b
     tables, _, collection = table(tmp_path)
     assert collection.rejected == []
-    frame = tables["ptb"]
-    assert list(frame.columns) == COLUMNS
-    assert list(frame["model"]) == ["model.a", "model.b", "model.e", "model.c", "model.d"]
-    assert list(frame["rank"].astype("object").where(frame["rank"].notna(), None)) == [1, 2, 2, 4, None]
-    assert set(frame["kind"]) == {"user model"}
+    ptb = tables["ptb"]
+    assert ptb.columns == COLUMNS
+    assert column(ptb, "model") == ["model.a", "model.b", "model.e", "model.c", "model.d"]
+    assert column(ptb, "rank") == [1, 2, 2, 4, None]
+    assert set(column(ptb, "kind")) == {"user model"}
 
 
 def test_valid_and_test_of_the_same_run_share_one_row(tmp_path: Path) -> None:
@@ -127,12 +131,10 @@ def test_valid_and_test_of_the_same_run_share_one_row(tmp_path: Path) -> None:
     make_result(results, "m.valid", ppl=150.0, split="valid")
     make_result(results, "m.test", ppl=140.0, split="test")
     tables, _, _ = table(tmp_path)
-    frame = tables["ptb"]
-    assert len(frame) == 1
-    row = frame.iloc[0]
-    assert (row["valid_ppl"], row["test_ppl"], row["params_millions"]) == (150.0, 140.0, 2.0)
-    assert row["source"] == "m.valid.json + m.test.json"
-    assert row["commit"] == "abc123def456" and row["date"] == "2026-11-20"
+    (row,) = tables["ptb"].rows
+    assert (row.valid_ppl, row.test_ppl, row.params_millions) == (150.0, 140.0, 2.0)
+    assert row.source == "m.valid.json + m.test.json"
+    assert row.commit == "abc123def456" and row.date == "2026-11-20"
 
 
 def test_a_file_without_a_protocol_name_scored_a_stream_like_one_that_names_it(tmp_path: Path) -> None:
@@ -144,8 +146,8 @@ def test_a_file_without_a_protocol_name_scored_a_stream_like_one_that_names_it(t
     make_result(results, "m.test", ppl=140.0, split="test", protocol=stream)
     make_result(results, "d.test", ppl=130.0, model="other", protocol={**stream, "name": "documents"})
     tables, _, _ = table(tmp_path)
-    assert tables["ptb"]["source"].tolist() == ["m.valid.json + m.test.json"]
-    assert tables["ptb.documents"]["source"].tolist() == ["d.test.json"]
+    assert column(tables["ptb"], "source") == ["m.valid.json + m.test.json"]
+    assert column(tables["ptb.documents"], "source") == ["d.test.json"]
     ratio = _valid_to_test([str(results / "m.valid.json"), str(results / "m.test.json")])
     assert (ratio.valid, ratio.test) == (150.0, 140.0)
 
@@ -171,16 +173,14 @@ def test_two_runs_of_one_model_are_kept_apart(tmp_path: Path) -> None:
         protocol={"batch_size": 20, "bptt": 35},
     )
     tables, _, _ = table(tmp_path)
-    frame = tables["ptb"]
-    assert len(frame) == 5
-    names = list(frame["model"])
-    assert len(set(names)) == 5, names
+    names = column(tables["ptb"], "model")
+    assert len(names) == len(set(names)) == 5, names
     assert "kneser_ney (order=5)" in names and "kneser_ney (order=3)" in names
-    merged = frame[frame["model"] == "kneser_ney (order=5)"].iloc[0]
-    assert (merged["valid_ppl"], merged["test_ppl"]) == (148.0, 141.2)
-    lstm = frame[frame["model"].str.startswith("lstm")]
-    assert any("batch 20, bptt 35" in name for name in lstm["model"])
-    assert any("seed2.pt" in name for name in lstm["model"])
+    merged = next(row for row in tables["ptb"].rows if row.model == "kneser_ney (order=5)")
+    assert (merged.valid_ppl, merged.test_ppl) == (148.0, 141.2)
+    lstm = [name for name in names if name.startswith("lstm")]
+    assert any("batch 20, bptt 35" in name for name in lstm)
+    assert any("seed2.pt" in name for name in lstm)
 
 
 def test_same_configuration_with_different_figures_is_not_paired_by_guess(tmp_path: Path) -> None:
@@ -192,17 +192,16 @@ def test_same_configuration_with_different_figures_is_not_paired_by_guess(tmp_pa
     make_result(results / "r2", "m.test", ppl=110.0, created="2026-11-02T00:00:00+00:00")
     make_result(results / "copy", "m.test", ppl=100.0, created="2026-10-01T00:00:00+00:00")  # a copy
     tables, warnings, _ = table(tmp_path)
-    frame = tables["ptb"].set_index("test_ppl")
-    assert sorted(frame.index) == [100.0, 110.0]
-    assert frame.loc[100.0, "valid_ppl"] == 105.0 and math.isnan(frame.loc[110.0, "valid_ppl"])
-    assert frame["model"].nunique() == 2
+    valid_by_test = {row.test_ppl: row.valid_ppl for row in tables["ptb"].rows}
+    assert valid_by_test == {100.0: 105.0, 110.0: None}
+    assert len(set(column(tables["ptb"], "model"))) == 2
     assert any("counted once" in w for w in warnings)
     # Within one folder and commit nothing decides the pairing: no row is guessed.
     make_result(results / "r1", "m2.test", ppl=120.0)
     tables, _, _ = table(tmp_path)
-    frame = tables["ptb"]
-    assert len(frame) == 4 and frame["valid_ppl"].notna().sum() == 1
-    assert sum("not paired" in note for note in frame["notes"]) == 3
+    rows = tables["ptb"].rows
+    assert len(rows) == 4 and sum(row.valid_ppl is not None for row in rows) == 1
+    assert sum("not paired" in row.notes for row in rows) == 3
 
 
 @pytest.mark.parametrize(
@@ -222,7 +221,7 @@ def test_unparseable_files_are_rejected_by_name(tmp_path: Path, content: str, re
     make_result(results, "good.test", ppl=100.0)
     (results / "bad.json").write_text(content, encoding="utf-8")
     tables, _, collection = table(tmp_path)
-    assert len(tables["ptb"]) == 1
+    assert len(tables["ptb"].rows) == 1
     assert len(collection.rejected) == 1
     assert str(results / "bad.json") in collection.rejected[0] and reason in collection.rejected[0]
 
@@ -255,7 +254,7 @@ def test_malformed_results_are_rejected_by_name(tmp_path: Path, overrides: dict,
     make_result(results, "good.test", ppl=100.0)
     make_result(results, "bad.test", ppl=80.0, model="bad.model", logprobs=False, **overrides)
     tables, _, collection = table(tmp_path)
-    assert list(tables["ptb"]["model"]) == ["my.model"]
+    assert column(tables["ptb"], "model") == ["my.model"]
     assert len(collection.rejected) == 1, collection.rejected
     assert "bad.test.json" in collection.rejected[0] and reason in collection.rejected[0]
 
@@ -264,7 +263,7 @@ def test_other_json_beside_the_results_is_named_and_skipped(tmp_path: Path) -> N
     make_result(tmp_path / "results", "good.test", ppl=100.0)
     (tmp_path / "results" / "gates.json").write_text(json.dumps({"model": "pointer", "bins": 50}))
     tables, _, collection = table(tmp_path)
-    assert len(tables["ptb"]) == 1 and collection.rejected == []
+    assert len(tables["ptb"].rows) == 1 and collection.rejected == []
     assert len(collection.notes) == 1 and "gates.json: not a harness result file" in collection.notes[0]
 
 
@@ -300,7 +299,7 @@ def test_conflicting_vocabulary_for_one_dataset_is_rejected(tmp_path: Path) -> N
         make_result(results, f"{name}.test", model=name, ppl=100.0, dataset="mycorpus")
     make_result(results, "odd.test", model="odd", ppl=50.0, dataset="mycorpus", vocab_sha256="w" * 64)
     tables, _, collection = table(tmp_path)
-    assert sorted(tables["mycorpus"]["model"]) == ["a", "b"]
+    assert sorted(column(tables["mycorpus"], "model")) == ["a", "b"]
     assert len(collection.rejected) == 1 and "odd.test.json: vocab_sha256" in collection.rejected[0]
 
 
@@ -311,12 +310,12 @@ def test_reported_rows_merge_with_reproduced_ones(tmp_path: Path) -> None:
     )
     tables, _, _ = table(tmp_path, reported=True)
     assert set(tables) == {"ptb", "wikitext-2", "wikitext-103", "my-wiki"}
-    ptb = tables["ptb"]
-    assert (ptb["kind"] == "reported").sum() == 22 and (ptb["kind"] == "reproduced baseline").sum() == 1
-    assert list(ptb["test_ppl"]) == sorted(ptb["test_ppl"])
-    kn = ptb.set_index("model").loc["KN-5 (Mikolov & Zweig 2012)"]
-    assert kn["test_ppl"] == 141.2 and "1609.07843" in kn["source"]
-    assert list(tables["my-wiki"]["kind"]) == ["reproduced baseline"]
+    kinds = column(tables["ptb"], "kind")
+    assert kinds.count("reported") == 22 and kinds.count("reproduced baseline") == 1
+    assert column(tables["ptb"], "test_ppl") == sorted(column(tables["ptb"], "test_ppl"))
+    kn = next(row for row in tables["ptb"].rows if row.model == "KN-5 (Mikolov & Zweig 2012)")
+    assert kn.test_ppl == 141.2 and "1609.07843" in kn.source
+    assert column(tables["my-wiki"], "kind") == ["reproduced baseline"]
 
 
 def test_reported_table_is_complete_and_cited() -> None:
@@ -475,7 +474,7 @@ def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
     collection = collect([results, path, results, Path(f"{results}/../results/m.test.json")])
     assert [result.path for result in collection.results] == [path]
     warnings: list[str] = []
-    assert len(build_tables(collection, None, warnings=warnings)["ptb"]) == 1 and warnings == []
+    assert len(build_tables(collection, None, warnings=warnings)["ptb"].rows) == 1 and warnings == []
 
 
 def test_datasets_whose_names_make_the_same_file_name_get_a_file_each(tmp_path: Path) -> None:
@@ -519,10 +518,11 @@ def test_a_model_that_adapts_to_the_scored_text_is_noted_as_such(tmp_path: Path)
     make_result(tmp_path, "cache.valid", ppl=72.0, model="my.cache", split="valid", plugin_metadata=adaptive)
     make_result(tmp_path, "cache.test", ppl=70.0, model="my.cache", plugin_metadata=adaptive)
     make_result(tmp_path, "lstm.test", ppl=77.0, model="my.lstm")
-    rows = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"].set_index("model")
+    table = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"]
+    notes = {row.model: row.notes for row in table.rows}
     note = f"test-time adaptation (uses the test text seen so far): {adaptive['test_time_adaptation']}"
-    assert rows.loc["my.cache", "notes"].count(note) == 1
-    assert "test-time adaptation" not in rows.loc["my.lstm", "notes"]
+    assert notes["my.cache"].count(note) == 1
+    assert "test-time adaptation" not in notes["my.lstm"]
 
 
 def test_subword_results_are_ranked_in_their_own_section(tmp_path: Path) -> None:
@@ -555,11 +555,11 @@ def test_subword_results_are_ranked_in_their_own_section(tmp_path: Path) -> None
         audit=no_distributions,
     )
     table = build_tables(collect(sorted(tmp_path.glob("*.json"))), None)["ptb"]
-    assert table[["model", "kind", "rank"]].values.tolist() == [
-        ["my.lstm", "user model", 1],
-        ["my.kn", "user model", 2],
-        ["harness.plugins.hf", "subword", 1],
-        ["harness.plugins.hf:small", "subword", 2],
+    assert [(row.model, row.kind, row.rank) for row in table.rows] == [
+        ("my.lstm", "user model", 1),
+        ("my.kn", "user model", 2),
+        ("harness.plugins.hf", "subword", 1),
+        ("harness.plugins.hf:small", "subword", 2),
     ]
     word_level_claim = make_result(tmp_path / "bad", "gpt", ppl=60.0, audit=no_distributions)
     with pytest.raises(ResultError, match="audited is true but the audit records say otherwise"):

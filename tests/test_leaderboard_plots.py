@@ -20,6 +20,8 @@ from leaderboard.plots import bucket_difference, frequency_buckets
 from leaderboard.training_logs import cut_training_log, join_training_logs, load_training_log
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The figures of a training-log record that the curves do not read.
+UNREAD = {"train_ppl": 1.0, "tokens_per_second": 1.0}
 
 
 def assert_png(path: Path) -> None:
@@ -206,24 +208,29 @@ def test_learning_curves_from_training_logs(tmp_path: Path, capsys: pytest.Captu
         {
             "epoch": 1,
             "partial": False,
+            **UNREAD,
             "valid_ppl": 400.0,
             "learning_rate": 20,
             "seconds": 600,
             "total_seconds": 600,
+            "best": True,
         },
         {
             "epoch": 2,
             "partial": False,
+            **UNREAD,
             "valid_ppl": 250.0,
             "learning_rate": 20,
             "seconds": 600,
             "total_seconds": 1200,
+            "best": True,
         },
         {
             "epoch": 3,
             "partial": True,
             "step": 5,
             "steps_per_epoch": 20,
+            **UNREAD,
             "valid_ppl": 240.0,
             "learning_rate": 20,
             "seconds": 60,
@@ -254,16 +261,12 @@ def test_a_warm_started_path_is_one_curve_counted_on_from_each_cut(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     def record(epoch: int, ppl: float, seconds: float, step: int | None = None) -> dict:
+        figures = {**UNREAD, "valid_ppl": ppl, "learning_rate": 1}
         if step is None:
-            return {
-                "epoch": epoch,
-                "partial": False,
-                "valid_ppl": ppl,
-                "learning_rate": 1,
-                "total_seconds": seconds,
-            }
+            end = {"seconds": seconds, "total_seconds": seconds, "best": True}
+            return {"epoch": epoch, "partial": False, **figures, **end}
         fields = {"step": step, "steps_per_epoch": 10, "seconds": seconds}
-        return {"epoch": epoch, "partial": True, "valid_ppl": ppl, "learning_rate": 1, **fields}
+        return {"epoch": epoch, "partial": True, **figures, **fields}
 
     donor, pointer = tmp_path / "donor.jsonl", tmp_path / "pointer.jsonl"
     donor_records = [

@@ -109,7 +109,7 @@ def test_two_factories_of_one_module_stay_apart_through_to_the_leaderboard(
         plugins,
     }  # load_model is the module's own
     assert all(r["audited"] and r["schema_version"] == schema.SCHEMA_VERSION for r in records.values())
-    frame = build_tables(collect([out]), None, roots=[out])["toy"].set_index("model")
+    frame = build_tables(collect([out]), None, roots=[out])["toy"].frame().set_index("model")
     assert sorted(frame.index) == [plugins, f"{plugins}:add_one", f"{plugins}:add_ten"]
     assert frame.loc[f"{plugins}:add_one", "test_ppl"] != frame.loc[f"{plugins}:add_ten", "test_ppl"]
     assert frame["rank"].notna().all()

@@ -1,15 +1,18 @@
 """``python -m leaderboard site``: what the static site holds, that rebuilding it gives the same
-bytes, that result files cannot inject markup, and where it refuses to write. The browser checks
-are in ``test_site_browser.py``."""
+bytes, that result files cannot inject markup (nor into ``build --format html``'s tables, from
+the same templates), and where it refuses to write. The browser checks are in
+``test_site_browser.py``."""
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+import tomllib
 from test_leaderboard import make_result
 
 from leaderboard.cli import main
@@ -128,10 +131,25 @@ def test_a_hostile_model_name_is_text_everywhere(tmp_path: Path) -> None:
     for page in [out / "index.html", *(out / "results").glob("*.html")]:
         text = page.read_text(encoding="utf-8")
         assert "<script>window" not in text and "</td><b>" not in text
-    assert (
-        "&lt;script&gt;window.pwned = 1&lt;/script&gt;&quot;&#x27;&amp;" in (out / "index.html").read_text()
-    )
+    escaped = "&lt;script&gt;window.pwned = 1&lt;/script&gt;&quot;&#x27;&amp;"
+    assert escaped in (out / "index.html").read_text()
     assert all(len(path.name) < 120 for path in out.rglob("*"))
+    tables = tmp_path / "tables"  # build --format html: the same templates
+    assert main(["build", str(results), "--output-dir", str(tables), "--format", "html"]) == 0
+    page = (tables / "ptb.html").read_text(encoding="utf-8")
+    assert "<script>window" not in page and "</td><b>" not in page and escaped in page
+
+
+def test_the_templates_and_assets_are_package_data() -> None:
+    """An installed wheel has what the site and ``build --format html`` render with."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["leaderboard"]
+    package = REPO / "leaderboard"
+    files = [*(package / "templates").iterdir(), *(package / "site_assets").iterdir()]
+    for path in files:
+        relative = path.relative_to(package).as_posix()
+        assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative
+    assert {path.name for path in files} >= {"index.html", "result.html", "table.html", "site.css"}
 
 
 def test_the_reproduce_command_scores_the_result_again() -> None:

@@ -4,6 +4,7 @@ on later runs; stale and corrupt entries are detected and rebuilt, never used.""
 from __future__ import annotations
 
 import json
+import logging
 from functools import partial
 from pathlib import Path
 
@@ -151,27 +152,28 @@ def _swap_records(entry: Path) -> None:
     ],
 )
 def test_a_corrupt_entry_is_detected_and_rebuilt(
-    corpus: Path, isolated_cache: Path, capsys: pytest.CaptureFixture, damage, reason: str
+    corpus: Path, isolated_cache: Path, caplog: pytest.LogCaptureFixture, damage, reason: str
 ) -> None:
     expected = _streams(corpus)
     damage(_entry(isolated_cache))
     rebuilt = _streams(corpus)
     for split in SPLITS:
         np.testing.assert_array_equal(rebuilt[split], expected[split])
-    err = capsys.readouterr().err
+    err = caplog.text
     assert "is corrupt" in err and reason in err and "rebuilding it" in err
-    assert _streams(corpus) and "corrupt" not in capsys.readouterr().err  # healthy again
+    caplog.clear()
+    assert _streams(corpus) and "corrupt" not in caplog.text  # healthy again
 
 
 def test_an_unwritable_cache_is_only_a_note(
-    corpus: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture
+    corpus: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(blocker))
     dataset = load_dataset(str(corpus))
     assert [dataset.vocab.tokens[i] for i in dataset.tokens("test").ids] == _reference_tokens(TEST)
-    assert "cannot write the token cache" in capsys.readouterr().err
+    assert "cannot write the token cache" in caplog.text
 
 
 def test_invalid_utf8_is_named_with_its_byte_offset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,7 +195,7 @@ def test_real_benchmarks_are_cached_and_identical_on_reload() -> None:
 
 
 def test_two_process_encoding_equals_one_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Large train files are encoded by two processes; the vocabulary and ids are the same."""
     directory = write_corpus(tmp_path / "c")
@@ -206,10 +208,11 @@ def test_two_process_encoding_equals_one_process(
     monkeypatch.setattr(datasets, "LARGE_FILE_BYTES", 0)
     monkeypatch.setattr(datasets, "WORKER_PIECE_BYTES", 1000)  # the worker's half in pieces
     monkeypatch.setattr(datasets, "_cpus", lambda: 2)
+    caplog.set_level(logging.INFO, logger="harness")
     double = load_dataset(str(directory))
     assert double.vocab.tokens == expected[0]
     np.testing.assert_array_equal(double.tokens("train").ids, expected[1])
-    assert "encoding" in capsys.readouterr().err
+    assert "encoding" in caplog.text
 
 
 def test_a_file_rewritten_while_encoded_is_refused(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,8 @@ from leaderboard.training_logs import (
 
 REPO = Path(__file__).resolve().parents[1]
 SPLITS = ("valid", "test")
+#: The figures of a training-log record that the projection does not read.
+UNREAD = {"train_ppl": 1.0, "tokens_per_second": 1.0}
 
 
 def curve(plateau: float, scale: float, rate: float, epoch: int) -> float:
@@ -51,10 +53,12 @@ def write_log(
         record: dict[str, object] = {
             "epoch": epoch,
             "partial": False,
+            **UNREAD,
             "valid_ppl": value,
             "learning_rate": learning_rate,
             "seconds": 3600,
             "total_seconds": 3600 * epoch,
+            "best": True,
         }
         if device is not None:
             record["device"] = device
@@ -112,15 +116,45 @@ def test_the_projection_scales_the_plateau_by_each_reference_and_backtests_them(
     assert b_from_a.projection == pytest.approx(90.0 * 0.8, rel=1e-3)
 
 
+def test_records_with_and_without_their_version_read_line_by_line_in_one_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A log that a run resumed by newer code went on with: its first records as the trainer first
+    wrote them (no ``schema_version``: version 1), the rest with their version. A line of a
+    version this reader does not know, or that is no record, is one line naming file and line."""
+    log = write_log(tmp_path / "a.jsonl", 90.0, 12)
+    lines = log.read_text().splitlines(keepends=True)
+    versioned = [json.dumps({"schema_version": 1, **json.loads(line)}) + "\n" for line in lines[6:]]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(lines[:6] + versioned))
+    assert load_training_log(mixed).equals(load_training_log(log))
+    first = json.loads(lines[0])
+    mid_epoch = {**first, "partial": True, "step": 11, "steps_per_epoch": 10}
+    cases = [
+        ({**first, "schema_version": 2}, "schema_version 2 is not supported (this reader reads 1)"),
+        ({"epoch": 7, "partial": False}, "missing keys train_ppl, valid_ppl, learning_rate"),
+        ({**first, "seconds": "60"}, "seconds must be a number, got '60'"),
+        ({**first, "best": 1}, "best must be true or false, got 1"),
+        (mid_epoch, "step 11 is not within the epoch's steps_per_epoch 10"),
+    ]
+    damaged = tmp_path / "damaged.jsonl"
+    for record, message in cases:
+        damaged.write_text("".join(lines[:6]) + json.dumps(record) + "\n")
+        assert main(["project", str(damaged), "--reference", str(log)]) == 2
+        assert_one_line_error(capsys, f"{damaged}:7: not a training-log record ({message}")
+
+
 def test_training_hours_by_device_count_each_record_from_the_one_before(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     records = [
         {
             "epoch": 1,
             "partial": False,
+            **UNREAD,
             "valid_ppl": 300,
             "learning_rate": 20,
             "seconds": 60,
+            "best": True,
             "total_seconds": 60,
             "device": "cuda",
         },
@@ -129,6 +163,7 @@ def test_training_hours_by_device_count_each_record_from_the_one_before(tmp_path
             "partial": True,
             "step": 5,
             "steps_per_epoch": 10,
+            **UNREAD,
             "valid_ppl": 250,
             "learning_rate": 20,
             "seconds": 60,
@@ -137,18 +172,22 @@ def test_training_hours_by_device_count_each_record_from_the_one_before(tmp_path
         {
             "epoch": 2,
             "partial": False,
+            **UNREAD,
             "valid_ppl": 200,
             "learning_rate": 20,
             "seconds": 3660,
+            "best": True,
             "total_seconds": 3720,
             "device": "cpu",
         },
         {
             "epoch": 3,
             "partial": False,
+            **UNREAD,
             "valid_ppl": 190,
             "learning_rate": 20,
             "seconds": 3600,
+            "best": True,
             "total_seconds": 7320,
         },
     ]
@@ -279,10 +318,12 @@ def test_project_refuses_what_the_method_cannot_use(tmp_path: Path, capsys: pyte
                 {
                     "epoch": e,
                     "partial": False,
+                    **UNREAD,
                     "valid_ppl": 300 - 10 * e,
                     "learning_rate": 20,
                     "seconds": 1,
                     "total_seconds": e,
+                    "best": True,
                 }
             )
             + "\n"

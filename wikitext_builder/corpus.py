@@ -14,12 +14,12 @@ import hashlib
 import heapq
 import io
 import json
+import logging
 import multiprocessing
 import os
 import random
 import re
 import signal
-import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -37,6 +37,8 @@ from wikitext_toolkit_core.progress import progress_bar
 if TYPE_CHECKING:
     from wikitext_builder.build import Plan
     from wikitext_builder.overlap import OverlapCheck
+
+logger = logging.getLogger(__name__)
 
 TEXT_FILES = tuple(f"wiki.{split}.{kind}" for split in SPLITS for kind in ("tokens", "raw"))
 STATS_FILE, MANIFEST_FILE = "stats.json", "manifest.jsonl"
@@ -394,12 +396,12 @@ def _render_to_spool(
     articles: Iterator[Article], spool: IO[bytes], workers: int, total: int, progress: bool
 ) -> tuple[dict[str, ArticleRecord], list[Skipped]]:
     """Render every article into ``spool`` in at most ``workers`` processes (:func:`capped_workers`,
-    its note on stderr); where each landed, and the skipped ones."""
+    its note in the log); where each landed, and the skipped ones."""
     records: dict[str, ArticleRecord] = {}
     skipped: list[Skipped] = []
     workers, note = capped_workers(workers, total)
     if note:
-        print(note, file=sys.stderr)
+        logger.warning(note)
     bar = progress_bar(
         render_all(articles, workers), total=total, unit="article", desc="render", show=progress, leave=True
     )

@@ -28,6 +28,8 @@ leaderboard share, importing none of them.
   nested too deep;
 - :mod:`~wikitext_toolkit_core.result_schema`: the result files' schema
   (:class:`~wikitext_toolkit_core.result_schema.ResultRecord`) and its versions;
+- :mod:`~wikitext_toolkit_core.training_log`: the training logs' schema (the records ``baselines
+  train`` writes and ``leaderboard`` reads) and its versions;
 - :mod:`~wikitext_toolkit_core.audit_defaults`: the audits' default settings, which the harness
   applies and the leaderboard requires of what it ranks.
 

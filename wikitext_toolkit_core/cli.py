@@ -15,7 +15,10 @@
 - when the reader of standard output stops reading (``| head``), the command still finishes its
   work (its files are written), drops the rest of its output and exits 141, the status of a
   shell tool stopped by SIGPIPE;
-- anything else is a bug and keeps its traceback.
+- anything else is a bug and keeps its traceback;
+- the toolkit's log messages (``logging.getLogger(__name__)`` in its packages) of level INFO and
+  above are lines on stderr as they are, with no level or logger name
+  (:func:`messages_on_stderr`).
 
 Output flags follow one convention: ``--output FILE`` for a command's result, ``--output-dir DIR``
 for a directory of results, ``--save-WHAT FILE`` for an optional by-product (per-token
@@ -31,11 +34,14 @@ builder uses it too.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import logging
 import math
 import os
 import sys
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -91,8 +97,9 @@ def run(
     """
     stdout = sys.stdout = _OutputToAReader(sys.stdout)
     try:
-        args = parser.parse_args(argv)
-        status = args.handler(args)
+        with messages_on_stderr():
+            args = parser.parse_args(argv)
+            status = args.handler(args)
         stdout.flush()
         return status or (EXIT_BROKEN_PIPE if stdout.reader_gone else 0)
     except ToolkitError as error:
@@ -108,6 +115,62 @@ def run(
         return EXIT_USAGE
     finally:
         sys.stdout = stdout.stream
+
+
+class _PlainStderr(logging.Handler):
+    """Writes each record's message as it is, a line, to the ``sys.stderr`` of the moment (which
+    a redirection, pytest's capture included, may have replaced): as ``print(message,
+    file=sys.stderr)`` would. ``commands`` counts the commands that use it
+    (:func:`messages_on_stderr`), ``saved`` holds the loggers' settings from before the first."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.commands = 0
+        self.saved: list[tuple[logging.Logger, int, bool]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:  # logging's contract: report it, never raise
+            self.handleError(record)
+
+
+#: The packages whose loggers :func:`messages_on_stderr` shows.
+TOOLKIT_PACKAGES = ("harness", "baselines", "leaderboard", "wikitext_builder", "wikitext_toolkit_core")
+_STDERR = _PlainStderr()
+_STDERR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def messages_on_stderr() -> Iterator[None]:
+    """Within the context, the toolkit's log messages of level INFO and above are lines on
+    stderr as they are, with no level or logger name: a command's output, as its notes were
+    always printed. The toolkit's loggers stop propagating meanwhile, so that a handler the
+    caller has configured does not show them twice. Nested and concurrent commands share it:
+    the first installs it, the last removes it and restores the loggers' settings.
+
+    Outside a command the messages are ordinary log records: with no logging configured,
+    Python's last-resort handler prints those of WARNING and above (the same lines) and drops
+    the INFO ones (which checkpoint is used, a download starting, ...)."""
+    with _STDERR_LOCK:
+        if _STDERR.commands == 0:
+            for logger in map(logging.getLogger, TOOLKIT_PACKAGES):
+                _STDERR.saved.append((logger, logger.level, logger.propagate))
+                logger.addHandler(_STDERR)
+                logger.setLevel(logging.INFO)
+                logger.propagate = False
+        _STDERR.commands += 1
+    try:
+        yield
+    finally:
+        with _STDERR_LOCK:
+            _STDERR.commands -= 1
+            if _STDERR.commands == 0:
+                for logger, level, propagate in _STDERR.saved:
+                    logger.removeHandler(_STDERR)
+                    logger.setLevel(level)
+                    logger.propagate = propagate
+                _STDERR.saved.clear()
 
 
 def storage_message(error: OSError) -> str:

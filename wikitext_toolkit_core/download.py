@@ -13,8 +13,8 @@ the second waits for the first, then uses what it installed.
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -32,6 +32,8 @@ from wikitext_toolkit_core.files import (
     write_checksum_file,
 )
 from wikitext_toolkit_core.progress import progress_bar
+
+logger = logging.getLogger(__name__)
 
 USER_AGENT = f"wikitext-toolkit/{__version__} (benchmark downloader; python-requests)"
 TIMEOUT_SECONDS = 30
@@ -194,7 +196,7 @@ def download_benchmark(benchmark: Benchmark, root: Path) -> Path:
 def _install(benchmark: Benchmark, staging: Path, target: Path) -> Path:
     """Download ``benchmark``'s files into ``staging``, verify them and rename it to ``target``;
     returns ``target``."""
-    print(f"downloading {benchmark.name} (about {benchmark.approx_mb:g} MB) into {target}", file=sys.stderr)
+    logger.info("downloading %s (about %g MB) into %s", benchmark.name, benchmark.approx_mb, target)
     for source in benchmark.sources:
         try:
             path = fetch(source, staging)

@@ -22,17 +22,19 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import logging
 import os
 import re
 import secrets
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
 from wikitext_toolkit_core.errors import ToolkitError
+
+logger = logging.getLogger(__name__)
 
 #: Name of the checksum file beside a dataset's split files.
 CHECKSUM_FILE = "SHA256SUMS"
@@ -294,14 +296,14 @@ def exclusive_directory(directory: str | os.PathLike, what: str) -> Iterator[Pat
 @contextlib.contextmanager
 def waiting_lock(path: str | os.PathLike, waiting: str) -> Iterator[None]:
     """Hold an ``flock`` on the file ``path`` while the body runs, after waiting for any other
-    holder, in this process or another, to release it (saying ``waiting`` on stderr first). The
+    holder, in this process or another, to release it (logging ``waiting``, a warning, first). The
     file is created for the body and removed after it (a waiting holder then locks a new one); the
     kernel releases the lock when the holder exits, ``kill -9`` included, so a file left behind
     never blocks the next holder."""
     path = Path(path)
     handle = _lock_file(path, wait=False)
     if handle is None:
-        print(waiting, file=sys.stderr)
+        logger.warning(waiting)
         handle = _lock_file(path, wait=True)
     assert handle is not None  # a waiting flock is never refused
     try:

@@ -18,6 +18,7 @@ commands hand their torch module to :func:`set_torch_threads`.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wikitext_toolkit_core.cli import thread_count
+
+logger = logging.getLogger(__name__)
 
 #: ``--threads auto``: torch's own choice, but no more threads than CPUs no other process keeps busy.
 AUTO: Literal["auto"] = "auto"
@@ -179,7 +182,7 @@ def resolve_threads(request: ThreadRequest, current: int) -> tuple[int, str | No
 
 def set_torch_threads(request: ThreadRequest, torch: Any) -> int:
     """Give ``torch`` (the module) the threads that ``--threads request`` asks for, and say so
-    on stderr when ``auto`` leaves CPUs out and a person reads it there (a terminal: captured
+    in the log when ``auto`` leaves CPUs out and a person reads it there (a terminal: captured
     output and logs, which record the threads, stay as they were whatever the load); returns
     the count.
 
@@ -187,6 +190,6 @@ def set_torch_threads(request: ThreadRequest, torch: Any) -> int:
     ``get_num_threads``, hence ``Any``)."""
     threads, note = resolve_threads(request, torch.get_num_threads())
     if note is not None and sys.stderr.isatty():
-        print(note, file=sys.stderr)
+        logger.info(note)
     torch.set_num_threads(threads)
     return threads

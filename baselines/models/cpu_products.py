@@ -26,10 +26,12 @@ same one, so a model's scores are reproducible as the harness's causality audit 
 from __future__ import annotations
 
 import functools
-import sys
+import logging
 
 import torch
 from torch import Tensor
+
+logger = logging.getLogger(__name__)
 
 #: The private oneDNN operators of the fast paths: no public API promises them, so they are
 #: checked for before any use.
@@ -80,11 +82,11 @@ def onednn_float32() -> bool:
 @functools.cache
 def onednn_usable() -> bool:
     """Whether this torch has :data:`PRIVATE_ONEDNN_OPS` and they pass a self-check
-    (:func:`_onednn_unusable`). Decided once per process; when not, a one-line notice on stderr
+    (:func:`_onednn_unusable`). Decided once per process; when not, a one-line warning in the log
     says why and that ``torch.addmm`` takes every product instead (same results, slower)."""
     reason = _onednn_unusable()
     if reason is not None:
-        print(f"note: {reason}; matrix products use torch.addmm instead (slower)", file=sys.stderr)
+        logger.warning("note: %s; matrix products use torch.addmm instead (slower)", reason)
     return reason is None
 
 
@@ -154,9 +156,16 @@ def product_library(weight: Tensor, rows: int, once: bool = False) -> str:
         wanted = "prepacked" if not once and rows > CpuProducts.float32_plain_rows else "addmm"
     if wanted == "addmm" or not onednn_usable():
         return "addmm"
-    if weight.dtype == torch.bfloat16 and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if weight.dtype == torch.bfloat16 and not onednn_bfloat16():
         return "addmm"
     return wanted
+
+
+def onednn_bfloat16() -> bool:
+    """Whether oneDNN multiplies bfloat16 natively on this CPU (not on x86 without AVX-512, as
+    torch's private ``_is_mkldnn_bf16_supported`` reads it), asked only where the private
+    operators pass :func:`onednn_usable`'s check; False where they do not."""
+    return onednn_usable() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 class RepeatedMatmul:

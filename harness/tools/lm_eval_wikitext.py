@@ -1,7 +1,8 @@
 """``--protocol documents`` and lm-evaluation-harness's own ``wikitext`` task on the same local
-pages, offline, with the ``hf`` plugin and the same model: what ``tests/test_lm_eval_agreement.py``
-and ``benchmarks/lm_eval_agreement.py`` compare. A development tool: lm-evaluation-harness is a
-development dependency (``pip install -e ".[dev]"``), imported only when its task runs.
+pages, offline, with the ``hf`` plugin (``detokenizer=lm-eval``) and the same model: what
+``tests/test_lm_eval_agreement.py`` and ``benchmarks/lm_eval_agreement.py`` compare. A
+development tool: lm-evaluation-harness is a development dependency (``pip install -e ".[dev]"``),
+imported only when its task runs.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ def lm_eval_pages(text: str) -> list[str]:
     return pages
 
 
-def wikitext_figures(model: str, pages: list[str], work: Path) -> dict[str, float]:
+def wikitext_figures(model: str, pages: list[str], work: Path, max_context: int) -> dict[str, float]:
     """lm-evaluation-harness's ``wikitext`` task (its own YAML, detokenizer and metrics, included
     from the installed package) on ``pages``, written as JSON Lines in ``work``, scored by the
-    ``transformers`` model ``model`` (a directory or hub name) on the CPU in float32."""
+    ``transformers`` model ``model`` (a directory or hub name) on the CPU in float32, in rolling
+    windows of ``max_context`` subwords (its ``max_length``)."""
     import lm_eval
     from lm_eval.tasks import TaskManager
 
@@ -54,7 +56,7 @@ def wikitext_figures(model: str, pages: list[str], work: Path) -> dict[str, floa
     )
     results = lm_eval.simple_evaluate(
         model="hf",
-        model_args=f"pretrained={model},dtype=float32",
+        model_args=f"pretrained={model},dtype=float32,max_length={max_context}",
         tasks=["wikitext_local"],
         task_manager=TaskManager(include_path=str(tasks), include_defaults=False),
         batch_size=1,
@@ -66,10 +68,11 @@ def wikitext_figures(model: str, pages: list[str], work: Path) -> dict[str, floa
 
 def documents_metrics(model: str, text: str, directory: Path, max_context: int) -> dict[str, Any]:
     """``--protocol documents`` on ``text``, written as every split of a dataset in
-    ``directory``: the ``hf`` plugin with ``model``, its whole text tokenized at once as
-    lm-evaluation-harness does (``segmentation=natural``), windows of ``max_context``; the
-    causality audit off (natural segmentation may fail it; the figures are what is compared).
-    Returns the result's ``document_metrics`` with ``log_likelihood`` (nats) added."""
+    ``directory`` (so that no word is out of its vocabulary): the ``hf`` plugin with ``model``,
+    scoring each page as lm-evaluation-harness does (``detokenizer=lm-eval``, each page tokenized
+    whole, its rolling windows of ``max_context`` subwords); the causality audit off (that
+    detokenizer fails it by design). Returns the result's ``document_metrics`` with
+    ``log_likelihood`` (nats) added."""
     directory.mkdir()
     for split in ("train", "valid", "test"):
         (directory / f"wiki.{split}.tokens").write_text(text, encoding="utf-8")
@@ -81,6 +84,7 @@ def documents_metrics(model: str, text: str, directory: Path, max_context: int) 
         causality_audit=0,
         model_args={
             "model": model,
+            "detokenizer": "lm-eval",
             "segmentation": "natural",
             "max_context": max_context,
             "stride": max_context,

@@ -5,7 +5,9 @@
 
 1. **Detokenizes** the tokens into running text (:mod:`~harness.plugins.hf.detokenize`:
    ``wikitext`` for WikiText and builder corpora, ``ptb`` for PTB, chosen from the dataset's file
-   layout unless ``detokenizer=`` says otherwise). Token ``t`` owns one *piece* of the text (its
+   layout unless ``detokenizer=`` says otherwise; ``detokenizer=lm-eval``, for ``--protocol
+   documents``, gives lm-evaluation-harness's ``wikitext`` pages instead:
+   :mod:`~harness.plugins.hf.lm_eval_pages`). Token ``t`` owns one *piece* of the text (its
    separator and surface form). ``<unk>`` is scored as the literal text ``<unk>``.
 2. **Tokenizes** the text into subwords ``s_1 .. s_M``, with character offsets (a fast tokenizer
    is required). ``segmentation=pieces`` (default) tokenizes every piece on its own, so no
@@ -23,7 +25,9 @@
    context starts depends only on its index, never on the text's length. ``stride =
    max_context`` gives disjoint windows (contexts of 1 .. ``max_context``). Windows are run
    ``window_batch`` at a time, always ``max_context`` long (the last one padded on the right,
-   which a causal model ignores), so a score never depends on how much text follows.
+   which a causal model ignores), so a score never depends on how much text follows (but with
+   ``detokenizer=lm-eval``, whose last window reads ``max_context`` subwords back from the end, as
+   lm-evaluation-harness's rolling windows do).
 4. **Attributes** each subword's log-probability to the word-level token whose piece holds the
    subword's last character (its offsets). The word-level token's log-probability is the sum of
    its subwords', so the harness's sum over the ``N`` word-level tokens is exactly the model's
@@ -43,9 +47,9 @@ never sees the dataset's splits and never guesses which one it is scoring, and t
 the path that produced the figure.
 
 Modules: :mod:`~harness.plugins.hf.loading` (the model, its tokenizer and their checks),
-:mod:`~harness.plugins.hf.detokenize` (step 1), :mod:`~harness.plugins.hf.attribution` (steps 2
-and 4), :mod:`~harness.plugins.hf.windows` (step 3), :mod:`~harness.plugins.hf.model` (the
-plugin's model).
+:mod:`~harness.plugins.hf.detokenize` and :mod:`~harness.plugins.hf.lm_eval_pages` (step 1),
+:mod:`~harness.plugins.hf.attribution` (steps 2 and 4), :mod:`~harness.plugins.hf.windows` (step
+3), :mod:`~harness.plugins.hf.model` (the plugin's model).
 """
 
 from harness.plugins.hf.loading import load_model

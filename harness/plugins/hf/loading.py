@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
 from harness.datasets import Dataset
-from harness.plugin import PluginError, positive_int_arg
+from harness.plugin import OneOf, PluginError, PositiveInt, declared_model_args
 from harness.plugins.hf.attribution import SEGMENTATIONS, encode
 from harness.plugins.hf.detokenize import STYLES, detokenize
+from harness.plugins.hf.lm_eval_pages import LM_EVAL
 from harness.plugins.hf.model import HFCausalLM, TextSettings
 from harness.plugins.hf.windows import WindowScorer, WindowSettings
 
@@ -137,10 +137,7 @@ def _check_fits(config: Any, dtype: Any, device: str, name: str) -> None:
 
 
 def _checked_windows(windows: WindowSettings) -> WindowSettings:
-    """``windows``, refused when a size is no positive integer or the stride is longer than
-    the window."""
-    for option, value in dataclasses.asdict(windows).items():
-        positive_int_arg("hf", option, value)
+    """``windows``, refused when the stride is longer than the window."""
     if windows.stride > windows.max_context:
         raise PluginError(
             f"hf: stride ({windows.stride}) must not exceed max_context ({windows.max_context})"
@@ -148,26 +145,26 @@ def _checked_windows(windows: WindowSettings) -> WindowSettings:
     return windows
 
 
+def _lm_eval_windows(text: TextSettings, windows: WindowSettings) -> WindowSettings:
+    """``windows``, as lm-evaluation-harness's rolling windows with ``detokenizer=lm-eval`` (the
+    last one reading a full window back); refused there unless each page is tokenized whole
+    (``segmentation=natural``) in disjoint windows (``stride`` = ``max_context``), as it does."""
+    if text.detokenizer != LM_EVAL:
+        return windows
+    if text.segmentation != "natural" or windows.stride != windows.max_context:
+        raise PluginError(
+            "hf: detokenizer=lm-eval scores each page as lm-evaluation-harness does, tokenized whole "
+            f"in disjoint windows: it takes segmentation=natural and stride={windows.max_context} "
+            f"(max_context), not segmentation={text.segmentation} and stride={windows.stride}"
+        )
+    return dataclasses.replace(windows, full_last_window=True)
+
+
 def _checked_text(dataset: Dataset, text: TextSettings) -> TextSettings:
-    """``text`` with the detokenizer ``auto`` resolved to the dataset's own; refused when a
-    style is unknown."""
+    """``text`` with the detokenizer ``auto`` resolved to the dataset's own."""
     if text.detokenizer == "auto":
         text = dataclasses.replace(text, detokenizer=_default_detokenizer(dataset))
-    if text.detokenizer not in STYLES:
-        raise PluginError(f"hf: unknown detokenizer {text.detokenizer!r} (auto, {', '.join(STYLES)})")
-    if text.segmentation not in SEGMENTATIONS:
-        raise PluginError(f"hf: unknown segmentation {text.segmentation!r} ({', '.join(SEGMENTATIONS)})")
     return text
-
-
-def _checked_dtype(dtype: str, trust_remote_code: bool) -> torch.dtype:
-    """The torch dtype named ``dtype``; refused when unknown, or when ``trust_remote_code`` is
-    no boolean."""
-    if not isinstance(trust_remote_code, bool):
-        raise PluginError(f"hf: trust_remote_code must be true or false, got {trust_remote_code!r}")
-    if dtype not in DTYPES:
-        raise PluginError(f"hf: unknown dtype {dtype!r} ({', '.join(DTYPES)})")
-    return getattr(torch, dtype)
 
 
 def _start_token(tokenizer: Any, name: str) -> int:
@@ -206,41 +203,47 @@ class HFModelArgs:
         max_context: positions per window.
         stride: subwords each window advances by (at most ``max_context``).
         window_batch: windows run at a time.
-        detokenizer: ``auto`` (the dataset's own: ``ptb`` for PTB's files, else ``wikitext``) or a
-            style of :mod:`harness.plugins.hf.detokenize`.
+        detokenizer: ``auto`` (the dataset's own: ``ptb`` for PTB's files, else ``wikitext``), a
+            style of :mod:`harness.plugins.hf.detokenize`, or ``lm-eval`` (lm-evaluation-harness's
+            ``wikitext`` pages, for ``--protocol documents``: :mod:`harness.plugins.hf.lm_eval_pages`).
         segmentation: ``pieces`` (each token's piece tokenized on its own) or ``natural``.
         dtype: the weights' dtype, one of :data:`DTYPES`.
         trust_remote_code: let ``transformers`` run the model's own code (a hub model's).
     """
 
     model: str | None = None
-    max_context: int = 1024
-    stride: int = 512
-    window_batch: int = 8
-    detokenizer: str = "auto"
-    segmentation: str = "pieces"
-    dtype: str = "float32"
+    max_context: PositiveInt = 1024
+    stride: PositiveInt = 512
+    window_batch: PositiveInt = 8
+    detokenizer: Annotated[str, OneOf(("auto", *STYLES, LM_EVAL))] = "auto"
+    segmentation: Annotated[str, OneOf(SEGMENTATIONS)] = "pieces"
+    dtype: Annotated[str, OneOf(DTYPES)] = "float32"
     trust_remote_code: bool = False
 
 
-def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, **model_args: Any) -> HFCausalLM:
+@declared_model_args("hf", HFModelArgs)
+def load_model(
+    dataset: Dataset, *, device: str, checkpoint: str | None, model_args: HFModelArgs
+) -> HFCausalLM:
     """Load a causal LM (``model=`` a ``save_pretrained`` directory or a hub name, or
     ``--checkpoint DIR``) and its tokenizer; ``model_args`` are the fields of
-    :class:`HFModelArgs`, which its signature names (below)."""
-    options = HFModelArgs(**model_args)
+    :class:`HFModelArgs`."""
     try:
         import transformers
     except ImportError:
         raise PluginError('hf: needs transformers: pip install -e ".[hf]"') from None
-    if (options.model is None) == (checkpoint is None):
+    if (model_args.model is None) == (checkpoint is None):
         raise PluginError(
             "hf: name the model once: --model-args model=PATH_OR_HUB_NAME (or --checkpoint PATH)"
         )
-    name = str(options.model if options.model is not None else checkpoint)
-    windows = _checked_windows(WindowSettings(options.max_context, options.stride, options.window_batch))
-    text = _checked_text(dataset, TextSettings(options.detokenizer, options.segmentation))
-    torch_dtype = _checked_dtype(options.dtype, options.trust_remote_code)
-    trust_remote_code = options.trust_remote_code
+    name = str(model_args.model if model_args.model is not None else checkpoint)
+    windows = _checked_windows(
+        WindowSettings(model_args.max_context, model_args.stride, model_args.window_batch)
+    )
+    text = _checked_text(dataset, TextSettings(model_args.detokenizer, model_args.segmentation))
+    windows = _lm_eval_windows(text, windows)
+    torch_dtype = getattr(torch, model_args.dtype)
+    trust_remote_code = model_args.trust_remote_code
     try:
         config = transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
         tokenizer = transformers.AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
@@ -265,22 +268,3 @@ def load_model(dataset: Dataset, *, device: str, checkpoint: str | None, **model
         text=text,
         checkpoint=name,
     )
-
-
-def _factory_signature() -> inspect.Signature:
-    """:func:`load_model`'s signature as a plugin factory's: ``(dataset, *, device, checkpoint,
-    model=None, max_context=1024, ...)``, a keyword for each field of :class:`HFModelArgs` with its
-    default. The harness checks ``--model-args`` against a factory's signature, so an unknown one
-    is refused before anything loads, as for any plugin."""
-    factory = inspect.signature(load_model)
-    fixed = [
-        parameter for parameter in factory.parameters.values() if parameter.kind != parameter.VAR_KEYWORD
-    ]
-    options = [
-        parameter.replace(kind=parameter.KEYWORD_ONLY)
-        for parameter in inspect.signature(HFModelArgs).parameters.values()
-    ]
-    return factory.replace(parameters=[*fixed, *options])
-
-
-load_model.__signature__ = _factory_signature()  # type: ignore[attr-defined]

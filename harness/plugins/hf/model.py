@@ -12,6 +12,7 @@ import numpy as np
 from harness.plugin import Chunk, ChunkScores
 from harness.plugins.hf.attribution import TextScores, attribute, encode
 from harness.plugins.hf.detokenize import Detokenized, detokenize
+from harness.plugins.hf.lm_eval_pages import LM_EVAL, lm_eval_page
 from harness.plugins.hf.windows import WindowScorer
 
 
@@ -20,7 +21,8 @@ class TextSettings:
     """How word-level tokens become the subwords the model reads.
 
     Attributes:
-        detokenizer: the style of :mod:`harness.plugins.hf.detokenize`.
+        detokenizer: the style of :mod:`harness.plugins.hf.detokenize`, or ``lm-eval``
+            (:mod:`harness.plugins.hf.lm_eval_pages`).
         segmentation: ``pieces`` (each token's piece tokenized on its own) or ``natural`` (the
             whole text at once).
     """
@@ -113,7 +115,9 @@ class HFCausalLM:
 
     def score_tokens(self, ids: np.ndarray) -> TextScores:
         """Score a word-level token stream (int ``[N]`` ids of the dataset's vocabulary)."""
-        text = detokenize((self.vocab[i] for i in ids), self.text.detokenizer)
+        words = [self.vocab[i] for i in ids]
+        style = self.text.detokenizer
+        text = lm_eval_page(words) if style == LM_EVAL else detokenize(words, style)
         subword_ids, char_starts, char_ends = self.tokenize(text)
         return attribute(text, char_starts, char_ends, self.scorer.score(subword_ids))
 

@@ -6,6 +6,11 @@ and scores the next ``stride`` subwords, so every subword sees at least ``max_co
 1`` earlier positions and never a later one, and where its context starts depends only on its
 index, never on the text's length. Windows run ``window_batch`` at a time, always
 ``max_context`` long (the last one padded on the right, which a causal model ignores).
+
+With ``full_last_window`` (lm-evaluation-harness's rolling windows, for ``detokenizer=lm-eval``)
+the last window, when it is not the first, reads the ``max_context`` positions before the text's
+last subword instead: its subwords see more context, and where it starts depends on the text's
+length.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class WindowSettings:
     max_context: int
     stride: int
     window_batch: int
+    full_last_window: bool = False
 
     def plan(self, num_subwords: int) -> list[Window]:
         """The windows over positions ``0 .. M`` (``M = num_subwords``), in order."""
@@ -39,6 +45,9 @@ class WindowSettings:
             plan.append((start, first, end))
             start += self.stride
             first, end = end, min(start + self.max_context, num_subwords) + 1
+        if self.full_last_window and len(plan) > 1:
+            _, first, end = plan[-1]
+            plan[-1] = (end - 1 - self.max_context, first, end)
         return plan
 
     def groups(self, num_subwords: int) -> list[list[Window]]:
