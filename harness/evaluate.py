@@ -499,9 +499,9 @@ def _shared_points(sizes: list[int], points: int) -> list[int]:
     positions, or fewer where ``points`` says), in proportion to the sizes, the largest
     remainders rounded up, and none beyond what :func:`harness.causality.plan_audit` takes of a
     section (:func:`harness.causality.most_substitutions`)."""
-    if len(sizes) == 1:
-        return [points]
     total = min(points, default_substitutions(sum(sizes)))
+    if len(sizes) == 1:
+        return [total]
     exact = [total * size / sum(sizes) for size in sizes]
     shares = [int(value) for value in exact]  # within each section's most, as total is within all's
     for index in sorted(range(len(sizes)), key=lambda index: shares[index] - exact[index]):

@@ -25,7 +25,7 @@ def test_a_documents_run_is_one_row_whatever_each_split_has_of_documents(tmp_pat
     make_result(results, "m.test.documents", ppl=140.0, protocol=documents(63))
     tables, warnings, collection = table(tmp_path)
     assert collection.rejected == [] and warnings == []
-    frame = tables["ptb.documents"]
+    frame = tables["ptb.documents"].frame()
     assert len(frame) == 1
     row = frame.iloc[0]
     assert (row["valid_ppl"], row["test_ppl"], row["rank"]) == (150.0, 140.0, 1)
@@ -40,7 +40,7 @@ def test_documents_runs_of_another_bptt_stay_apart(tmp_path: Path) -> None:
     make_result(results, "m.valid.documents", ppl=150.0, split="valid", protocol=documents(61))
     make_result(results, "m.test.documents", ppl=140.0, protocol={**documents(63), "bptt": 35})
     tables, _, _ = table(tmp_path)
-    assert len(tables["ptb.documents"]) == 2
+    assert len(tables["ptb.documents"].rows) == 2
 
 
 def test_stream_runs_of_different_batch_sizes_stay_two_rows(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_stream_runs_of_different_batch_sizes_stay_two_rows(tmp_path: Path) -> N
     make_result(results, "m.valid", ppl=150.0, split="valid", protocol={"batch_size": 10, "bptt": 100})
     make_result(results, "m.test", ppl=140.0, protocol={"batch_size": 1, "bptt": 100})
     tables, _, _ = table(tmp_path)
-    frame = tables["ptb"]
+    frame = tables["ptb"].frame()
     assert frame["source"].tolist() == ["m.test.json", "m.valid.json"]
     assert frame["model"].tolist() == ["my.model [batch 1, bptt 100]", "my.model [batch 10, bptt 100]"]
     assert "batch 1, bptt 100" in frame.iloc[0]["notes"]

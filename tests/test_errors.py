@@ -33,6 +33,9 @@ INTERNAL = {
     # it is written) it would be a bug of the harness, which keeps its traceback.
     "wikitext_toolkit_core.result_schema.InvalidResultRecord",
     "wikitext_toolkit_core.result_schema.NotAResultRecord",
+    # The same for a training-log line: leaderboard.training_logs and the run directory's resume
+    # rules word their own one-line error naming the file and line.
+    "wikitext_toolkit_core.training_log.InvalidTrainingLogRecord",
     # A token-cache entry that does not match its record: the entry is discarded and rebuilt.
     "harness.token_cache.CacheCorrupt",
     # A contamination report that does not fit its result: attach_reports lists it among the
